@@ -1,0 +1,22 @@
+//! The rules of the ledger as plain functions over plain data: no IO, no async.
+//!
+//! Everything here is tested without a database or a terminal; the `Ledger` applies these rules and
+//! the store only persists what they decide.
+
+pub mod fingerprint;
+pub mod key;
+pub mod next_step;
+pub mod policy;
+pub mod redact;
+pub mod state;
+pub mod time;
+pub mod transition;
+
+pub use fingerprint::fingerprint;
+pub use key::validate_key;
+pub use next_step::{NextStep, safe_next_step};
+pub use policy::{DestinationPolicy, RetryPolicy};
+pub use redact::{Redactor, escape_text};
+pub use state::{Outcome, Resolution, State};
+pub use time::{format_age, parse_duration};
+pub use transition::{AttemptEffect, Claim, Command, Ctx, Op, Refusal, Transition, apply};

@@ -1,0 +1,119 @@
+//! The safe next step (SPEC section 4): what a person may do about an operation right now.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::policy::DestinationPolicy;
+use super::state::State;
+use super::time::format_age;
+use super::transition::Op;
+
+/// Which row of the SPEC's table applies; the console colours and the tests key on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    LeaveToHolder,
+    Wait,
+    ReconcileInterrupted,
+    RetrySameKey,
+    LookUp,
+    CheckDestination,
+    RetryOrAbandon,
+    CorrectAtSource,
+    DecideContents,
+    Automatic,
+    Paused,
+    Nothing,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NextStep {
+    pub kind: StepKind,
+    pub text: String,
+}
+
+fn at(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    if t.date_naive() == now.date_naive() {
+        t.format("%H:%M UTC").to_string()
+    } else {
+        t.format("%Y-%m-%d %H:%M UTC").to_string()
+    }
+}
+
+/// A pure function of the operation, its destination's capabilities, the claim and the clock.
+/// `viewer` is the operator asking: their own claim does not tell them to leave it.
+pub fn safe_next_step(
+    op: &Op,
+    policy: &DestinationPolicy,
+    viewer: &str,
+    paused: bool,
+    attempt_timeout: Duration,
+    now: DateTime<Utc>,
+) -> NextStep {
+    let step = |kind, text: String| NextStep { kind, text };
+    let dest = &op.destination;
+    let key = &op.key;
+    if op.state.is_terminal() {
+        return step(StepKind::Nothing, "Nothing to do".into());
+    }
+    if let Some(c) = op.claimed_by_other(viewer, now) {
+        return step(
+            StepKind::LeaveToHolder,
+            format!("Claimed by {} for {}: leave it to them", c.by, format_age(now - c.since)),
+        );
+    }
+    let stuck = op.is_stuck(now, attempt_timeout);
+    match op.state {
+        State::InFlight if !stuck => step(StepKind::Wait, "Attempt running: wait".into()),
+        State::InFlight => {
+            step(StepKind::ReconcileInterrupted, "Attempt interrupted: reconcile as an unknown outcome".into())
+        }
+        State::Unknown if op.reason.as_deref() == Some("interrupted") => {
+            step(StepKind::ReconcileInterrupted, "Attempt interrupted: reconcile as an unknown outcome".into())
+        }
+        State::Unknown if policy.dedupes_at(op.first_sent_at, now) => {
+            let until = policy.horizon(op.first_sent_at).unwrap_or(now);
+            step(StepKind::RetrySameKey, format!("Retry with the same key: {dest} deduplicates until {}", at(until, now)))
+        }
+        State::Unknown if policy.lookup => {
+            step(StepKind::LookUp, format!("Look up {key} in {dest}, then reconcile found/absent"))
+        }
+        State::Unknown => step(
+            StepKind::CheckDestination,
+            format!(
+                "Check {dest} for this request ({key}, created {} ago); reconcile found/absent before any retry",
+                format_age(now - op.created_at)
+            ),
+        ),
+        State::Failed => step(StepKind::RetryOrAbandon, "Confirmed not done: retry, or close as abandoned".into()),
+        State::Rejected => step(
+            StepKind::CorrectAtSource,
+            format!(
+                "{dest} rejected it: {}. Correct it at the source and close as superseded",
+                op.reason.as_deref().unwrap_or("no reason given")
+            ),
+        ),
+        State::Conflict => step(
+            StepKind::DecideContents,
+            format!("Request changed under {key}: decide which contents are intended; close or supersede"),
+        ),
+        State::Pending | State::RetryWait if paused => {
+            step(StepKind::Paused, format!("Automatic attempt waits: workflow {} paused", op.workflow))
+        }
+        State::Pending | State::RetryWait if op.claim.as_ref().is_some_and(|c| c.is_live(now)) => step(
+            StepKind::Automatic,
+            "Held by your claim: release it to let the automatic attempt run".into(),
+        ),
+        State::Pending | State::RetryWait => {
+            let n = op.attempts - op.budget_start + 1;
+            let when = op.next_attempt_at.filter(|t| *t > now).map_or("now".to_string(), |t| at(t, now));
+            step(
+                StepKind::Automatic,
+                format!("Automatic attempt {n} of {} at {when}", policy.retry.max_attempts),
+            )
+        }
+        State::Succeeded | State::Closed => step(StepKind::Nothing, "Nothing to do".into()),
+    }
+}

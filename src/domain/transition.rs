@@ -1,0 +1,617 @@
+//! The transition table: every event and staff action against an operation, as one pure function.
+//!
+//! [`apply`] takes an operation, a command and the context (clock, actor, destination policy)
+//! and returns either the new operation with the one audit event it needs, `Ok(None)` when the
+//! command is a harmless repeat, or a [`Refusal`] that changes nothing.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::{Value, json};
+
+use super::policy::DestinationPolicy;
+use super::state::{Outcome, Resolution, State};
+use super::time::format_duration;
+
+/// A lease naming the operator working an item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub by: String,
+    pub since: DateTime<Utc>,
+    pub expires: DateTime<Utc>,
+}
+
+impl Claim {
+    pub fn is_live(&self, now: DateTime<Utc>) -> bool {
+        self.expires > now
+    }
+}
+
+/// One operation as the rules see it: plain data, raw payload included (never shown to readers).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub key: String,
+    pub workflow: String,
+    pub step: String,
+    pub destination: String,
+    pub action: String,
+    pub payload: String,
+    pub fingerprint: String,
+    pub conflicting_payload: Option<String>,
+    pub conflicting_fingerprint: Option<String>,
+    pub state: State,
+    /// Why it is in this state, e.g. `interrupted` or the destination's rejection.
+    pub reason: Option<String>,
+    /// Attempts made so far; while `attempt_started_at` is set, the last one is still open.
+    pub attempts: u32,
+    /// Attempts made before the current budget (a staff retry starts a fresh one).
+    pub budget_start: u32,
+    /// An attempt in the current budget had an unknown outcome.
+    pub ambiguous: bool,
+    pub first_sent_at: Option<DateTime<Utc>>,
+    pub attempt_started_at: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub reference: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When it became (or, for an open attempt, will become) an exception.
+    pub exception_since: Option<DateTime<Utc>>,
+    pub claim: Option<Claim>,
+    pub resolution: Option<Resolution>,
+    pub superseded_by: Option<String>,
+    pub version: i64,
+}
+
+impl Op {
+    /// A freshly recorded operation, due at once.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        key: &str,
+        workflow: &str,
+        step: &str,
+        destination: &str,
+        action: &str,
+        payload: String,
+        fingerprint: String,
+        now: DateTime<Utc>,
+    ) -> Op {
+        Op {
+            key: key.into(),
+            workflow: workflow.into(),
+            step: step.into(),
+            destination: destination.into(),
+            action: action.into(),
+            payload,
+            fingerprint,
+            conflicting_payload: None,
+            conflicting_fingerprint: None,
+            state: State::Pending,
+            reason: None,
+            attempts: 0,
+            budget_start: 0,
+            ambiguous: false,
+            first_sent_at: None,
+            attempt_started_at: None,
+            next_attempt_at: Some(now),
+            reference: None,
+            last_error: None,
+            created_at: now,
+            updated_at: now,
+            exception_since: None,
+            claim: None,
+            resolution: None,
+            superseded_by: None,
+            version: 0,
+        }
+    }
+
+    /// An `in_flight` operation whose attempt outlived its timeout.
+    pub fn is_stuck(&self, now: DateTime<Utc>, timeout: Duration) -> bool {
+        self.state == State::InFlight
+            && self.attempt_started_at.is_some_and(|t| t + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX) <= now)
+    }
+
+    pub fn is_exception(&self, now: DateTime<Utc>) -> bool {
+        self.exception_since.is_some_and(|t| t <= now)
+    }
+
+    /// The live claim of someone other than `actor`, if any.
+    pub fn claimed_by_other(&self, actor: &str, now: DateTime<Utc>) -> Option<&Claim> {
+        self.claim.as_ref().filter(|c| c.is_live(now) && c.by != actor)
+    }
+}
+
+/// Everything that can happen to an existing operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// The key arrived again with these contents.
+    Record { payload: String, fingerprint: String },
+    /// The dispatcher starts the next attempt.
+    StartAttempt,
+    /// The outcome of attempt `n` (the open one, or a whole attempt made outside settle).
+    FinishAttempt {
+        n: u32,
+        outcome: Outcome,
+        reference: Option<String>,
+        error: Option<String>,
+        http_status: Option<u16>,
+        retry_after: Option<Duration>,
+    },
+    /// An open attempt past its timeout.
+    Sweep,
+    Claim { force_reason: Option<String> },
+    Release,
+    ReconcileFound { reference: String, note: Option<String> },
+    ReconcileAbsent { note: Option<String> },
+    Retry { note: Option<String> },
+    Close { resolution: Resolution, reference: Option<String>, superseded_by: Option<String>, note: String },
+    Note { text: String },
+}
+
+impl Command {
+    /// Commands made by automation (which a live claim keeps away) rather than by a person.
+    pub fn is_automatic(&self) -> bool {
+        matches!(self, Command::StartAttempt | Command::FinishAttempt { .. } | Command::Sweep)
+    }
+}
+
+/// The clock, the actor and the destination's rules for one decision.
+#[derive(Clone, Debug)]
+pub struct Ctx<'a> {
+    pub now: DateTime<Utc>,
+    pub actor: &'a str,
+    pub policy: &'a DestinationPolicy,
+    pub lease: Duration,
+    pub attempt_timeout: Duration,
+    /// The operation's workflow is paused.
+    pub paused: bool,
+    /// A uniform sample in [0, 1) for the backoff's jitter; passed in so the rules stay pure.
+    pub jitter: f64,
+}
+
+/// What happens to the attempts table.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptEffect {
+    None,
+    Start { n: u32 },
+    Finish {
+        n: u32,
+        /// The attempt was not started through settle: write it whole.
+        whole: bool,
+        outcome: Outcome,
+        http_status: Option<u16>,
+        reference: Option<String>,
+        error: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub op: Op,
+    pub attempt: AttemptEffect,
+    pub kind: &'static str,
+    pub detail: Value,
+    /// Said to the person who asked, beside the result (e.g. a retry of a rejection).
+    pub warning: Option<String>,
+}
+
+/// A one-line reason why a command was refused; nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+fn refuse<T>(text: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal(text.into()))
+}
+
+fn fmt_time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// Applies a command to an operation. `Ok(None)`: nothing to do (a harmless repeat).
+pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Refusal> {
+    let now = ctx.now;
+    let key = &op.key;
+    if op.state.is_terminal() {
+        return match cmd {
+            Command::Note { .. } => note(op, cmd, ctx).map(Some),
+            Command::Record { fingerprint, .. } if *fingerprint == op.fingerprint => Ok(None),
+            Command::Record { .. } => refuse(format!(
+                "{key} is {}: its contents cannot change (the recorded contents are kept)",
+                op.state
+            )),
+            Command::FinishAttempt { .. } | Command::StartAttempt => {
+                refuse(format!("{key} is {}: no further attempt is recorded", op.state))
+            }
+            Command::Sweep => Ok(None),
+            _ => refuse(format!("{key} is {}: nothing more can be done to it", op.state)),
+        };
+    }
+    if cmd.is_automatic()
+        && let Some(c) = op.claimed_by_other(ctx.actor, now)
+        && !matches!(cmd, Command::FinishAttempt { .. } if op.attempt_started_at.is_some())
+    {
+        return refuse(format!(
+            "{key} is claimed by {} until {}: no automatic attempt while a person works it",
+            c.by,
+            fmt_time(c.expires)
+        ));
+    }
+
+    let mut next = op.clone();
+    next.updated_at = now;
+    next.version = op.version + 1;
+    let mut attempt = AttemptEffect::None;
+    let mut warning = None;
+    let kind: &'static str;
+    let mut detail = json!({});
+
+    match cmd {
+        Command::Record { payload, fingerprint } => {
+            if *fingerprint == op.fingerprint || Some(fingerprint) == op.conflicting_fingerprint.as_ref() {
+                return Ok(None);
+            }
+            next.state = State::Conflict;
+            next.conflicting_payload = Some(payload.clone());
+            next.conflicting_fingerprint = Some(fingerprint.clone());
+            next.reason = Some(format!("contents changed while {}", op.state));
+            next.next_attempt_at = None;
+            kind = "conflict";
+            detail = json!({ "fingerprint": fingerprint, "previous_fingerprint": op.fingerprint });
+        }
+        Command::StartAttempt => {
+            if !matches!(op.state, State::Pending | State::RetryWait) {
+                return refuse(format!("{key} is {}: only pending or retry_wait operations are attempted", op.state));
+            }
+            if ctx.paused {
+                return refuse(format!("workflow {} is paused: no attempt is started", op.workflow));
+            }
+            if op.next_attempt_at.is_some_and(|t| t > now) {
+                return refuse(format!("{key} is not due until {}", fmt_time(op.next_attempt_at.unwrap_or(now))));
+            }
+            next.attempts = op.attempts + 1;
+            next.state = State::InFlight;
+            next.attempt_started_at = Some(now);
+            next.first_sent_at = op.first_sent_at.or(Some(now));
+            next.next_attempt_at = None;
+            attempt = AttemptEffect::Start { n: next.attempts };
+            kind = "attempt_started";
+            detail = json!({ "attempt": next.attempts });
+        }
+        Command::FinishAttempt { n, outcome, reference, error, http_status, retry_after } => {
+            let open = op.attempt_started_at.is_some() && *n == op.attempts;
+            let whole = !open;
+            if whole {
+                if *n != op.attempts + 1 {
+                    return refuse(format!(
+                        "{key}: attempt {n} reported, but {} attempt(s) are recorded; the next is {}",
+                        op.attempts,
+                        op.attempts + 1
+                    ));
+                }
+                if !matches!(op.state, State::Pending | State::RetryWait) {
+                    return refuse(format!(
+                        "{key} is {}: an automatic attempt is not safe now; staff settle it from the exception queue",
+                        op.state
+                    ));
+                }
+                next.attempts = *n;
+                next.first_sent_at = op.first_sent_at.or(Some(now));
+            }
+            next.attempt_started_at = None;
+            attempt = AttemptEffect::Finish {
+                n: *n,
+                whole,
+                outcome: *outcome,
+                http_status: *http_status,
+                reference: reference.clone(),
+                error: error.clone(),
+            };
+            kind = "attempt";
+            detail = json!({ "attempt": n, "outcome": outcome.as_str(), "http_status": http_status,
+                             "reference": reference, "error": error });
+            next.last_error = error.clone().or(op.last_error.clone());
+            if op.state == State::Conflict {
+                // The attempt ran with the first contents; the conflict still needs a person.
+                if *outcome == Outcome::Accepted {
+                    next.reference = reference.clone();
+                }
+            } else {
+                finish_attempt(op, &mut next, *n, *outcome, reference, error, *retry_after, ctx);
+            }
+        }
+        Command::Sweep => {
+            if !op.is_stuck(now, ctx.attempt_timeout) {
+                return Ok(None);
+            }
+            let error = format!("interrupted: no outcome within {}", format_duration(ctx.attempt_timeout));
+            next.state = State::Unknown;
+            next.reason = Some("interrupted".into());
+            next.ambiguous = true;
+            next.attempt_started_at = None;
+            next.last_error = Some(error.clone());
+            attempt = AttemptEffect::Finish {
+                n: op.attempts,
+                whole: false,
+                outcome: Outcome::Unknown,
+                http_status: None,
+                reference: None,
+                error: Some(error),
+            };
+            kind = "swept";
+            detail = json!({ "attempt": op.attempts, "reason": "interrupted" });
+        }
+        Command::Claim { force_reason } => {
+            match (op.claimed_by_other(ctx.actor, now), force_reason) {
+                (Some(c), None) => {
+                    return refuse(format!(
+                        "{key} is claimed by {} until {}; take it over only with --force --reason",
+                        c.by,
+                        fmt_time(c.expires)
+                    ));
+                }
+                (Some(c), Some(reason)) => {
+                    if reason.trim().is_empty() {
+                        return refuse("taking over a live claim needs a reason");
+                    }
+                    kind = "claim_taken";
+                    detail = json!({ "from": c.by, "reason": reason });
+                }
+                (None, _) => {
+                    kind = "claimed";
+                }
+            }
+            let since = match &op.claim {
+                Some(c) if c.by == ctx.actor && c.is_live(now) => c.since,
+                _ => now,
+            };
+            next.claim = Some(Claim { by: ctx.actor.into(), since, expires: now + lease(ctx) });
+        }
+        Command::Release => {
+            match &op.claim {
+                Some(c) if c.by == ctx.actor => {}
+                Some(c) if c.is_live(now) => return refuse(format!("{key} is claimed by {}, not by you", c.by)),
+                _ => return refuse(format!("{key} is not claimed by you")),
+            }
+            next.claim = None;
+            kind = "released";
+        }
+        Command::ReconcileFound { reference, note } => {
+            hold(op, ctx)?;
+            let stuck = op.is_stuck(now, ctx.attempt_timeout);
+            if !(matches!(op.state, State::Unknown | State::Failed | State::Conflict) || stuck) {
+                return refuse(format!(
+                    "{key} is {}: reconcile --found applies to unknown, failed, conflict or a stuck in_flight",
+                    op.state
+                ));
+            }
+            if reference.trim().is_empty() {
+                return refuse("reconcile --found needs the destination's reference");
+            }
+            attempt = close_open_attempt(op, "interrupted; reconciled by staff");
+            next.state = State::Succeeded;
+            next.reference = Some(reference.clone());
+            next.attempt_started_at = None;
+            kind = "reconciled";
+            detail = json!({ "found": true, "reference": reference, "note": note });
+        }
+        Command::ReconcileAbsent { note } => {
+            hold(op, ctx)?;
+            if !(op.state == State::Unknown || op.is_stuck(now, ctx.attempt_timeout)) {
+                return refuse(format!(
+                    "{key} is {}: reconcile --absent applies to unknown or a stuck in_flight",
+                    op.state
+                ));
+            }
+            attempt = close_open_attempt(op, "interrupted; reconciled absent by staff");
+            next.state = State::Failed;
+            next.reason = Some("reconciled absent".into());
+            next.ambiguous = false;
+            next.attempt_started_at = None;
+            next.claim = renewed(op, ctx);
+            kind = "reconciled";
+            detail = json!({ "found": false, "note": note });
+        }
+        Command::Retry { note } => {
+            hold(op, ctx)?;
+            match op.state {
+                State::Failed => {}
+                State::Rejected => {
+                    warning = Some(format!(
+                        "{} rejected this request before and may reject it again",
+                        op.destination
+                    ));
+                }
+                State::Unknown if ctx.policy.dedupes_at(op.first_sent_at, now) => {}
+                State::Unknown => {
+                    return refuse(format!(
+                        "{key}'s outcome is unknown and {} {}: a retry could do it twice; check {} and reconcile first",
+                        op.destination,
+                        if ctx.policy.dedupes { "is past its key retention" } else { "does not deduplicate" },
+                        op.destination
+                    ));
+                }
+                s => {
+                    return refuse(format!("{key} is {s}: retry applies to failed, rejected or a deduplicated unknown"));
+                }
+            }
+            next.state = State::Pending;
+            next.next_attempt_at = Some(now);
+            next.budget_start = op.attempts;
+            next.ambiguous = op.state == State::Unknown;
+            next.reason = None;
+            next.claim = None;
+            kind = "retry_requested";
+            detail = json!({ "requested_by": ctx.actor, "note": note });
+        }
+        Command::Close { resolution, reference, superseded_by, note } => {
+            hold(op, ctx)?;
+            if op.state == State::InFlight && !op.is_stuck(now, ctx.attempt_timeout) {
+                return refuse(format!("{key} has an attempt running: wait for its outcome before closing"));
+            }
+            if note.trim().is_empty() {
+                return refuse("close needs a note saying what was done");
+            }
+            match resolution {
+                Resolution::DoneElsewhere if reference.as_deref().is_none_or(|r| r.trim().is_empty()) => {
+                    return refuse("close --resolution done_elsewhere needs --reference REF");
+                }
+                Resolution::Superseded if superseded_by.is_none() => {
+                    return refuse("close --resolution superseded needs --superseded-by KEY");
+                }
+                Resolution::Superseded if superseded_by.as_deref() == Some(key.as_str()) => {
+                    return refuse("an operation cannot supersede itself");
+                }
+                _ => {}
+            }
+            attempt = close_open_attempt(op, "interrupted; closed by staff");
+            next.state = State::Closed;
+            next.resolution = Some(*resolution);
+            next.superseded_by = superseded_by.clone();
+            if *resolution == Resolution::DoneElsewhere {
+                next.reference = reference.clone();
+            }
+            next.attempt_started_at = None;
+            kind = "closed";
+            detail = json!({ "resolution": resolution.as_str(), "reference": reference,
+                             "superseded_by": superseded_by, "note": note });
+        }
+        Command::Note { .. } => return note(op, cmd, ctx).map(Some),
+    }
+
+    settle_bookkeeping(op, &mut next, ctx);
+    Ok(Some(Transition { op: next, attempt, kind, detail, warning }))
+}
+
+/// The automatic rules for an attempt's outcome (SPEC section 3 and 6).
+#[allow(clippy::too_many_arguments)]
+fn finish_attempt(
+    op: &Op,
+    next: &mut Op,
+    n: u32,
+    outcome: Outcome,
+    reference: &Option<String>,
+    error: &Option<String>,
+    retry_after: Option<Duration>,
+    ctx: &Ctx,
+) {
+    let policy = ctx.policy;
+    let used = n.saturating_sub(op.budget_start);
+    let spent = used >= policy.retry.max_attempts;
+    match outcome {
+        Outcome::Accepted => {
+            next.state = State::Succeeded;
+            next.reference = reference.clone();
+            next.reason = None;
+        }
+        Outcome::Rejected => {
+            next.state = State::Rejected;
+            next.reason = Some(error.clone().unwrap_or_else(|| "rejected".into()));
+        }
+        Outcome::Transient => {
+            if spent {
+                next.state = if op.ambiguous { State::Unknown } else { State::Failed };
+                next.reason = Some(format!("{used} of {} attempts spent", policy.retry.max_attempts));
+            } else {
+                let delay = policy.retry.delay(used.saturating_sub(1), ctx.jitter, retry_after);
+                next.state = State::RetryWait;
+                next.next_attempt_at = Some(ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX));
+                next.reason = None;
+            }
+        }
+        Outcome::Unknown => {
+            next.ambiguous = true;
+            let delay = policy.retry.delay(used.saturating_sub(1), ctx.jitter, retry_after);
+            let at = ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX);
+            if !spent && policy.dedupes_at(next.first_sent_at, at) {
+                next.state = State::RetryWait;
+                next.next_attempt_at = Some(at);
+                next.reason = None;
+            } else {
+                next.state = State::Unknown;
+                next.reason = Some(error.clone().unwrap_or_else(|| "outcome not observed".into()));
+            }
+        }
+    }
+}
+
+fn note(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Transition, Refusal> {
+    let Command::Note { text } = cmd else { unreachable!("note() is only called with a note") };
+    if text.trim().is_empty() {
+        return refuse("a note needs some text");
+    }
+    let mut next = op.clone();
+    next.updated_at = ctx.now;
+    next.version = op.version + 1;
+    next.claim = renewed(op, ctx);
+    Ok(Transition { op: next, attempt: AttemptEffect::None, kind: "note", detail: json!({ "text": text }), warning: None })
+}
+
+fn lease(ctx: &Ctx) -> TimeDelta {
+    TimeDelta::from_std(ctx.lease).unwrap_or(TimeDelta::MAX)
+}
+
+/// The holder's claim with its expiry pushed out (each action of the holder renews the lease).
+fn renewed(op: &Op, ctx: &Ctx) -> Option<Claim> {
+    op.claim.clone().map(|mut c| {
+        if c.by == ctx.actor && c.is_live(ctx.now) {
+            c.expires = ctx.now + lease(ctx);
+        }
+        c
+    })
+}
+
+/// Staff actions other than claim, release and note need the actor to hold a live claim.
+fn hold(op: &Op, ctx: &Ctx) -> Result<(), Refusal> {
+    let key = &op.key;
+    match &op.claim {
+        None => refuse(format!("claim {key} first: staff actions need the claim (settle claim {key})")),
+        Some(c) if c.by != ctx.actor && c.is_live(ctx.now) => refuse(format!("{key} is claimed by {}, not by you", c.by)),
+        Some(c) if c.by != ctx.actor => refuse(format!("claim {key} first: {}'s claim expired", c.by)),
+        Some(c) if !c.is_live(ctx.now) => {
+            refuse(format!("your claim on {key} expired at {}: claim it again", fmt_time(c.expires)))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+fn close_open_attempt(op: &Op, error: &str) -> AttemptEffect {
+    if op.attempt_started_at.is_none() {
+        return AttemptEffect::None;
+    }
+    AttemptEffect::Finish {
+        n: op.attempts,
+        whole: false,
+        outcome: Outcome::Unknown,
+        http_status: None,
+        reference: None,
+        error: Some(error.into()),
+    }
+}
+
+/// Derived fields every transition keeps right: exception age, schedule, claim on terminal states.
+fn settle_bookkeeping(old: &Op, next: &mut Op, ctx: &Ctx) {
+    next.exception_since = match next.state {
+        s if s.is_exception() => match old.exception_since {
+            Some(t) if t <= ctx.now => Some(t),
+            _ => Some(ctx.now),
+        },
+        State::InFlight => next
+            .attempt_started_at
+            .map(|t| t + TimeDelta::from_std(ctx.attempt_timeout).unwrap_or(TimeDelta::MAX)),
+        _ => None,
+    };
+    if !matches!(next.state, State::Pending | State::RetryWait) {
+        next.next_attempt_at = None;
+    }
+    if next.state.is_terminal() {
+        next.claim = None;
+    } else if next.claim.as_ref().is_some_and(|c| c.by == ctx.actor) && next.state == old.state {
+        next.claim = renewed(next, ctx);
+    }
+}
+
+#[cfg(test)]
+#[path = "transition_tests.rs"]
+mod tests;
