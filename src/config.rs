@@ -1,0 +1,235 @@
+//! Configuration (SPEC section 14): a TOML file, every key checked, every duration parsed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::domain::policy::{DestinationPolicy, RetryPolicy};
+use crate::domain::redact::{FieldRule, Redactor};
+use crate::domain::time::parse_duration;
+use crate::error::{Error, Result};
+
+pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Database URL; `--db` and `SETTLE_DATABASE_URL` come first.
+    #[serde(default)]
+    pub database: Option<String>,
+    /// Where logs go (never the terminal).
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
+    /// How long a claim lasts; each action of the holder renews it.
+    #[serde(default = "default_lease", deserialize_with = "duration")]
+    pub lease: Duration,
+    /// An attempt without an outcome after this long is swept to `unknown`.
+    #[serde(default = "default_attempt_timeout", deserialize_with = "duration")]
+    pub attempt_timeout: Duration,
+    #[serde(default = "default_warn_after", deserialize_with = "duration")]
+    pub warn_after: Duration,
+    #[serde(default = "default_critical_after", deserialize_with = "duration")]
+    pub critical_after: Duration,
+    #[serde(default)]
+    pub destinations: BTreeMap<String, DestinationConfig>,
+    #[serde(default)]
+    pub workflows: BTreeMap<String, WorkflowConfig>,
+    #[serde(default)]
+    pub redaction: RedactionConfig,
+}
+
+fn default_lease() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+fn default_attempt_timeout() -> Duration {
+    Duration::from_secs(5 * 60)
+}
+fn default_warn_after() -> Duration {
+    Duration::from_secs(3600)
+}
+fn default_critical_after() -> Duration {
+    Duration::from_secs(86_400)
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database: None,
+            log_file: None,
+            lease: default_lease(),
+            attempt_timeout: default_attempt_timeout(),
+            warn_after: default_warn_after(),
+            critical_after: default_critical_after(),
+            destinations: BTreeMap::new(),
+            workflows: BTreeMap::new(),
+            redaction: RedactionConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestinationConfig {
+    #[serde(default)]
+    pub dedupes: bool,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub key_retention: Option<Duration>,
+    #[serde(default)]
+    pub lookup: bool,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub base: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub cap: Option<Duration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowConfig {
+    #[serde(default)]
+    pub pause_when: Option<PauseWhen>,
+}
+
+/// The stopping threshold: pause the workflow when either is passed.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PauseWhen {
+    #[serde(default)]
+    pub unresolved: Option<u64>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub oldest: Option<Duration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionConfig {
+    #[serde(default)]
+    pub rules: Vec<FieldRule>,
+}
+
+impl Config {
+    /// Reads a config file; errors name the file, line and key in one line.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Invalid(format!("cannot read config {}: {e}", path.display())))?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let (line, key) = match e.span() {
+                Some(span) => locate(text, span.start),
+                None => (0, String::new()),
+            };
+            let message = e.message().replace('\n', " ");
+            let key = if key.is_empty() { String::new() } else { format!(" key `{key}`:") };
+            Error::Invalid(format!("{origin}:{line}:{key} {message}"))
+        })?;
+        for (name, d) in &config.destinations {
+            if d.max_attempts == Some(0) {
+                return Err(Error::Invalid(format!(
+                    "{origin}: key `destinations.{name}.max_attempts`: must be at least 1"
+                )));
+            }
+        }
+        Redactor::new(&config.redaction.rules)
+            .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
+        Ok(config)
+    }
+
+    /// `--config`, else `SETTLE_CONFIG`, else `$XDG_CONFIG_HOME/settle/settle.toml`, else defaults.
+    pub fn discover(explicit: Option<&Path>) -> Result<Config> {
+        if let Some(p) = explicit {
+            return Config::load(p);
+        }
+        if let Some(p) = std::env::var_os("SETTLE_CONFIG").filter(|p| !p.is_empty()) {
+            return Config::load(Path::new(&p));
+        }
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+        if let Some(p) = xdg.map(|d| d.join("settle").join("settle.toml")).filter(|p| p.exists()) {
+            return Config::load(&p);
+        }
+        Ok(Config::default())
+    }
+
+    pub fn destination(&self, name: &str) -> DestinationPolicy {
+        let d = self.destinations.get(name).cloned().unwrap_or_default();
+        let defaults = RetryPolicy::default();
+        DestinationPolicy {
+            dedupes: d.dedupes,
+            key_retention: d.key_retention,
+            lookup: d.lookup,
+            retry: RetryPolicy {
+                max_attempts: d.max_attempts.unwrap_or(defaults.max_attempts),
+                base: d.base.unwrap_or(defaults.base),
+                cap: d.cap.unwrap_or(defaults.cap),
+            },
+        }
+    }
+
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(&self.redaction.rules).unwrap_or_default()
+    }
+}
+
+/// The 1-based line of a byte offset, and the key written on that line (or the table it opens).
+fn locate(text: &str, offset: usize) -> (usize, String) {
+    let offset = offset.min(text.len());
+    let line_no = text[..offset].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+    let key = match line.split_once('=') {
+        Some((k, _)) => k.trim(),
+        None => line.trim_matches(|c| c == '[' || c == ']'),
+    };
+    (line_no, key.trim_matches('"').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_parses() {
+        let text = include_str!("../assets/settle.toml");
+        let c = Config::parse(text, "assets/settle.toml").unwrap();
+        assert!(c.destinations.contains_key("projects"));
+        assert!(c.destination("projects").dedupes);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let err = Config::parse("lease = \"30m\"\n[destinations.crm]\ndedupes = true\nretention = \"1d\"\n", "my.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("my.toml:4: key `retention`:") && err.contains("unknown field"), "{err}");
+        assert!(!err.contains('\n'));
+        let err = Config::parse("lease = \"thirty\"\n", "my.toml").unwrap_err().to_string();
+        assert!(err.starts_with("my.toml:1: key `lease`:") && err.contains("bad duration"), "{err}");
+        let err = Config::parse("[workflows.x]\npause_when = { unresolved = \"many\" }\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("c.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn unknown_destinations_get_the_defaults() {
+        let p = Config::default().destination("nowhere");
+        assert!(!p.dedupes && !p.lookup);
+        assert_eq!(p.retry, RetryPolicy::default());
+    }
+}

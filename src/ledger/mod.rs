@@ -1,0 +1,502 @@
+//! The `Ledger`: every operation a user or automation can ask for, each one atomic and audited.
+//!
+//! The rules come from `domain`; this module loads what they need inside one transaction, asks
+//! them, and writes the result with a compare-and-set on the operation's `version` together with
+//! its one audit event. Readers only ever get redacted views.
+
+mod ingest;
+mod read;
+mod views;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::AnyConnection;
+
+use crate::config::Config;
+use crate::domain::fingerprint::canonical_json;
+use crate::domain::{Command, Ctx, Op, Outcome, Redactor, Resolution, State, apply, fingerprint, validate_key};
+use crate::error::{Error, Result};
+use crate::store::{self, AttemptWrite, NewEvent, Store};
+
+pub use ingest::{IngestProblem, IngestReport};
+pub use read::{ListFilter, Page, Scope};
+pub use views::*;
+
+/// The actor name of settle's own automatic actions (sweep, auto-pause).
+pub const SYSTEM_ACTOR: &str = "settle";
+
+/// How many times a change is retried when another writer changed the operation first.
+const CAS_TRIES: usize = 8;
+
+/// Runs `$body` (an expression over `$conn`, giving `Result<Tried<T>>`) in a write transaction,
+/// again from the start when it lost a compare-and-set race. A macro rather than a function taking
+/// a closure: the body borrows the connection, and async closures over borrowed arguments do not
+/// yet express that lifetime cleanly.
+macro_rules! in_transaction {
+    ($ledger:expr, |$conn:ident| $body:expr) => {{
+        let mut result = Err(Error::Refused("the operation kept changing under us; try again".into()));
+        for _ in 0..CAS_TRIES {
+            let mut tx = $ledger.store.begin().await?;
+            let outcome = {
+                let $conn: &mut AnyConnection = &mut tx;
+                $body
+            };
+            match outcome {
+                Ok(Tried::Done(v)) => {
+                    tx.commit().await.map_err(|e| $ledger.store.err(e))?;
+                    result = Ok(v);
+                    break;
+                }
+                Ok(Tried::Raced) => {
+                    let _ = tx.rollback().await;
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        result
+    }};
+}
+pub(crate) use in_transaction;
+
+type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// An intended operation, as an automation records it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Intent {
+    pub key: String,
+    pub workflow: String,
+    pub step: String,
+    pub destination: String,
+    pub action: String,
+    pub payload: Value,
+}
+
+/// An attempt's outcome, as an automation reports it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttemptReport {
+    pub key: String,
+    /// The attempt's number; by default the open attempt, else the next one.
+    pub attempt: Option<u32>,
+    pub outcome: Option<Outcome>,
+    pub reference: Option<String>,
+    pub error: Option<String>,
+    pub http_status: Option<u16>,
+    pub retry_after: Option<Duration>,
+}
+
+/// A staff action on one operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StaffAction {
+    Claim { force_reason: Option<String> },
+    Release,
+    ReconcileFound { reference: String, note: Option<String> },
+    ReconcileAbsent { note: Option<String> },
+    Retry { note: Option<String> },
+    Close { resolution: Resolution, reference: Option<String>, superseded_by: Option<String>, note: String },
+    Note { text: String },
+}
+
+enum Ask<'a> {
+    Cmd(Command),
+    Attempt(&'a AttemptReport),
+}
+
+/// What one try inside a transaction came to.
+pub(crate) enum Tried<T> {
+    Done(T),
+    /// Another writer changed the operation first: roll back and try again.
+    Raced,
+}
+
+#[derive(Clone)]
+pub struct Ledger {
+    store: Store,
+    config: Arc<Config>,
+    redactor: Arc<Redactor>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("db", &self.store.shown_url()).finish()
+    }
+}
+
+fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
+    if value.is_empty() && !may_be_empty {
+        return Err(Error::Invalid(format!("{what} must not be empty")));
+    }
+    if value.chars().count() > 128 || value.chars().any(char::is_control) {
+        return Err(Error::Invalid(format!("{what} must be at most 128 printable characters")));
+    }
+    Ok(())
+}
+
+impl Ledger {
+    /// Opens (and migrates) the database at `url`.
+    pub async fn open(url: &str, config: Config) -> Result<Ledger> {
+        let store = Store::open(url).await?;
+        Ok(Ledger {
+            store,
+            redactor: Arc::new(config.redactor()),
+            config: Arc::new(config),
+            clock: Arc::new(Utc::now),
+        })
+    }
+
+    /// Replaces the clock (the demo builds a week of history; tests move time).
+    pub fn with_clock(mut self, clock: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Ledger {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        (self.clock)()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The database URL with any password masked.
+    pub fn database(&self) -> &str {
+        self.store.shown_url()
+    }
+
+    pub fn backend(&self) -> store::Backend {
+        self.store.backend()
+    }
+
+    pub async fn close(&self) {
+        self.store.close().await;
+    }
+
+    /// Records an intended operation. Repeating it is harmless; new contents under a known key
+    /// make a `conflict` that keeps both (a terminal operation refuses them).
+    pub async fn record(&self, intent: &Intent, actor: &str) -> Result<Recorded> {
+        let prepared = self.prepare(intent)?;
+        let result = in_transaction!(self, |conn| self.record_in(conn, &prepared, actor).await)?;
+        if result == Recorded::Conflict {
+            self.check_threshold(&intent.workflow).await?;
+        }
+        Ok(result)
+    }
+
+    fn prepare(&self, intent: &Intent) -> Result<Op> {
+        validate_key(&intent.key).map_err(Error::Invalid)?;
+        check_name("workflow", &intent.workflow, false)?;
+        check_name("step", &intent.step, true)?;
+        check_name("destination", &intent.destination, false)?;
+        check_name("action", &intent.action, false)?;
+        let fp = fingerprint(&intent.destination, &intent.action, &intent.payload);
+        Ok(Op::new(
+            &intent.key,
+            &intent.workflow,
+            &intent.step,
+            &intent.destination,
+            &intent.action,
+            canonical_json(&intent.payload),
+            fp,
+            self.now(),
+        ))
+    }
+
+    async fn record_in(&self, conn: &mut AnyConnection, new: &Op, actor: &str) -> Result<Tried<Recorded>> {
+        let now = self.now();
+        let mut op = new.clone();
+        op.created_at = now;
+        op.updated_at = now;
+        op.next_attempt_at = Some(now);
+        if let Some(id) = store::insert_op(conn, &op).await? {
+            let detail = json!({ "fingerprint": op.fingerprint }).to_string();
+            store::insert_event(
+                conn,
+                &NewEvent {
+                    operation_id: Some(id),
+                    workflow: None,
+                    at: now,
+                    actor,
+                    kind: "recorded",
+                    from_state: None,
+                    to_state: Some(State::Pending),
+                    detail: &detail,
+                },
+            )
+            .await?;
+            return Ok(Tried::Done(Recorded::Created));
+        }
+        let cmd = Command::Record { payload: op.payload.clone(), fingerprint: op.fingerprint.clone() };
+        Ok(match self.act_in(conn, &op.key, actor, &Ask::Cmd(cmd)).await? {
+            Tried::Raced => Tried::Raced,
+            Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
+            Tried::Done(_) => Tried::Done(Recorded::Unchanged),
+        })
+    }
+
+    /// Records an attempt's outcome (`settle attempt`, a JSON line, or the dispatcher).
+    pub async fn report_attempt(&self, report: &AttemptReport, actor: &str) -> Result<Applied> {
+        validate_key(&report.key).map_err(Error::Invalid)?;
+        if report.outcome.is_none() {
+            return Err(Error::Invalid("an attempt needs an outcome".into()));
+        }
+        self.act(&report.key, actor, Ask::Attempt(report)).await
+    }
+
+    /// Starts the next attempt of a due operation (the dispatcher's first step).
+    pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
+        self.act(key, actor, Ask::Cmd(Command::StartAttempt)).await
+    }
+
+    /// A staff action by `actor`: claim, release, reconcile, retry, close or note.
+    pub async fn staff(&self, key: &str, actor: &str, action: StaffAction) -> Result<Applied> {
+        validate_key(key).map_err(Error::Invalid)?;
+        check_name("operator", actor, false)?;
+        let cmd = match action {
+            StaffAction::Claim { force_reason } => Command::Claim { force_reason },
+            StaffAction::Release => Command::Release,
+            StaffAction::ReconcileFound { reference, note } => Command::ReconcileFound { reference, note },
+            StaffAction::ReconcileAbsent { note } => Command::ReconcileAbsent { note },
+            StaffAction::Retry { note } => Command::Retry { note },
+            StaffAction::Close { resolution, reference, superseded_by, note } => {
+                if let Some(k) = &superseded_by {
+                    validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
+                }
+                Command::Close { resolution, reference, superseded_by, note }
+            }
+            StaffAction::Note { text } => Command::Note { text },
+        };
+        self.act(key, actor, Ask::Cmd(cmd)).await
+    }
+
+    async fn act(&self, key: &str, actor: &str, ask: Ask<'_>) -> Result<Applied> {
+        let applied = in_transaction!(self, |conn| self.act_in(conn, key, actor, &ask).await)?;
+        if applied.to != applied.from && (applied.to.is_exception() || applied.to == State::InFlight) {
+            self.check_threshold(&applied.workflow).await?;
+        }
+        Ok(applied)
+    }
+
+    /// One change inside a transaction: load, decide, compare-and-set, audit.
+    async fn act_in(&self, conn: &mut AnyConnection, key: &str, actor: &str, ask: &Ask<'_>) -> Result<Tried<Applied>> {
+        let now = self.now();
+        let Some((id, op)) = store::load_op(conn, key).await? else {
+            return Err(Error::NotFound(format!("no operation with key {key}")));
+        };
+        let unchanged = |op: &Op| {
+            Tried::Done(Applied {
+                key: key.into(),
+                workflow: op.workflow.clone(),
+                from: op.state,
+                to: op.state,
+                kind: None,
+                warning: None,
+            })
+        };
+        let cmd = match ask {
+            Ask::Cmd(c) => c.clone(),
+            Ask::Attempt(r) => {
+                let outcome = r.outcome.unwrap_or(Outcome::Unknown);
+                let open = op.attempt_started_at.is_some();
+                let n = r.attempt.unwrap_or(if open { op.attempts } else { op.attempts + 1 });
+                if n == 0 {
+                    return Err(Error::Invalid("attempts are numbered from 1".into()));
+                }
+                if n <= op.attempts && !(open && n == op.attempts) {
+                    // A repeat of a recorded attempt is harmless; a different outcome is not.
+                    return match store::attempt(conn, id, n).await? {
+                        Some(a) if a.outcome == Some(outcome) => Ok(unchanged(&op)),
+                        Some(a) => Err(Error::Refused(format!(
+                            "{key}: attempt {n} is already recorded as {}",
+                            a.outcome.map_or("open", |o| o.as_str())
+                        ))),
+                        None => Err(Error::Refused(format!("{key}: attempt {n} is not recorded"))),
+                    };
+                }
+                Command::FinishAttempt {
+                    n,
+                    outcome,
+                    reference: r.reference.clone(),
+                    error: r.error.clone(),
+                    http_status: r.http_status,
+                    retry_after: r.retry_after,
+                }
+            }
+        };
+        let paused = matches!(cmd, Command::StartAttempt)
+            && store::workflow(conn, &op.workflow).await?.is_some_and(|w| w.paused);
+        let policy = self.config.destination(&op.destination);
+        let ctx = Ctx {
+            now,
+            actor,
+            policy: &policy,
+            lease: self.config.lease,
+            attempt_timeout: self.config.attempt_timeout,
+            paused,
+            jitter: rand::random::<f64>(),
+        };
+        let Some(t) = apply(&op, &cmd, &ctx)? else {
+            return Ok(unchanged(&op));
+        };
+        if !store::update_op(conn, id, &t.op, op.version).await? {
+            return Ok(Tried::Raced);
+        }
+        match &t.attempt {
+            crate::domain::AttemptEffect::None => {}
+            crate::domain::AttemptEffect::Start { n } => store::start_attempt(conn, id, *n, actor, now).await?,
+            crate::domain::AttemptEffect::Finish { n, whole, outcome, http_status, reference, error } => {
+                let write = AttemptWrite {
+                    operation_id: id,
+                    n: *n,
+                    actor,
+                    at: now,
+                    outcome: *outcome,
+                    http_status: *http_status,
+                    reference: reference.as_deref(),
+                    error: error.as_deref(),
+                };
+                store::finish_attempt(conn, &write, *whole).await?;
+            }
+        }
+        let redaction = self.redactor.for_operation(&op.destination, &op.action, &op.payload);
+        let detail = redaction.json(&t.detail).to_string();
+        store::insert_event(
+            conn,
+            &NewEvent {
+                operation_id: Some(id),
+                workflow: None,
+                at: now,
+                actor,
+                kind: t.kind,
+                from_state: Some(op.state),
+                to_state: Some(t.op.state),
+                detail: &detail,
+            },
+        )
+        .await?;
+        Ok(Tried::Done(Applied {
+            key: key.into(),
+            workflow: op.workflow.clone(),
+            from: op.state,
+            to: t.op.state,
+            kind: Some(t.kind),
+            warning: t.warning.map(|w| redaction.text(&w)),
+        }))
+    }
+
+    /// Pauses a workflow: the dispatcher starts no attempt for it; nothing pending is lost.
+    /// Returns false when it was already paused.
+    pub async fn pause(&self, workflow: &str, reason: &str, actor: &str) -> Result<bool> {
+        check_name("workflow", workflow, false)?;
+        if reason.trim().is_empty() {
+            return Err(Error::Invalid("pause needs --reason".into()));
+        }
+        self.set_paused(workflow, true, Some(reason), actor, "paused").await
+    }
+
+    /// Resumes a paused workflow. Returns false when it was not paused.
+    pub async fn resume(&self, workflow: &str, actor: &str) -> Result<bool> {
+        check_name("workflow", workflow, false)?;
+        self.set_paused(workflow, false, None, actor, "resumed").await
+    }
+
+    async fn set_paused(&self, workflow: &str, paused: bool, reason: Option<&str>, actor: &str, kind: &'static str) -> Result<bool> {
+        let reason = reason.map(crate::domain::redact::redact_text);
+        in_transaction!(self, |conn| self.set_paused_in(conn, workflow, paused, reason.as_deref(), actor, kind).await)
+    }
+
+    async fn set_paused_in(
+        &self,
+        conn: &mut AnyConnection,
+        workflow: &str,
+        paused: bool,
+        reason: Option<&str>,
+        actor: &str,
+        kind: &'static str,
+    ) -> Result<Tried<bool>> {
+        let now = self.now();
+        let current = store::workflow(conn, workflow).await?;
+        if current.as_ref().is_some_and(|w| w.paused) == paused {
+            return Ok(Tried::Done(false));
+        }
+        if !store::set_paused(conn, workflow, paused, reason, actor, now, current.map(|w| w.version)).await? {
+            return Ok(Tried::Raced);
+        }
+        let detail = json!({ "reason": reason }).to_string();
+        let event = NewEvent {
+            operation_id: None,
+            workflow: Some(workflow),
+            at: now,
+            actor,
+            kind,
+            from_state: None,
+            to_state: None,
+            detail: &detail,
+        };
+        store::insert_event(conn, &event).await?;
+        Ok(Tried::Done(true))
+    }
+
+    /// The stopping threshold (SPEC section 7): pause a workflow whose exceptions passed it.
+    pub async fn check_threshold(&self, workflow: &str) -> Result<bool> {
+        let Some(limit) = self.config.workflows.get(workflow).and_then(|w| w.pause_when.clone()) else {
+            return Ok(false);
+        };
+        let now = self.now();
+        let (count, oldest) = {
+            let mut conn = self.store.pool().acquire().await.map_err(|e| self.store.err(e))?;
+            store::exception_summary(&mut conn, Some(workflow), now).await?
+        };
+        let by_count = limit.unresolved.filter(|n| count as u64 >= *n).map(|n| format!("{count} unresolved exceptions (limit {n})"));
+        let by_age = match (limit.oldest, oldest) {
+            (Some(max), Some(t)) if (now - t).to_std().unwrap_or_default() > max => Some(format!(
+                "oldest exception {} old (limit {})",
+                crate::domain::format_age(now - t),
+                crate::domain::time::format_duration(max)
+            )),
+            _ => None,
+        };
+        match by_count.or(by_age) {
+            Some(why) => self.set_paused(workflow, true, Some(&format!("stopping threshold: {why}")), SYSTEM_ACTOR, "auto_paused").await,
+            None => Ok(false),
+        }
+    }
+
+    /// Sweeps attempts that outlived their timeout to `unknown` and applies the stopping thresholds.
+    /// Returns how many attempts were swept.
+    pub async fn sweep(&self) -> Result<usize> {
+        let keys = {
+            let mut conn = self.store.pool().acquire().await.map_err(|e| self.store.err(e))?;
+            store::stuck_keys(&mut conn, self.now(), 100_000).await?
+        };
+        let mut swept = 0;
+        for key in keys {
+            match self.act(&key, SYSTEM_ACTOR, Ask::Cmd(Command::Sweep)).await {
+                Ok(a) if a.kind.is_some() => swept += 1,
+                Ok(_) | Err(Error::Refused(_)) | Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let workflows: Vec<String> = self.config.workflows.keys().cloned().collect();
+        for w in workflows {
+            self.check_threshold(&w).await?;
+        }
+        Ok(swept)
+    }
+
+    /// Raw row counts, for tests and the benchmark: (operations, attempts, events).
+    pub async fn counts(&self) -> Result<(i64, i64, i64)> {
+        let mut conn = self.store.pool().acquire().await.map_err(|e| self.store.err(e))?;
+        Ok((
+            store::count_rows(&mut conn, "operations").await?,
+            store::count_rows(&mut conn, "attempts").await?,
+            store::count_rows(&mut conn, "events").await?,
+        ))
+    }
+}

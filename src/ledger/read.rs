@@ -1,0 +1,228 @@
+//! Reading the ledger: keyset-paginated lists, one operation in full, totals. All redacted.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::Value;
+
+use super::Ledger;
+use super::views::*;
+use crate::domain::{Op, State, safe_next_step};
+use crate::error::{Error, Result};
+use crate::store::{self, EventRow, ListQuery, ms};
+
+/// Which part of the ledger a list shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// The exception queue, oldest exception first.
+    #[default]
+    Exceptions,
+    /// Everything, oldest first.
+    All,
+    /// `pending`, `in_flight` and `retry_wait`.
+    InProgress,
+    /// `succeeded` and `closed`.
+    Closed,
+    /// Live claims held by the viewer.
+    Mine,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    pub scope: Scope,
+    /// Only this state (the scope's own restriction still applies).
+    pub state: Option<State>,
+    pub workflow: Option<String>,
+    /// Only items whose age is at least this.
+    pub older_than: Option<Duration>,
+}
+
+/// One page of a list and the cursor of the next (none at the end).
+#[derive(Clone, Debug)]
+pub struct Page {
+    pub items: Vec<OperationView>,
+    pub next: Option<(i64, i64)>,
+}
+
+impl Ledger {
+    async fn read_conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
+        self.store.pool().acquire().await.map_err(|e| self.store.err(e))
+    }
+
+    async fn paused_set(&self, conn: &mut sqlx::AnyConnection) -> Result<HashSet<String>> {
+        Ok(store::paused_workflows(conn).await?.into_iter().map(|w| w.name).collect())
+    }
+
+    /// One page of operations, `limit` rows after `after` (a cursor from a previous page).
+    pub async fn list(&self, filter: &ListFilter, viewer: &str, after: Option<(i64, i64)>, limit: usize) -> Result<Page> {
+        let now = self.now();
+        let cutoff = |d: Duration| now - TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
+        const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWait];
+        const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
+        let mut states: Vec<State> = match filter.scope {
+            Scope::InProgress => IN_PROGRESS.to_vec(),
+            Scope::Closed => CLOSED.to_vec(),
+            _ => Vec::new(),
+        };
+        if let Some(s) = filter.state {
+            if !states.is_empty() && !states.contains(&s) {
+                return Ok(Page { items: Vec::new(), next: None });
+            }
+            states = vec![s];
+        }
+        let exceptions_only = filter.scope == Scope::Exceptions;
+        let not_after = match (exceptions_only, filter.older_than) {
+            (true, d) => Some(cutoff(d.unwrap_or_default())),
+            (false, Some(d)) => Some(cutoff(d)),
+            (false, None) => None,
+        };
+        let query = ListQuery {
+            exceptions_only,
+            states: &states,
+            workflow: filter.workflow.as_deref(),
+            claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
+            not_after,
+            after,
+            limit: limit.max(1) as i64,
+        };
+        let mut conn = self.read_conn().await?;
+        let rows = store::list_ops(&mut conn, &query).await?;
+        let paused = self.paused_set(&mut conn).await?;
+        let full = rows.len() >= limit.max(1);
+        let mut items: Vec<OperationView> = rows
+            .into_iter()
+            .map(|(id, op)| {
+                let order = if exceptions_only { op.exception_since.unwrap_or(op.created_at) } else { op.created_at };
+                self.view(&op, (ms(order), id), viewer, paused.contains(&op.workflow), now)
+            })
+            .collect();
+        let next = if full { items.last().map(|v| v.cursor) } else { None };
+        if filter.scope == Scope::Mine {
+            items.retain(|v| v.claimed_by.as_deref() == Some(viewer));
+        }
+        Ok(Page { items, next })
+    }
+
+    pub(crate) fn view(&self, op: &Op, cursor: (i64, i64), viewer: &str, paused: bool, now: DateTime<Utc>) -> OperationView {
+        let red = self.redactor.for_operation(&op.destination, &op.action, &op.payload);
+        let policy = self.config.destination(&op.destination);
+        let step = safe_next_step(op, &policy, viewer, paused, self.config.attempt_timeout, now);
+        let exception = op.is_exception(now);
+        let since = if exception { op.exception_since.unwrap_or(op.created_at) } else { op.created_at };
+        let live_claim = op.claim.as_ref().filter(|c| c.is_live(now));
+        let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
+        OperationView {
+            key: op.key.clone(),
+            state: op.state,
+            workflow: op.workflow.clone(),
+            step: op.step.clone(),
+            destination: op.destination.clone(),
+            action: op.action.clone(),
+            created_at: op.created_at,
+            age_seconds: (now - since).num_seconds().max(0),
+            attempts: op.attempts,
+            claimed_by: live_claim.map(|c| c.by.clone()),
+            claim_expires_at: live_claim.map(|c| c.expires),
+            reference: text(&op.reference),
+            next_step: red.text(&step.text),
+            next_step_kind: step.kind,
+            exception_since: op.exception_since.filter(|_| exception),
+            next_attempt_at: op.next_attempt_at,
+            reason: text(&op.reason),
+            last_error: text(&op.last_error),
+            resolution: op.resolution,
+            superseded_by: op.superseded_by.clone(),
+            workflow_paused: paused,
+            cursor,
+        }
+    }
+
+    /// One operation in full: redacted payload, attempts, history.
+    pub async fn show(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
+        crate::domain::validate_key(key).map_err(Error::Invalid)?;
+        let now = self.now();
+        let mut conn = self.read_conn().await?;
+        let Some((id, op)) = store::load_op(&mut conn, key).await? else {
+            return Err(Error::NotFound(format!("no operation with key {key}")));
+        };
+        let paused = store::workflow(&mut conn, &op.workflow).await?.is_some_and(|w| w.paused);
+        let attempts = store::attempts(&mut conn, id).await?;
+        let events = store::events_of(&mut conn, id).await?;
+        let red = self.redactor.for_operation(&op.destination, &op.action, &op.payload);
+        let conflicting = op
+            .conflicting_payload
+            .as_deref()
+            .map(|p| self.redactor.for_operation(&op.destination, &op.action, p).payload);
+        let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
+        Ok(OperationDetail {
+            op: self.view(&op, (ms(op.created_at), id), viewer, paused, now),
+            payload: red.payload.clone(),
+            fingerprint: op.fingerprint.clone(),
+            conflicting_payload: conflicting,
+            conflicting_fingerprint: op.conflicting_fingerprint.clone(),
+            attempt_log: attempts
+                .into_iter()
+                .map(|a| AttemptView {
+                    n: a.n,
+                    actor: a.actor,
+                    outcome: a.outcome,
+                    http_status: a.http_status,
+                    reference: text(&a.reference),
+                    error: text(&a.error),
+                    started_at: a.started_at,
+                    finished_at: a.finished_at,
+                })
+                .collect(),
+            history: events.into_iter().map(|e| event_view(e, &|v| red.json(v), None)).collect(),
+        })
+    }
+
+    /// Totals for `stats` and the console's header.
+    pub async fn stats(&self) -> Result<Stats> {
+        let now = self.now();
+        let mut conn = self.read_conn().await?;
+        let mut by_state: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
+        for (s, n) in store::count_by_state(&mut conn).await? {
+            by_state.insert(s, n);
+        }
+        let (exceptions, oldest) = store::exception_summary(&mut conn, None, now).await?;
+        let paused = store::paused_workflows(&mut conn).await?;
+        Ok(Stats {
+            by_state,
+            exceptions,
+            oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
+            paused_workflows: paused.into_iter().map(|w| w.name).collect(),
+        })
+    }
+
+    /// Workflows paused now, with who paused them and why.
+    pub async fn paused_workflows(&self) -> Result<Vec<PausedWorkflow>> {
+        let mut conn = self.read_conn().await?;
+        Ok(store::paused_workflows(&mut conn)
+            .await?
+            .into_iter()
+            .map(|w| PausedWorkflow { name: w.name, reason: w.paused_reason, by: w.paused_by, at: w.paused_at })
+            .collect())
+    }
+
+    /// The id of the newest audit event: cheap to poll for "has anything changed?".
+    pub async fn latest_event_id(&self) -> Result<i64> {
+        let mut conn = self.read_conn().await?;
+        store::latest_event_id(&mut conn).await
+    }
+}
+
+fn event_view(e: EventRow, redact: &dyn Fn(&Value) -> Value, subject: Option<String>) -> EventView {
+    let detail: Value = serde_json::from_str(&e.detail).unwrap_or(Value::Null);
+    EventView {
+        id: e.id,
+        at: e.at,
+        actor: e.actor,
+        kind: e.kind,
+        from_state: e.from_state,
+        to_state: e.to_state,
+        detail: redact(&detail),
+        subject: subject.or(e.workflow),
+    }
+}

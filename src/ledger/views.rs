@@ -1,0 +1,119 @@
+//! What readers get: redacted, escaped-ready views of operations, attempts, history and totals.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::domain::next_step::StepKind;
+use crate::domain::{Outcome, Resolution, State};
+
+/// One operation as lists show it. Every text is redacted.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OperationView {
+    pub key: String,
+    pub state: State,
+    pub workflow: String,
+    pub step: String,
+    pub destination: String,
+    pub action: String,
+    pub created_at: DateTime<Utc>,
+    /// Since it became an exception (for exceptions), else since it was created.
+    pub age_seconds: i64,
+    pub attempts: u32,
+    /// The holder of a live claim.
+    pub claimed_by: Option<String>,
+    pub claim_expires_at: Option<DateTime<Utc>>,
+    pub reference: Option<String>,
+    pub next_step: String,
+    pub next_step_kind: StepKind,
+    pub exception_since: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+    pub last_error: Option<String>,
+    pub resolution: Option<Resolution>,
+    pub superseded_by: Option<String>,
+    pub workflow_paused: bool,
+    /// Where the next page starts after this row.
+    #[serde(skip)]
+    pub cursor: (i64, i64),
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AttemptView {
+    pub n: u32,
+    pub actor: String,
+    /// `null` while the attempt is open.
+    pub outcome: Option<Outcome>,
+    pub http_status: Option<u16>,
+    pub reference: Option<String>,
+    pub error: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EventView {
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub kind: String,
+    pub from_state: Option<String>,
+    pub to_state: Option<String>,
+    pub detail: Value,
+    /// The operation's key (activity feed), or the workflow for pause/resume.
+    pub subject: Option<String>,
+}
+
+/// One operation with everything `show` prints.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OperationDetail {
+    #[serde(flatten)]
+    pub op: OperationView,
+    pub payload: Value,
+    pub fingerprint: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicting_payload: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicting_fingerprint: Option<String>,
+    pub attempt_log: Vec<AttemptView>,
+    pub history: Vec<EventView>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PausedWorkflow {
+    pub name: String,
+    pub reason: Option<String>,
+    pub by: Option<String>,
+    pub at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Stats {
+    pub by_state: BTreeMap<State, i64>,
+    pub exceptions: i64,
+    pub oldest_exception_seconds: Option<i64>,
+    pub paused_workflows: Vec<String>,
+}
+
+/// The result of a change asked of the ledger.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Applied {
+    pub key: String,
+    pub workflow: String,
+    pub from: State,
+    pub to: State,
+    /// The audit event's kind; `None` when nothing needed to change.
+    pub kind: Option<&'static str>,
+    pub warning: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    Created,
+    /// The same key and contents were already recorded: nothing changed.
+    Unchanged,
+    /// The key came again with different contents; both are kept.
+    Conflict,
+}

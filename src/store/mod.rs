@@ -1,0 +1,167 @@
+//! Storage: SQLite (embedded) and PostgreSQL (shared), one schema, the same queries.
+//!
+//! Both backends go through sqlx's `Any` driver with bound parameters (`$1` works on both), so the
+//! ledger's SQL is written once; what differs per backend (connection set-up, how a write
+//! transaction begins, the migrations) is chosen by [`Backend`]. Nothing outside this module
+//! writes SQL.
+
+mod migrate;
+mod queries;
+mod rows;
+
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Transaction};
+
+use crate::error::{Error, Result};
+
+pub use migrate::SCHEMA_VERSION;
+pub(crate) use queries::*;
+pub(crate) use rows::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn of_url(url: &str) -> Result<Backend> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(Error::Invalid(format!(
+                "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",
+                display_url(url)
+            )))
+        }
+    }
+}
+
+/// A database URL fit to print: any password is masked.
+pub fn display_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else { return crate::domain::escape_text(url).into_owned() };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let masked = match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &rest[..colon], &rest[at..]),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    };
+    let masked = match masked.find("password=") {
+        Some(i) => {
+            let end = masked[i..].find('&').map_or(masked.len(), |e| i + e);
+            format!("{}password=***{}", &masked[..i], &masked[end..])
+        }
+        None => masked,
+    };
+    crate::domain::escape_text(&masked).into_owned()
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    shown_url: String,
+}
+
+/// WAL lets readers (the console) run beside a writer; the busy timeout makes concurrent writers
+/// queue for the lock instead of failing.
+const SQLITE_PRAGMAS: [&str; 4] = [
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA busy_timeout = 15000",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA foreign_keys = ON",
+];
+
+pub(crate) type Tx = Transaction<'static, Any>;
+
+impl Store {
+    /// Opens the database and applies the embedded migrations.
+    pub async fn open(url: &str) -> Result<Store> {
+        install_default_drivers();
+        let backend = Backend::of_url(url)?;
+        let shown_url = display_url(url);
+        let (connect_url, max) = match backend {
+            Backend::Sqlite if url.contains(":memory:") => (url.to_string(), 1),
+            Backend::Sqlite if url.contains("mode=") => (url.to_string(), 4),
+            Backend::Sqlite => (format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' }), 4),
+            Backend::Postgres => (url.to_string(), 8),
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(5))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        for pragma in SQLITE_PRAGMAS {
+                            sqlx::query(pragma).execute(&mut *conn).await?;
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&connect_url)
+            .await
+            .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
+        let store = Store { pool, backend, shown_url };
+        migrate::migrate(&store).await?;
+        Ok(store)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The URL with any password masked.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// A write transaction. SQLite's takes the write lock up front (`BEGIN IMMEDIATE`), so a
+    /// read-then-write never fails to upgrade; PostgreSQL relies on the version compare-and-set.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        let tx = match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        };
+        tx.map_err(|e| self.err(e))
+    }
+
+    pub(crate) fn err(&self, e: sqlx::Error) -> Error {
+        Error::db(&format!("database {}", self.shown_url), e)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(display_url("postgres://app:s3cret@db:5432/settle"), "postgres://app:***@db:5432/settle");
+        assert_eq!(display_url("postgres://db/settle?password=s3cret&x=1"), "postgres://db/settle?password=***&x=1");
+        assert_eq!(display_url("sqlite://settle.db"), "sqlite://settle.db");
+        assert_eq!(display_url("postgres://app@db/settle"), "postgres://app@db/settle");
+    }
+
+    #[test]
+    fn only_known_schemes() {
+        assert_eq!(Backend::of_url("sqlite://x.db").unwrap(), Backend::Sqlite);
+        assert_eq!(Backend::of_url("postgresql://h/d").unwrap(), Backend::Postgres);
+        assert_eq!(Backend::of_url("mysql://h/d").unwrap_err().exit_code(), 2);
+    }
+}

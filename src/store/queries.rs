@@ -1,0 +1,385 @@
+//! The ledger's SQL, written once for both backends (bound parameters, `$n` placeholders).
+
+use chrono::{DateTime, Utc};
+use sqlx::AnyConnection;
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
+
+use super::rows::*;
+use crate::domain::{Op, Outcome, State};
+use crate::error::{Error, Result};
+
+fn db(e: sqlx::Error) -> Error {
+    Error::db("database", e)
+}
+
+pub(crate) async fn load_op(conn: &mut AnyConnection, key: &str) -> Result<Option<(i64, Op)>> {
+    let row = sqlx::query(&format!("SELECT {OP_COLUMNS} FROM operations WHERE key = $1"))
+        .bind(key)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(op_from_row).transpose()
+}
+
+/// Inserts a new operation; `None` when the key already exists.
+pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Option<i64>> {
+    let q = sqlx::query(
+        "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, \
+         conflicting_payload, conflicting_fingerprint, state, reason, attempts, budget_start, ambiguous, \
+         first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, created_at, updated_at, \
+         exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+         $21, $22, $23, $24, $25, $26, $27, $28) ON CONFLICT (key) DO NOTHING RETURNING id",
+    )
+    .bind(op.key.as_str())
+    .bind(op.workflow.as_str())
+    .bind(op.step.as_str())
+    .bind(op.destination.as_str())
+    .bind(op.action.as_str())
+    .bind(op.payload.as_str())
+    .bind(op.fingerprint.as_str());
+    let q = bind_mutable(q, op);
+    q.fetch_optional(conn).await.map_err(db)?.map(|r| sqlx::Row::try_get::<i64, _>(&r, 0).map_err(db)).transpose()
+}
+
+/// The columns a transition may change, in the order both statements bind them ($8..$28).
+fn bind_mutable<'q>(q: Query<'q, sqlx::Any, AnyArguments<'q>>, op: &'q Op) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+    let claim = op.claim.as_ref();
+    q.bind(op.conflicting_payload.as_deref())
+        .bind(op.conflicting_fingerprint.as_deref())
+        .bind(op.state.as_str())
+        .bind(op.reason.as_deref())
+        .bind(i64::from(op.attempts))
+        .bind(i64::from(op.budget_start))
+        .bind(i64::from(op.ambiguous))
+        .bind(opt_ms(op.first_sent_at))
+        .bind(opt_ms(op.attempt_started_at))
+        .bind(opt_ms(op.next_attempt_at))
+        .bind(op.reference.as_deref())
+        .bind(op.last_error.as_deref())
+        .bind(ms(op.created_at))
+        .bind(ms(op.updated_at))
+        .bind(opt_ms(op.exception_since))
+        .bind(claim.map(|c| c.by.as_str()))
+        .bind(claim.map(|c| ms(c.since)))
+        .bind(claim.map(|c| ms(c.expires)))
+        .bind(op.resolution.map(|r| r.as_str()))
+        .bind(op.superseded_by.as_deref())
+        .bind(op.version)
+}
+
+/// Compare-and-set: writes the new operation only if nobody changed it since `expected_version`.
+pub(crate) async fn update_op(conn: &mut AnyConnection, id: i64, op: &Op, expected_version: i64) -> Result<bool> {
+    let q = sqlx::query(
+        "UPDATE operations SET key = $1, workflow = $2, step = $3, destination = $4, action = $5, payload = $6, \
+         fingerprint = $7, conflicting_payload = $8, conflicting_fingerprint = $9, state = $10, reason = $11, \
+         attempts = $12, budget_start = $13, ambiguous = $14, first_sent_at = $15, attempt_started_at = $16, \
+         next_attempt_at = $17, reference = $18, last_error = $19, created_at = $20, updated_at = $21, \
+         exception_since = $22, claimed_by = $23, claimed_at = $24, claim_expires_at = $25, resolution = $26, \
+         superseded_by = $27, version = $28 WHERE id = $29 AND version = $30",
+    )
+    .bind(op.key.as_str())
+    .bind(op.workflow.as_str())
+    .bind(op.step.as_str())
+    .bind(op.destination.as_str())
+    .bind(op.action.as_str())
+    .bind(op.payload.as_str())
+    .bind(op.fingerprint.as_str());
+    let done = bind_mutable(q, op).bind(id).bind(expected_version).execute(conn).await.map_err(db)?;
+    Ok(done.rows_affected() == 1)
+}
+
+pub(crate) struct NewEvent<'a> {
+    pub operation_id: Option<i64>,
+    pub workflow: Option<&'a str>,
+    pub at: DateTime<Utc>,
+    pub actor: &'a str,
+    pub kind: &'a str,
+    pub from_state: Option<State>,
+    pub to_state: Option<State>,
+    pub detail: &'a str,
+}
+
+pub(crate) async fn insert_event(conn: &mut AnyConnection, e: &NewEvent<'_>) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(e.operation_id)
+    .bind(e.workflow)
+    .bind(ms(e.at))
+    .bind(e.actor)
+    .bind(e.kind)
+    .bind(e.from_state.map(|s| s.as_str()))
+    .bind(e.to_state.map(|s| s.as_str()))
+    .bind(e.detail)
+    .execute(conn)
+    .await
+    .map_err(db)?;
+    Ok(())
+}
+
+pub(crate) struct AttemptWrite<'a> {
+    pub operation_id: i64,
+    pub n: u32,
+    pub actor: &'a str,
+    pub at: DateTime<Utc>,
+    pub outcome: Outcome,
+    pub http_status: Option<u16>,
+    pub reference: Option<&'a str>,
+    pub error: Option<&'a str>,
+}
+
+pub(crate) async fn start_attempt(conn: &mut AnyConnection, op_id: i64, n: u32, actor: &str, at: DateTime<Utc>) -> Result<()> {
+    sqlx::query("INSERT INTO attempts (operation_id, n, actor, started_at) VALUES ($1, $2, $3, $4)")
+        .bind(op_id)
+        .bind(i64::from(n))
+        .bind(actor)
+        .bind(ms(at))
+        .execute(conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// Records an outcome: closes the open attempt, or (`whole`) writes an attempt made elsewhere.
+pub(crate) async fn finish_attempt(conn: &mut AnyConnection, a: &AttemptWrite<'_>, whole: bool) -> Result<()> {
+    let q = if whole {
+        sqlx::query(
+            "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
+             VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8)",
+        )
+    } else {
+        sqlx::query(
+            "UPDATE attempts SET finished_at = $3, outcome = $4, http_status = $5, reference = $6, error = $7 \
+             WHERE operation_id = $1 AND n = $2",
+        )
+    };
+    let q = q
+        .bind(a.operation_id)
+        .bind(i64::from(a.n))
+        .bind(ms(a.at))
+        .bind(a.outcome.as_str())
+        .bind(a.http_status.map(i64::from))
+        .bind(a.reference)
+        .bind(a.error);
+    let q = if whole { q.bind(a.actor) } else { q };
+    q.execute(conn).await.map_err(db)?;
+    Ok(())
+}
+
+const ATTEMPT_COLUMNS: &str = "n, actor, started_at, finished_at, outcome, http_status, reference, error";
+
+pub(crate) async fn attempt(conn: &mut AnyConnection, op_id: i64, n: u32) -> Result<Option<AttemptRow>> {
+    let row = sqlx::query(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"))
+        .bind(op_id)
+        .bind(i64::from(n))
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(attempt_from_row).transpose()
+}
+
+pub(crate) async fn attempts(conn: &mut AnyConnection, op_id: i64) -> Result<Vec<AttemptRow>> {
+    let rows = sqlx::query(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 ORDER BY n"))
+        .bind(op_id)
+        .fetch_all(conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(attempt_from_row).collect()
+}
+
+const EVENT_COLUMNS: &str = "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail";
+
+pub(crate) async fn events_of(conn: &mut AnyConnection, op_id: i64) -> Result<Vec<EventRow>> {
+    let rows = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE operation_id = $1 ORDER BY id"))
+        .bind(op_id)
+        .fetch_all(conn)
+        .await
+        .map_err(db)?;
+    rows.iter().map(event_from_row).collect()
+}
+
+pub(crate) async fn latest_event_id(conn: &mut AnyConnection) -> Result<i64> {
+    let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM events").fetch_one(conn).await.map_err(db)?;
+    Ok(id.unwrap_or(0))
+}
+
+pub(crate) async fn count_rows(conn: &mut AnyConnection, table: &str) -> Result<i64> {
+    let table = match table {
+        "operations" | "attempts" | "events" | "workflows" => table,
+        _ => return Err(Error::Invalid(format!("no table {table}"))),
+    };
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}")).fetch_one(conn).await.map_err(db)
+}
+
+pub(crate) async fn workflow(conn: &mut AnyConnection, name: &str) -> Result<Option<WorkflowRow>> {
+    let row = sqlx::query("SELECT name, paused, paused_reason, paused_by, paused_at, version FROM workflows WHERE name = $1")
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
+    row.as_ref().map(workflow_from_row).transpose()
+}
+
+pub(crate) async fn paused_workflows(conn: &mut AnyConnection) -> Result<Vec<WorkflowRow>> {
+    let rows = sqlx::query(
+        "SELECT name, paused, paused_reason, paused_by, paused_at, version FROM workflows WHERE paused = 1 ORDER BY name",
+    )
+    .fetch_all(conn)
+    .await
+    .map_err(db)?;
+    rows.iter().map(workflow_from_row).collect()
+}
+
+/// Sets a workflow's pause flag; compare-and-set on its version (0 creates the row).
+pub(crate) async fn set_paused(
+    conn: &mut AnyConnection,
+    name: &str,
+    paused: bool,
+    reason: Option<&str>,
+    by: &str,
+    at: DateTime<Utc>,
+    expected_version: Option<i64>,
+) -> Result<bool> {
+    let q = match expected_version {
+        None => sqlx::query(
+            "INSERT INTO workflows (name, paused, paused_reason, paused_by, paused_at, version) \
+             VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (name) DO NOTHING",
+        ),
+        Some(_) => sqlx::query(
+            "UPDATE workflows SET paused = $2, paused_reason = $3, paused_by = $4, paused_at = $5, \
+             version = version + 1 WHERE name = $1 AND version = $6",
+        ),
+    };
+    let q = q.bind(name).bind(i64::from(paused)).bind(reason).bind(by).bind(ms(at));
+    let q = match expected_version {
+        Some(v) => q.bind(v),
+        None => q,
+    };
+    Ok(q.execute(conn).await.map_err(db)?.rows_affected() == 1)
+}
+
+/// Count and oldest start of the exceptions at `now`, for one workflow or all.
+pub(crate) async fn exception_summary(
+    conn: &mut AnyConnection,
+    workflow: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<(i64, Option<DateTime<Utc>>)> {
+    let row = match workflow {
+        Some(w) => sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
+             WHERE workflow = $1 AND exception_since IS NOT NULL AND exception_since <= $2",
+        )
+        .bind(w),
+        None => sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
+             WHERE exception_since IS NOT NULL AND exception_since <= $1",
+        ),
+    }
+    .bind(ms(now))
+    .fetch_one(conn)
+    .await
+    .map_err(db)?;
+    let n: i64 = sqlx::Row::try_get(&row, "n").map_err(db)?;
+    let oldest: Option<i64> = sqlx::Row::try_get(&row, "oldest").map_err(db)?;
+    Ok((n, oldest.map(time)))
+}
+
+pub(crate) async fn count_by_state(conn: &mut AnyConnection) -> Result<Vec<(State, i64)>> {
+    let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM operations GROUP BY state")
+        .fetch_all(conn)
+        .await
+        .map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            let s: String = sqlx::Row::try_get(r, "state").map_err(db)?;
+            let n: i64 = sqlx::Row::try_get(r, "n").map_err(db)?;
+            Ok((State::parse(&s).map_err(Error::Unavailable)?, n))
+        })
+        .collect()
+}
+
+/// Keys of `in_flight` operations whose attempt outlived its timeout.
+pub(crate) async fn stuck_keys(conn: &mut AnyConnection, now: DateTime<Utc>, limit: i64) -> Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT key FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
+         AND state = 'in_flight' ORDER BY exception_since, id LIMIT $2",
+    )
+    .bind(ms(now))
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+    .map_err(db)
+}
+
+/// Which operations a listing shows, and where its page starts.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ListQuery<'a> {
+    /// Only exceptions, ordered by when they became one; otherwise by creation.
+    pub exceptions_only: bool,
+    pub states: &'a [State],
+    pub workflow: Option<&'a str>,
+    pub claimed_by: Option<&'a str>,
+    /// Only rows whose ordering time is at or before this.
+    pub not_after: Option<DateTime<Utc>>,
+    /// Keyset cursor: (ordering time in ms, id) of the last row already shown.
+    pub after: Option<(i64, i64)>,
+    pub limit: i64,
+}
+
+enum Arg<'a> {
+    I(i64),
+    S(&'a str),
+}
+
+/// Lists operations with keyset pagination on indexed columns: never the whole table.
+pub(crate) async fn list_ops(conn: &mut AnyConnection, q: &ListQuery<'_>) -> Result<Vec<(i64, Op)>> {
+    let order = if q.exceptions_only { "exception_since" } else { "created_at" };
+    let mut cond: Vec<String> = Vec::new();
+    let mut args: Vec<Arg> = Vec::new();
+    if q.exceptions_only {
+        cond.push("exception_since IS NOT NULL".into());
+    }
+    if let Some(t) = q.not_after {
+        args.push(Arg::I(ms(t)));
+        cond.push(format!("{order} <= ${}", args.len()));
+    }
+    if !q.states.is_empty() {
+        let mut marks = Vec::new();
+        for s in q.states {
+            args.push(Arg::S(s.as_str()));
+            marks.push(format!("${}", args.len()));
+        }
+        cond.push(format!("state IN ({})", marks.join(", ")));
+    }
+    if let Some(w) = q.workflow {
+        args.push(Arg::S(w));
+        cond.push(format!("workflow = ${}", args.len()));
+    }
+    if let Some(c) = q.claimed_by {
+        args.push(Arg::S(c));
+        cond.push(format!("claimed_by = ${}", args.len()));
+    }
+    if let Some((t, id)) = q.after {
+        args.push(Arg::I(t));
+        args.push(Arg::I(id));
+        cond.push(format!("({order}, id) > (${}, ${})", args.len() - 1, args.len()));
+    }
+    args.push(Arg::I(q.limit));
+    let sql = format!(
+        "SELECT {OP_COLUMNS} FROM operations {} ORDER BY {order}, id LIMIT ${}",
+        if cond.is_empty() { String::new() } else { format!("WHERE {}", cond.join(" AND ")) },
+        args.len()
+    );
+    let mut query = sqlx::query(&sql);
+    for a in &args {
+        query = match a {
+            Arg::I(v) => query.bind(*v),
+            Arg::S(v) => query.bind(*v),
+        };
+    }
+    let rows = query.fetch_all(conn).await.map_err(db)?;
+    rows.iter().map(op_from_row).collect()
+}

@@ -1,0 +1,155 @@
+//! Rows as the store reads them, mapped to the domain's plain data.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::domain::{Claim, Op, Outcome, Resolution, State};
+use crate::error::{Error, Result};
+
+pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+pub(crate) fn opt_ms(t: Option<DateTime<Utc>>) -> Option<i64> {
+    t.map(ms)
+}
+
+pub(crate) fn time(ms: i64) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+fn corrupt(what: &str) -> Error {
+    Error::Unavailable(format!("the database holds a row settle cannot read ({what})"))
+}
+
+fn get<T>(row: &AnyRow, col: &str) -> Result<T>
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
+{
+    row.try_get(col).map_err(|_| corrupt(col))
+}
+
+fn get_time(row: &AnyRow, col: &str) -> Result<Option<DateTime<Utc>>> {
+    Ok(get::<Option<i64>>(row, col)?.map(time))
+}
+
+pub(crate) const OP_COLUMNS: &str = "id, key, workflow, step, destination, action, payload, fingerprint, \
+    conflicting_payload, conflicting_fingerprint, state, reason, attempts, budget_start, ambiguous, \
+    first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, created_at, updated_at, \
+    exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version";
+
+/// An operation with its row id.
+pub(crate) fn op_from_row(row: &AnyRow) -> Result<(i64, Op)> {
+    let state: String = get(row, "state")?;
+    let resolution: Option<String> = get(row, "resolution")?;
+    let claim = match (get::<Option<String>>(row, "claimed_by")?, get_time(row, "claimed_at")?, get_time(row, "claim_expires_at")?) {
+        (Some(by), Some(since), Some(expires)) => Some(Claim { by, since, expires }),
+        _ => None,
+    };
+    let op = Op {
+        key: get(row, "key")?,
+        workflow: get(row, "workflow")?,
+        step: get(row, "step")?,
+        destination: get(row, "destination")?,
+        action: get(row, "action")?,
+        payload: get(row, "payload")?,
+        fingerprint: get(row, "fingerprint")?,
+        conflicting_payload: get(row, "conflicting_payload")?,
+        conflicting_fingerprint: get(row, "conflicting_fingerprint")?,
+        state: State::parse(&state).map_err(|_| corrupt("state"))?,
+        reason: get(row, "reason")?,
+        attempts: get::<i64>(row, "attempts")? as u32,
+        budget_start: get::<i64>(row, "budget_start")? as u32,
+        ambiguous: get::<i64>(row, "ambiguous")? != 0,
+        first_sent_at: get_time(row, "first_sent_at")?,
+        attempt_started_at: get_time(row, "attempt_started_at")?,
+        next_attempt_at: get_time(row, "next_attempt_at")?,
+        reference: get(row, "reference")?,
+        last_error: get(row, "last_error")?,
+        created_at: time(get(row, "created_at")?),
+        updated_at: time(get(row, "updated_at")?),
+        exception_since: get_time(row, "exception_since")?,
+        claim,
+        resolution: resolution.map(|r| Resolution::parse(&r).map_err(|_| corrupt("resolution"))).transpose()?,
+        superseded_by: get(row, "superseded_by")?,
+        version: get(row, "version")?,
+    };
+    Ok((get(row, "id")?, op))
+}
+
+/// One attempt as stored (error and reference still raw: the ledger redacts them).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AttemptRow {
+    pub n: u32,
+    pub actor: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub outcome: Option<Outcome>,
+    pub http_status: Option<u16>,
+    pub reference: Option<String>,
+    pub error: Option<String>,
+}
+
+pub(crate) fn attempt_from_row(row: &AnyRow) -> Result<AttemptRow> {
+    let outcome: Option<String> = get(row, "outcome")?;
+    Ok(AttemptRow {
+        n: get::<i64>(row, "n")? as u32,
+        actor: get(row, "actor")?,
+        started_at: time(get(row, "started_at")?),
+        finished_at: get_time(row, "finished_at")?,
+        outcome: outcome.map(|o| Outcome::parse(&o).map_err(|_| corrupt("outcome"))).transpose()?,
+        http_status: get::<Option<i64>>(row, "http_status")?.map(|s| s as u16),
+        reference: get(row, "reference")?,
+        error: get(row, "error")?,
+    })
+}
+
+/// One audit event as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct EventRow {
+    pub id: i64,
+    pub operation_id: Option<i64>,
+    pub workflow: Option<String>,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub kind: String,
+    pub from_state: Option<String>,
+    pub to_state: Option<String>,
+    pub detail: String,
+}
+
+pub(crate) fn event_from_row(row: &AnyRow) -> Result<EventRow> {
+    Ok(EventRow {
+        id: get(row, "id")?,
+        operation_id: get(row, "operation_id")?,
+        workflow: get(row, "workflow")?,
+        at: time(get(row, "at")?),
+        actor: get(row, "actor")?,
+        kind: get(row, "kind")?,
+        from_state: get(row, "from_state")?,
+        to_state: get(row, "to_state")?,
+        detail: get(row, "detail")?,
+    })
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WorkflowRow {
+    pub name: String,
+    pub paused: bool,
+    pub paused_reason: Option<String>,
+    pub paused_by: Option<String>,
+    pub paused_at: Option<DateTime<Utc>>,
+    pub version: i64,
+}
+
+pub(crate) fn workflow_from_row(row: &AnyRow) -> Result<WorkflowRow> {
+    Ok(WorkflowRow {
+        name: get(row, "name")?,
+        paused: get::<i64>(row, "paused")? != 0,
+        paused_reason: get(row, "paused_reason")?,
+        paused_by: get(row, "paused_by")?,
+        paused_at: get_time(row, "paused_at")?,
+        version: get(row, "version")?,
+    })
+}
