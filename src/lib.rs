@@ -6,13 +6,26 @@
 //! ([`Ledger::staff`]). Readers only ever get redacted views.
 #![forbid(unsafe_code)]
 
+/// `println!` that does not panic when stdout is gone (`settle list | head`).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod domain;
 pub mod error;
 pub mod ledger;
+pub mod logging;
 pub mod store;
 
 pub use config::Config;
 pub use domain::{Outcome, Resolution, State};
 pub use error::{Error, Result};
 pub use ledger::{AttemptReport, Intent, Ledger, ListFilter, Recorded, Scope, StaffAction};
+

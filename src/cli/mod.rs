@@ -1,0 +1,381 @@
+//! The command line (SPEC section 12): clap definitions and one handler per command.
+
+mod output;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use tokio::io::AsyncBufRead;
+
+use crate::config::{Config, DEFAULT_DATABASE};
+use crate::domain::{Outcome, Resolution, State, parse_duration};
+use crate::error::{Error, Result};
+use crate::ledger::{AttemptReport, Intent, Ledger, ListFilter, Recorded, Scope, StaffAction};
+
+#[derive(Debug, Parser)]
+#[command(name = "settle", version, about = "Operations ledger and exception queue for automations that may have done something twice, or not at all")]
+pub struct Cli {
+    /// Database URL (sqlite://FILE or postgres://...); else $SETTLE_DATABASE_URL, the config, sqlite://settle.db
+    #[arg(long, global = true, value_name = "URL")]
+    db: Option<String>,
+    /// Config file; else $SETTLE_CONFIG, else $XDG_CONFIG_HOME/settle/settle.toml
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Operator name for staff actions; else $SETTLE_OPERATOR, else $USER
+    #[arg(long = "as", global = true, value_name = "NAME")]
+    operator: Option<String>,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Fill a database with a realistic week of demo data (default sqlite://settle-demo.db)
+    Demo {
+        /// Start from an empty demo database
+        #[arg(long)]
+        reset: bool,
+    },
+    /// Create or migrate the database
+    Init,
+    /// Record an intended operation
+    Record {
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        workflow: String,
+        #[arg(long, default_value = "")]
+        step: String,
+        #[arg(long)]
+        destination: String,
+        #[arg(long)]
+        action: String,
+        /// The request's contents, as JSON
+        #[arg(long)]
+        payload: String,
+    },
+    /// Record an attempt's outcome
+    Attempt {
+        #[arg(long)]
+        key: String,
+        #[arg(long, value_parser = ["accepted", "rejected", "transient", "unknown"])]
+        outcome: String,
+        /// The attempt's number (default: the open attempt, else the next)
+        #[arg(long)]
+        attempt: Option<u32>,
+        #[arg(long)]
+        reference: Option<String>,
+        #[arg(long)]
+        error: Option<String>,
+        #[arg(long)]
+        http_status: Option<u16>,
+        /// The destination's Retry-After, e.g. 30s
+        #[arg(long)]
+        retry_after: Option<String>,
+    },
+    /// Record intents and attempts from JSON lines (a file, or - for stdin)
+    Ingest { file: String },
+    /// List exceptions, oldest first (or everything with --all)
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        workflow: Option<String>,
+        /// Only items at least this old, e.g. 2h
+        #[arg(long)]
+        older_than: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one operation: payload (redacted), attempts, history, safe next step
+    Show {
+        key: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Claim an operation to work it
+    Claim {
+        key: String,
+        /// Take over another operator's live claim (needs --reason)
+        #[arg(long, requires = "reason")]
+        force: bool,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Release your claim
+    Release { key: String },
+    /// Settle an unknown outcome: found at the destination (with its reference) or absent
+    Reconcile {
+        key: String,
+        #[arg(long, value_name = "REF", conflicts_with = "absent", required_unless_present = "absent")]
+        found: Option<String>,
+        #[arg(long)]
+        absent: bool,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Send it again with the same key and a fresh attempt budget
+    Retry {
+        key: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Close it with a resolution and a note
+    Close {
+        key: String,
+        #[arg(long, value_parser = ["done_elsewhere", "superseded", "abandoned", "duplicate_cleaned_up"])]
+        resolution: String,
+        #[arg(long)]
+        reference: Option<String>,
+        #[arg(long, value_name = "KEY2")]
+        superseded_by: Option<String>,
+        #[arg(long)]
+        note: String,
+    },
+    /// Add a note to an operation's history
+    Note { key: String, text: String },
+    /// Pause a workflow: no automatic attempt starts for it
+    Pause {
+        workflow: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a paused workflow
+    Resume { workflow: String },
+    /// Sweep attempts that outlived their timeout to unknown
+    Sweep,
+    /// Totals by state, exceptions, oldest exception, paused workflows
+    Stats {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn print_stats(stats: &crate::ledger::Stats) {
+    output::stats(stats);
+}
+
+/// Parses the arguments and runs the command; returns the process exit code.
+pub async fn run(args: Vec<String>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                print!("{e}");
+                return 0;
+            }
+            let first = e.to_string().lines().next().unwrap_or("bad usage").trim_start_matches("error: ").to_string();
+            eprintln!("settle: {} (see settle --help)", crate::domain::escape_text(&crate::domain::redact::redact_text(&first)));
+            return 2;
+        }
+    };
+    match execute(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::warn!(error = %e, "command failed");
+            eprintln!("settle: {}", crate::domain::escape_text(&e.to_string()));
+            e.exit_code()
+        }
+    }
+}
+
+fn operator(cli: &Cli) -> String {
+    cli.operator
+        .clone()
+        .or_else(|| std::env::var("SETTLE_OPERATOR").ok())
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn database_url(cli: &Cli, config: &Config, fallback: &str) -> String {
+    cli.db
+        .clone()
+        .or_else(|| std::env::var("SETTLE_DATABASE_URL").ok().filter(|s| !s.is_empty()))
+        .or_else(|| config.database.clone())
+        .unwrap_or_else(|| fallback.to_string())
+}
+
+fn invalid(text: String) -> Error {
+    Error::Invalid(text)
+}
+
+async fn execute(cli: Cli) -> Result<i32> {
+    let config = Config::discover(cli.config.as_deref())?;
+    crate::logging::init(&config);
+    let actor = operator(&cli);
+    let Some(command) = &cli.command else {
+        say!("The console is not built yet. Try: settle list, settle show KEY, settle stats (settle --help for all).");
+        return Ok(0);
+    };
+    if let Cmd::Demo { reset } = command {
+        let url = database_url(&cli, &Config::default(), crate::demo::DEMO_DATABASE);
+        return crate::demo::run(&url, config, *reset, &actor).await;
+    }
+    // Validate what can be validated before touching the database.
+    let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+    tracing::info!(command = ?std::mem::discriminant(command), operator = %actor, "start");
+    let code = dispatch(&ledger, command, &actor).await;
+    ledger.close().await;
+    code
+}
+
+async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
+    match command {
+        Cmd::Demo { .. } => unreachable!("handled before the database is opened"),
+        Cmd::Init => {
+            say!("{} is ready (schema version {})", ledger.database(), crate::store::SCHEMA_VERSION);
+        }
+        Cmd::Record { key, workflow, step, destination, action, payload } => {
+            let payload = serde_json::from_str(payload).map_err(|e| invalid(format!("--payload is not JSON: {e}")))?;
+            let intent = Intent {
+                key: key.clone(),
+                workflow: workflow.clone(),
+                step: step.clone(),
+                destination: destination.clone(),
+                action: action.clone(),
+                payload,
+            };
+            let r = ledger.record(&intent, actor).await?;
+            let key = output::esc(key);
+            match r {
+                Recorded::Created => say!("{key}: recorded (pending)"),
+                Recorded::Unchanged => say!("{key}: already recorded with these contents; nothing changed"),
+                Recorded::Conflict => {
+                    say!("{key}: conflict: new contents kept beside the old, never replayed (settle show {key})")
+                }
+            }
+        }
+        Cmd::Attempt { key, outcome, attempt, reference, error, http_status, retry_after } => {
+            let report = AttemptReport {
+                key: key.clone(),
+                attempt: *attempt,
+                outcome: Some(Outcome::parse(outcome).map_err(invalid)?),
+                reference: reference.clone(),
+                error: error.clone(),
+                http_status: *http_status,
+                retry_after: retry_after.as_deref().map(parse_duration).transpose().map_err(invalid)?,
+            };
+            let a = ledger.report_attempt(&report, actor).await?;
+            output::applied(&a, "attempt recorded");
+        }
+        Cmd::Ingest { file } => return ingest(ledger, file, actor).await,
+        Cmd::List { all, state, workflow, older_than, json } => {
+            let state = state.as_deref().map(State::parse).transpose().map_err(invalid)?;
+            let filter = ListFilter {
+                scope: if *all || state.is_some() { Scope::All } else { Scope::Exceptions },
+                state,
+                workflow: workflow.clone(),
+                older_than: older_than.as_deref().map(parse_duration).transpose().map_err(invalid)?,
+            };
+            output::list(ledger, &filter, actor, *json).await?;
+        }
+        Cmd::Show { key, json } => {
+            let detail = ledger.show(key, actor).await?;
+            if *json {
+                output::json(&detail);
+            } else {
+                output::show(&detail, ledger.now());
+            }
+        }
+        Cmd::Claim { key, force, reason } => {
+            let force_reason = if *force { reason.clone() } else { None };
+            let a = ledger.staff(key, actor, StaffAction::Claim { force_reason }).await?;
+            output::applied(&a, &format!("claimed by {actor}"));
+        }
+        Cmd::Release { key } => {
+            let a = ledger.staff(key, actor, StaffAction::Release).await?;
+            output::applied(&a, "released");
+        }
+        Cmd::Reconcile { key, found, absent: _, note } => {
+            let action = match found {
+                Some(reference) => StaffAction::ReconcileFound { reference: reference.clone(), note: note.clone() },
+                None => StaffAction::ReconcileAbsent { note: note.clone() },
+            };
+            let a = ledger.staff(key, actor, action).await?;
+            output::applied(&a, "reconciled");
+        }
+        Cmd::Retry { key, note } => {
+            let a = ledger.staff(key, actor, StaffAction::Retry { note: note.clone() }).await?;
+            output::applied(&a, "will be retried with the same key");
+        }
+        Cmd::Close { key, resolution, reference, superseded_by, note } => {
+            let action = StaffAction::Close {
+                resolution: Resolution::parse(resolution).map_err(invalid)?,
+                reference: reference.clone(),
+                superseded_by: superseded_by.clone(),
+                note: note.clone(),
+            };
+            let a = ledger.staff(key, actor, action).await?;
+            output::applied(&a, "closed");
+        }
+        Cmd::Note { key, text } => {
+            let a = ledger.staff(key, actor, StaffAction::Note { text: text.clone() }).await?;
+            output::applied(&a, "note added");
+        }
+        Cmd::Pause { workflow, reason } => {
+            let w = output::esc(workflow);
+            if ledger.pause(workflow, reason, actor).await? {
+                say!("workflow {w} paused: no automatic attempt starts until it is resumed");
+            } else {
+                say!("workflow {w} was already paused; nothing changed");
+            }
+        }
+        Cmd::Resume { workflow } => {
+            let w = output::esc(workflow);
+            if ledger.resume(workflow, actor).await? {
+                say!("workflow {w} resumed");
+            } else {
+                say!("workflow {w} was not paused; nothing changed");
+            }
+        }
+        Cmd::Sweep => {
+            let n = ledger.sweep().await?;
+            say!("swept {n} interrupted attempt(s) to unknown");
+        }
+        Cmd::Stats { json } => {
+            let stats = ledger.stats().await?;
+            if *json {
+                output::json(&stats);
+            } else {
+                output::stats(&stats);
+            }
+        }
+    }
+    Ok(0)
+}
+
+async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
+    let reader: Box<dyn AsyncBufRead + Unpin + Send> = if file == "-" {
+        Box::new(tokio::io::BufReader::new(tokio::io::stdin()))
+    } else {
+        let f = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| invalid(format!("cannot read {}: {e}", output::esc(file))))?;
+        Box::new(tokio::io::BufReader::with_capacity(1 << 16, f))
+    };
+    let report = ledger.ingest(reader, actor).await?;
+    for p in &report.problems {
+        eprintln!("line {}: {}", p.line, crate::domain::escape_text(&p.message));
+    }
+    say!(
+        "{} line(s): {} recorded, {} unchanged, {} conflict(s), {} attempt(s); {} malformed, {} refused",
+        report.lines,
+        report.created,
+        report.unchanged,
+        report.conflicts,
+        report.attempts,
+        report.malformed(),
+        report.refused()
+    );
+    Ok(if report.malformed() > 0 {
+        2
+    } else if report.refused() > 0 {
+        3
+    } else {
+        0
+    })
+}

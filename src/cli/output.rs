@@ -1,0 +1,204 @@
+//! What the CLI prints: tables and text with stored text escaped, JSON documents with snake_case.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::domain::{escape_text, format_age};
+use crate::error::{Error, Result};
+use crate::ledger::{Applied, Ledger, ListFilter, OperationDetail, OperationView, Stats};
+
+const PAGE: usize = 500;
+
+pub fn esc(text: &str) -> Cow<'_, str> {
+    escape_text(text)
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Invalid(format!("cannot write output: {e}"))
+}
+
+pub fn json<T: Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => say!("{text}"),
+        Err(e) => eprintln!("settle: cannot encode JSON: {e}"),
+    }
+}
+
+pub fn applied(a: &Applied, what: &str) {
+    let key = esc(&a.key);
+    match a.kind {
+        None => say!("{key}: nothing to change ({})", a.to),
+        Some(_) if a.from == a.to => say!("{key}: {what} ({})", a.to),
+        Some(_) => say!("{key}: {what}: {} -> {}", a.from, a.to),
+    }
+    if let Some(w) = &a.warning {
+        eprintln!("warning: {}", esc(w));
+    }
+}
+
+fn cut(text: &str, width: usize) -> String {
+    let text = esc(text);
+    if text.chars().count() <= width {
+        format!("{text:<width$}")
+    } else {
+        let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+fn row(v: &OperationView) -> String {
+    format!(
+        "{} {} {} {} {} {} {}",
+        cut(&format_age(chrono::TimeDelta::seconds(v.age_seconds)), 7),
+        cut(v.state.as_str(), 10),
+        cut(&format!("{}/{}", v.workflow, v.step), 26),
+        cut(&v.destination, 10),
+        cut(&v.key, 22),
+        cut(v.claimed_by.as_deref().unwrap_or("-"), 10),
+        esc(&v.next_step)
+    )
+}
+
+/// Streams a list page by page (keyset pagination): memory stays flat whatever the queue's size.
+pub async fn list(ledger: &Ledger, filter: &ListFilter, viewer: &str, as_json: bool) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = stream(ledger, filter, viewer, as_json, &mut out).await;
+    match result.and_then(|()| out.flush().map_err(Failure::Io)) {
+        Ok(()) => Ok(()),
+        // the reader went away (`settle list | head`): not an error
+        Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(Failure::Io(e)) => Err(io(e)),
+        Err(Failure::Ledger(e)) => Err(e),
+    }
+}
+
+enum Failure {
+    Io(std::io::Error),
+    Ledger(Error),
+}
+
+async fn stream(
+    ledger: &Ledger,
+    filter: &ListFilter,
+    viewer: &str,
+    as_json: bool,
+    out: &mut impl Write,
+) -> std::result::Result<(), Failure> {
+    let mut after = None;
+    let mut first = true;
+    if as_json {
+        write!(out, "[").map_err(Failure::Io)?;
+    } else {
+        writeln!(
+            out,
+            "{:<7} {:<10} {:<26} {:<10} {:<22} {:<10} SAFE NEXT STEP",
+            "AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"
+        )
+        .map_err(Failure::Io)?;
+    }
+    loop {
+        let page = ledger.list(filter, viewer, after, PAGE).await.map_err(Failure::Ledger)?;
+        for v in &page.items {
+            if as_json {
+                let text = serde_json::to_string(v).unwrap_or_default();
+                write!(out, "{}\n  {text}", if first { "" } else { "," }).map_err(Failure::Io)?;
+            } else {
+                writeln!(out, "{}", row(v)).map_err(Failure::Io)?;
+            }
+            first = false;
+        }
+        match page.next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    if as_json {
+        writeln!(out, "{}]", if first { "" } else { "\n" }).map_err(Failure::Io)?;
+    }
+    Ok(())
+}
+
+fn when(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
+    let v = &d.op;
+    say!("key          {}", esc(&v.key));
+    say!("state        {}{}", v.state, v.reason.as_deref().map(|r| format!(" ({})", esc(r))).unwrap_or_default());
+    say!("safe next    {}", esc(&v.next_step));
+    say!("workflow     {}/{}{}", esc(&v.workflow), esc(&v.step), if v.workflow_paused { " (paused)" } else { "" });
+    say!("destination  {} {}", esc(&v.destination), esc(&v.action));
+    say!("created      {} ({} ago)", when(v.created_at), format_age(now - v.created_at));
+    if let Some(t) = v.exception_since {
+        say!("exception    since {} ({})", when(t), format_age(now - t));
+    }
+    if let Some(t) = v.next_attempt_at {
+        say!("next attempt {}", when(t));
+    }
+    if let Some(by) = &v.claimed_by {
+        let until = v.claim_expires_at.map(when).unwrap_or_default();
+        say!("claimed by   {} until {until}", esc(by));
+    }
+    if let Some(r) = &v.reference {
+        say!("reference    {}", esc(r));
+    }
+    if let Some(r) = v.resolution {
+        say!("resolution   {}{}", r.as_str(), v.superseded_by.as_deref().map(|k| format!(" by {}", esc(k))).unwrap_or_default());
+    }
+    say!("fingerprint  {}", d.fingerprint);
+    say!("payload      {}", esc(&serde_json::to_string_pretty(&d.payload).unwrap_or_default()).replace("\\x0a", "\n             "));
+    if let (Some(p), Some(f)) = (&d.conflicting_payload, &d.conflicting_fingerprint) {
+        say!("conflicting  {f}");
+        say!("             {}", esc(&serde_json::to_string(p).unwrap_or_default()));
+    }
+    say!("attempts     {}", if d.attempt_log.is_empty() { "none yet" } else { "" });
+    for a in &d.attempt_log {
+        let outcome = a.outcome.map_or("in flight".to_string(), |o| o.to_string());
+        let mut line = format!("  #{} {} {} by {}", a.n, when(a.started_at), outcome, esc(&a.actor));
+        if let Some(s) = a.http_status {
+            line.push_str(&format!(" HTTP {s}"));
+        }
+        if let Some(r) = &a.reference {
+            line.push_str(&format!(" ref {}", esc(r)));
+        }
+        if let Some(e) = &a.error {
+            line.push_str(&format!(": {}", esc(e)));
+        }
+        say!("{line}");
+    }
+    say!("history");
+    for e in &d.history {
+        let states = match (&e.from_state, &e.to_state) {
+            (Some(f), Some(t)) if f != t => format!(" {f} -> {t}"),
+            (None, Some(t)) => format!(" -> {t}"),
+            _ => String::new(),
+        };
+        let detail = match &e.detail {
+            serde_json::Value::Object(m) if m.values().all(|v| v.is_null()) => String::new(),
+            serde_json::Value::Object(m) if m.is_empty() => String::new(),
+            other => format!(" {}", esc(&other.to_string())),
+        };
+        say!("  {} {} {}{states}{detail}", when(e.at), esc(&e.actor), esc(&e.kind));
+    }
+}
+
+pub fn stats(s: &Stats) {
+    for (state, n) in &s.by_state {
+        say!("{:<11} {n}", state.as_str());
+    }
+    say!("exceptions  {}", s.exceptions);
+    say!(
+        "oldest      {}",
+        s.oldest_exception_seconds.map_or("-".to_string(), |secs| format_age(chrono::TimeDelta::seconds(secs)))
+    );
+    say!(
+        "paused      {}",
+        if s.paused_workflows.is_empty() { "-".to_string() } else { esc(&s.paused_workflows.join(", ")).into_owned() }
+    );
+}
