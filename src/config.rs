@@ -18,7 +18,9 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D:
     parse_duration(&text).map_err(serde::de::Error::custom)
 }
 
-fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Duration>, D::Error> {
+fn opt_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Duration>, D::Error> {
     duration(d).map(Some)
 }
 
@@ -134,7 +136,11 @@ impl Config {
                 None => (0, String::new()),
             };
             let message = e.message().replace('\n', " ");
-            let key = if key.is_empty() { String::new() } else { format!(" key `{key}`:") };
+            let key = if key.is_empty() {
+                String::new()
+            } else {
+                format!(" key `{key}`:")
+            };
             Error::Invalid(format!("{origin}:{line}:{key} {message}"))
         })?;
         for (name, d) in &config.destinations {
@@ -161,7 +167,10 @@ impl Config {
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-        if let Some(p) = xdg.map(|d| d.join("settle").join("settle.toml")).filter(|p| p.exists()) {
+        if let Some(p) = xdg
+            .map(|d| d.join("settle").join("settle.toml"))
+            .filter(|p| p.exists())
+        {
             return Config::load(&p);
         }
         Ok(Config::default())
@@ -213,16 +222,30 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_and_key() {
-        let err = Config::parse("lease = \"30m\"\n[destinations.crm]\ndedupes = true\nretention = \"1d\"\n", "my.toml")
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("my.toml:4: key `retention`:") && err.contains("unknown field"), "{err}");
+        let err = Config::parse(
+            "lease = \"30m\"\n[destinations.crm]\ndedupes = true\nretention = \"1d\"\n",
+            "my.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("my.toml:4: key `retention`:") && err.contains("unknown field"),
+            "{err}"
+        );
         assert!(!err.contains('\n'));
-        let err = Config::parse("lease = \"thirty\"\n", "my.toml").unwrap_err().to_string();
-        assert!(err.starts_with("my.toml:1: key `lease`:") && err.contains("bad duration"), "{err}");
-        let err = Config::parse("[workflows.x]\npause_when = { unresolved = \"many\" }\n", "c.toml")
+        let err = Config::parse("lease = \"thirty\"\n", "my.toml")
             .unwrap_err()
             .to_string();
+        assert!(
+            err.starts_with("my.toml:1: key `lease`:") && err.contains("bad duration"),
+            "{err}"
+        );
+        let err = Config::parse(
+            "[workflows.x]\npause_when = { unresolved = \"many\" }\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("c.toml:2:"), "{err}");
     }
 

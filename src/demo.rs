@@ -21,9 +21,17 @@ pub const DEMO_DATABASE: &str = "sqlite://settle-demo.db";
 
 const PEOPLE: [(&str, &str, &str); 12] = [
     ("Ada Lovelace", "ada@example.com", "+44 7700 900123"),
-    ("Grace Hopper", "grace.hopper@example.org", "+1 202 555 0143"),
+    (
+        "Grace Hopper",
+        "grace.hopper@example.org",
+        "+1 202 555 0143",
+    ),
     ("Alan Turing", "alan@turing.example", "+44 7700 900456"),
-    ("Katherine Johnson", "kjohnson@example.net", "+1 757 555 0199"),
+    (
+        "Katherine Johnson",
+        "kjohnson@example.net",
+        "+1 757 555 0199",
+    ),
     ("Edsger Dijkstra", "ewd@example.nl", "+31 20 555 0101"),
     ("Barbara Liskov", "liskov@example.edu", "+1 617 555 0177"),
     ("Donald Knuth", "knuth@example.org", "+1 650 555 0110"),
@@ -37,7 +45,9 @@ const PEOPLE: [(&str, &str, &str); 12] = [
 /// The demo's own destinations and workflows, used when the config names none.
 fn demo_config(mut config: Config) -> Config {
     if config.destinations.is_empty() {
-        if let Ok(example) = Config::parse(include_str!("../assets/settle.toml"), "assets/settle.toml") {
+        if let Ok(example) =
+            Config::parse(include_str!("../assets/settle.toml"), "assets/settle.toml")
+        {
             config.destinations = example.destinations;
             config.workflows = example.workflows;
             config.redaction = example.redaction;
@@ -58,7 +68,15 @@ impl Demo {
         *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = t;
     }
 
-    async fn record(&self, key: &str, workflow: &str, step: &str, dest: &str, action: &str, payload: Value) -> Result<()> {
+    async fn record(
+        &self,
+        key: &str,
+        workflow: &str,
+        step: &str,
+        dest: &str,
+        action: &str,
+        payload: Value,
+    ) -> Result<()> {
         let intent = Intent {
             key: key.into(),
             workflow: workflow.into(),
@@ -70,7 +88,14 @@ impl Demo {
         self.ledger.record(&intent, workflow).await.map(|_| ())
     }
 
-    async fn attempt(&self, key: &str, outcome: Outcome, reference: Option<String>, error: Option<&str>, status: Option<u16>) -> Result<()> {
+    async fn attempt(
+        &self,
+        key: &str,
+        outcome: Outcome,
+        reference: Option<String>,
+        error: Option<&str>,
+        status: Option<u16>,
+    ) -> Result<()> {
         let report = AttemptReport {
             key: key.into(),
             outcome: Some(outcome),
@@ -79,7 +104,10 @@ impl Demo {
             http_status: status,
             ..Default::default()
         };
-        self.ledger.report_attempt(&report, "automation").await.map(|_| ())
+        self.ledger
+            .report_attempt(&report, "automation")
+            .await
+            .map(|_| ())
     }
 
     /// One operation's life, starting at `t`; `fate` picks how it ends.
@@ -125,20 +153,30 @@ impl Demo {
             ),
         };
         self.at(t);
-        self.record(&key, workflow, step, dest, action, payload).await?;
+        self.record(&key, workflow, step, dest, action, payload)
+            .await?;
         let reference = || Some(format!("{}-{}", &dest[..3].to_uppercase(), 100_000 + i));
         let later = |s: i64| t + TimeDelta::seconds(s);
         match fate {
             // most work just succeeds, some after a transient hiccup
             0..=59 => {
                 self.at(later(2));
-                self.attempt(&key, Outcome::Accepted, reference(), None, Some(201)).await?;
+                self.attempt(&key, Outcome::Accepted, reference(), None, Some(201))
+                    .await?;
             }
             60..=69 => {
                 self.at(later(2));
-                self.attempt(&key, Outcome::Transient, None, Some("503 Service Unavailable (Retry-After: 5)"), Some(503)).await?;
+                self.attempt(
+                    &key,
+                    Outcome::Transient,
+                    None,
+                    Some("503 Service Unavailable (Retry-After: 5)"),
+                    Some(503),
+                )
+                .await?;
                 self.at(later(9));
-                self.attempt(&key, Outcome::Accepted, reference(), None, Some(201)).await?;
+                self.attempt(&key, Outcome::Accepted, reference(), None, Some(201))
+                    .await?;
             }
             // the outcome could not be observed
             70..=79 => {
@@ -148,24 +186,36 @@ impl Demo {
                     "sms" => format!("connection reset after sending to {phone}"),
                     _ => "read timeout after 30s".to_string(),
                 };
-                self.attempt(&key, Outcome::Unknown, None, Some(&err), None).await?;
+                self.attempt(&key, Outcome::Unknown, None, Some(&err), None)
+                    .await?;
             }
             // a confirmed rejection
             80..=85 => {
                 self.at(later(2));
                 let err = match dest {
-                    "crm" => format!("422 Unprocessable Entity: email {email} already belongs to another customer"),
+                    "crm" => format!(
+                        "422 Unprocessable Entity: email {email} already belongs to another customer"
+                    ),
                     "projects" => "422 Unprocessable Entity: due date is in the past".to_string(),
                     "sms" => format!("400 Bad Request: number {phone} is not reachable"),
                     _ => format!("550 mailbox unavailable: {email}"),
                 };
-                self.attempt(&key, Outcome::Rejected, None, Some(&err), Some(422)).await?;
+                self.attempt(&key, Outcome::Rejected, None, Some(&err), Some(422))
+                    .await?;
             }
             // retried until the policy was spent
             86..=91 => {
                 for k in 0..6 {
                     self.at(later(2 + k * 30));
-                    let r = self.attempt(&key, Outcome::Transient, None, Some("connect error: connection refused"), None).await;
+                    let r = self
+                        .attempt(
+                            &key,
+                            Outcome::Transient,
+                            None,
+                            Some("connect error: connection refused"),
+                            None,
+                        )
+                        .await;
                     if r.is_err() {
                         break;
                     }
@@ -193,7 +243,10 @@ impl Demo {
 pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Result<i32> {
     let config = demo_config(config);
     if reset {
-        let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else {
+        let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        else {
             return Err(Error::Refused(
                 "--reset only removes SQLite demo files; the audit is append-only, so use a fresh PostgreSQL database".into(),
             ));
@@ -206,15 +259,25 @@ pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Resu
     let clock = Arc::new(Mutex::new(Utc::now()));
     let ledger = {
         let c = clock.clone();
-        Ledger::open(url, config).await?.with_clock(move || *c.lock().unwrap_or_else(|p| p.into_inner()))
+        Ledger::open(url, config)
+            .await?
+            .with_clock(move || *c.lock().unwrap_or_else(|p| p.into_inner()))
     };
     let (ops, _, _) = ledger.counts().await?;
     if ops == 0 {
-        let mut demo = Demo { ledger: ledger.clone(), clock, rng: StdRng::seed_from_u64(42), real_now: Utc::now() };
+        let mut demo = Demo {
+            ledger: ledger.clone(),
+            clock,
+            rng: StdRng::seed_from_u64(42),
+            real_now: Utc::now(),
+        };
         fill(&mut demo, operator).await?;
         say!("demo week written to {}", ledger.database());
     } else {
-        say!("{} already holds {ops} operations (settle demo --reset starts afresh)", ledger.database());
+        say!(
+            "{} already holds {ops} operations (settle demo --reset starts afresh)",
+            ledger.database()
+        );
     }
     let stats = Ledger::stats(&ledger).await?;
     crate::cli::print_stats(&stats);
@@ -254,7 +317,14 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         json!({"customer": {"name": "Grace Hopper", "email": "grace.hopper@example.org", "phone": "+1 202 555 0143",
                "company": "US Navy"}, "source": "signup-form"})).await?;
     demo.at(now - TimeDelta::minutes(3));
-    demo.attempt("crm-sync-8999", Outcome::Unknown, None, Some("504 Gateway Timeout"), Some(504)).await?;
+    demo.attempt(
+        "crm-sync-8999",
+        Outcome::Unknown,
+        None,
+        Some("504 Gateway Timeout"),
+        Some(504),
+    )
+    .await?;
     demo.at(now);
     demo.record("crm-sync-8999", "crm-sync", "upsert-customer", "crm", "upsert_customer",
         json!({"customer": {"name": "Grace B. Hopper", "email": "grace@navy.example", "phone": "+1 202 555 0100",
@@ -265,25 +335,68 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
     let _ = demo.ledger.start_attempt("onb-live-1", "dispatcher").await;
 
     // staff at work: other operators hold claims; some items were settled during the week
-    let page = demo.ledger.list(&crate::ListFilter::default(), operator, None, 200).await?;
+    let page = demo
+        .ledger
+        .list(&crate::ListFilter::default(), operator, None, 200)
+        .await?;
     let keys: Vec<String> = page.items.iter().map(|v| v.key.clone()).collect();
     for (n, key) in keys.iter().enumerate() {
         // claims made a few minutes ago read as such
         demo.at(now - TimeDelta::minutes(2 + (n as i64 % 7) * 3));
         match n % 9 {
-            1 => demo.staff(key, "bob", StaffAction::Claim { force_reason: None }).await,
-            4 => demo.staff(key, "carol", StaffAction::Claim { force_reason: None }).await,
+            1 => {
+                demo.staff(key, "bob", StaffAction::Claim { force_reason: None })
+                    .await
+            }
+            4 => {
+                demo.staff(key, "carol", StaffAction::Claim { force_reason: None })
+                    .await
+            }
             6 => {
-                demo.staff(key, "dave", StaffAction::Claim { force_reason: None }).await;
-                demo.staff(key, "dave", StaffAction::Note { text: "Customer called support; checking with the CRM team".into() }).await;
+                demo.staff(key, "dave", StaffAction::Claim { force_reason: None })
+                    .await;
+                demo.staff(
+                    key,
+                    "dave",
+                    StaffAction::Note {
+                        text: "Customer called support; checking with the CRM team".into(),
+                    },
+                )
+                .await;
             }
             7 if n < 40 => {
-                demo.staff(key, "erin", StaffAction::Claim { force_reason: None }).await;
-                demo.staff(key, "erin", StaffAction::ReconcileAbsent { note: Some("not in the destination".into()) }).await;
-                demo.staff(key, "erin", StaffAction::Close { resolution: Resolution::Abandoned, reference: None,
-                    superseded_by: None, note: "customer cancelled the signup".into() }).await;
-                demo.staff(key, "erin", StaffAction::Close { resolution: Resolution::DoneElsewhere,
-                    reference: Some("TASK-manual-1".into()), superseded_by: None, note: "created by hand".into() }).await;
+                demo.staff(key, "erin", StaffAction::Claim { force_reason: None })
+                    .await;
+                demo.staff(
+                    key,
+                    "erin",
+                    StaffAction::ReconcileAbsent {
+                        note: Some("not in the destination".into()),
+                    },
+                )
+                .await;
+                demo.staff(
+                    key,
+                    "erin",
+                    StaffAction::Close {
+                        resolution: Resolution::Abandoned,
+                        reference: None,
+                        superseded_by: None,
+                        note: "customer cancelled the signup".into(),
+                    },
+                )
+                .await;
+                demo.staff(
+                    key,
+                    "erin",
+                    StaffAction::Close {
+                        resolution: Resolution::DoneElsewhere,
+                        reference: Some("TASK-manual-1".into()),
+                        superseded_by: None,
+                        note: "created by hand".into(),
+                    },
+                )
+                .await;
             }
             _ => {}
         }

@@ -36,7 +36,10 @@ impl Error {
             sqlx::Error::Database(e) => e.message().to_string(),
             other => other.to_string(),
         };
-        Error::Unavailable(format!("{context}: {}", redact_text(&text).replace('\n', " ")))
+        Error::Unavailable(format!(
+            "{context}: {}",
+            redact_text(&text).replace('\n', " ")
+        ))
     }
 }
 

@@ -28,4 +28,3 @@ pub use config::Config;
 pub use domain::{Outcome, Resolution, State};
 pub use error::{Error, Result};
 pub use ledger::{AttemptReport, Intent, Ledger, ListFilter, Recorded, Scope, StaffAction};
-

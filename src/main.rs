@@ -4,7 +4,11 @@
 fn main() {
     // Panics and unexpected errors get color-eyre's report; expected errors never reach it.
     let _ = color_eyre::install();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("settle: cannot start: {e}");

@@ -8,11 +8,16 @@ use chrono::{DateTime, TimeDelta, Utc};
 use common::TestDb;
 use serde_json::json;
 use settle::ledger::{Applied, Page};
-use settle::{AttemptReport, Error, Intent, Ledger, ListFilter, Outcome, Recorded, Resolution, Scope, StaffAction, State};
+use settle::{
+    AttemptReport, Error, Intent, Ledger, ListFilter, Outcome, Recorded, Resolution, Scope,
+    StaffAction, State,
+};
 use sqlx::Connection;
 
 async fn ledger(db: &TestDb) -> Ledger {
-    Ledger::open(&db.url, common::config()).await.expect("open ledger")
+    Ledger::open(&db.url, common::config())
+        .await
+        .expect("open ledger")
 }
 
 /// A ledger whose clock the test moves.
@@ -35,7 +40,12 @@ fn intent(key: &str, dest: &str, payload: serde_json::Value) -> Intent {
 }
 
 fn outcome(key: &str, o: Outcome, error: Option<&str>) -> AttemptReport {
-    AttemptReport { key: key.into(), outcome: Some(o), error: error.map(Into::into), ..Default::default() }
+    AttemptReport {
+        key: key.into(),
+        outcome: Some(o),
+        error: error.map(Into::into),
+        ..Default::default()
+    }
 }
 
 async fn state(l: &Ledger, key: &str) -> State {
@@ -43,20 +53,33 @@ async fn state(l: &Ledger, key: &str) -> State {
 }
 
 async fn claim(l: &Ledger, key: &str, who: &str) -> settle::Result<Applied> {
-    l.staff(key, who, StaffAction::Claim { force_reason: None }).await
+    l.staff(key, who, StaffAction::Claim { force_reason: None })
+        .await
 }
 
 async fn recording_is_idempotent_and_a_conflict_keeps_both(db: &TestDb) {
     let l = ledger(db).await;
-    let i = intent("onb-1", "projects", json!({"title": "Kickoff", "assignee": {"id": 7}}));
+    let i = intent(
+        "onb-1",
+        "projects",
+        json!({"title": "Kickoff", "assignee": {"id": 7}}),
+    );
     assert_eq!(l.record(&i, "bot").await.unwrap(), Recorded::Created);
     let before = l.counts().await.unwrap();
     // same contents, keys in another order: harmless
-    let same = intent("onb-1", "projects", json!({"assignee": {"id": 7}, "title": "Kickoff"}));
+    let same = intent(
+        "onb-1",
+        "projects",
+        json!({"assignee": {"id": 7}, "title": "Kickoff"}),
+    );
     assert_eq!(l.record(&same, "bot").await.unwrap(), Recorded::Unchanged);
     assert_eq!(l.counts().await.unwrap(), before);
     // changed contents: conflict, both kept, never replayed
-    let changed = intent("onb-1", "projects", json!({"title": "Kickoff (moved)", "assignee": {"id": 7}}));
+    let changed = intent(
+        "onb-1",
+        "projects",
+        json!({"title": "Kickoff (moved)", "assignee": {"id": 7}}),
+    );
     assert_eq!(l.record(&changed, "bot").await.unwrap(), Recorded::Conflict);
     let d = l.show("onb-1", "t").await.unwrap();
     assert_eq!(d.op.state, State::Conflict);
@@ -68,51 +91,103 @@ async fn recording_is_idempotent_and_a_conflict_keeps_both(db: &TestDb) {
 
 async fn a_terminal_operation_refuses_new_contents(db: &TestDb) {
     let l = ledger(db).await;
-    l.record(&intent("onb-2", "projects", json!({"t": 1})), "bot").await.unwrap();
-    l.report_attempt(&AttemptReport { reference: Some("T-1".into()), ..outcome("onb-2", Outcome::Accepted, None) }, "bot")
+    l.record(&intent("onb-2", "projects", json!({"t": 1})), "bot")
         .await
         .unwrap();
+    l.report_attempt(
+        &AttemptReport {
+            reference: Some("T-1".into()),
+            ..outcome("onb-2", Outcome::Accepted, None)
+        },
+        "bot",
+    )
+    .await
+    .unwrap();
     let before = l.counts().await.unwrap();
-    let err = l.record(&intent("onb-2", "projects", json!({"t": 2})), "bot").await.unwrap_err();
+    let err = l
+        .record(&intent("onb-2", "projects", json!({"t": 2})), "bot")
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Refused(_)), "{err}");
     assert_eq!(l.counts().await.unwrap(), before);
     let d = l.show("onb-2", "t").await.unwrap();
-    assert_eq!((d.op.state, d.payload["t"].as_i64(), d.op.reference.as_deref()), (State::Succeeded, Some(1), Some("T-1")));
+    assert_eq!(
+        (
+            d.op.state,
+            d.payload["t"].as_i64(),
+            d.op.reference.as_deref()
+        ),
+        (State::Succeeded, Some(1), Some("T-1"))
+    );
 }
 
 async fn outcomes_follow_the_destination_capabilities(db: &TestDb) {
     let l = ledger(db).await;
     for (key, dest) in [("p-1", "projects"), ("c-1", "crm"), ("s-1", "sms")] {
-        l.record(&intent(key, dest, json!({})), "bot").await.unwrap();
-        l.report_attempt(&outcome(key, Outcome::Unknown, Some("read timeout after 30s")), "bot").await.unwrap();
+        l.record(&intent(key, dest, json!({})), "bot")
+            .await
+            .unwrap();
+        l.report_attempt(
+            &outcome(key, Outcome::Unknown, Some("read timeout after 30s")),
+            "bot",
+        )
+        .await
+        .unwrap();
     }
     // projects deduplicates: retried automatically; the others wait for a person
     assert_eq!(state(&l, "p-1").await, State::RetryWait);
     assert_eq!(state(&l, "c-1").await, State::Unknown);
-    assert_eq!(l.show("c-1", "t").await.unwrap().op.next_step, "Look up c-1 in crm, then reconcile found/absent");
-    assert!(l.show("s-1", "t").await.unwrap().op.next_step.starts_with("Check sms for this request (s-1"));
+    assert_eq!(
+        l.show("c-1", "t").await.unwrap().op.next_step,
+        "Look up c-1 in crm, then reconcile found/absent"
+    );
+    assert!(
+        l.show("s-1", "t")
+            .await
+            .unwrap()
+            .op
+            .next_step
+            .starts_with("Check sms for this request (s-1")
+    );
     // an exception refuses further automatic attempts
-    let err = l.report_attempt(&outcome("s-1", Outcome::Accepted, None), "bot").await.unwrap_err();
+    let err = l
+        .report_attempt(&outcome("s-1", Outcome::Accepted, None), "bot")
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Refused(_)));
     // transient three times at sms (max 3): failed
-    l.record(&intent("s-2", "sms", json!({})), "bot").await.unwrap();
+    l.record(&intent("s-2", "sms", json!({})), "bot")
+        .await
+        .unwrap();
     for _ in 0..3 {
-        l.report_attempt(&outcome("s-2", Outcome::Transient, Some("503")), "bot").await.unwrap();
+        l.report_attempt(&outcome("s-2", Outcome::Transient, Some("503")), "bot")
+            .await
+            .unwrap();
     }
     assert_eq!(state(&l, "s-2").await, State::Failed);
     let d = l.show("s-2", "t").await.unwrap();
     assert_eq!(d.attempt_log.len(), 3);
-    assert!(d.attempt_log.iter().all(|a| a.outcome == Some(Outcome::Transient)));
+    assert!(
+        d.attempt_log
+            .iter()
+            .all(|a| a.outcome == Some(Outcome::Transient))
+    );
 }
 
 async fn fifty_concurrent_claims_one_winner(db: &TestDb) {
     let l = ledger(db).await;
-    l.record(&intent("race-1", "crm", json!({})), "bot").await.unwrap();
-    l.report_attempt(&outcome("race-1", Outcome::Unknown, None), "bot").await.unwrap();
+    l.record(&intent("race-1", "crm", json!({})), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(&outcome("race-1", Outcome::Unknown, None), "bot")
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for i in 0..50 {
         let l = l.clone();
-        tasks.push(tokio::spawn(async move { claim(&l, "race-1", &format!("op{i}")).await }));
+        tasks.push(tokio::spawn(async move {
+            claim(&l, "race-1", &format!("op{i}")).await
+        }));
     }
     let mut won = Vec::new();
     let mut refused = 0;
@@ -128,24 +203,48 @@ async fn fifty_concurrent_claims_one_winner(db: &TestDb) {
     }
     assert_eq!((won.len(), refused), (1, 49));
     let holder = l.show("race-1", "t").await.unwrap().op.claimed_by.unwrap();
-    let claims = l.show("race-1", "t").await.unwrap().history.iter().filter(|e| e.kind == "claimed").count();
+    let claims = l
+        .show("race-1", "t")
+        .await
+        .unwrap()
+        .history
+        .iter()
+        .filter(|e| e.kind == "claimed")
+        .count();
     assert_eq!(claims, 1, "only the winner's claim is audited");
     assert!(holder.starts_with("op"));
 }
 
 async fn two_concurrent_retries_one_wins(db: &TestDb) {
     let l = ledger(db).await;
-    l.record(&intent("retry-1", "sms", json!({})), "bot").await.unwrap();
-    l.report_attempt(&outcome("retry-1", Outcome::Rejected, Some("bad number")), "bot").await.unwrap();
+    l.record(&intent("retry-1", "sms", json!({})), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(
+        &outcome("retry-1", Outcome::Rejected, Some("bad number")),
+        "bot",
+    )
+    .await
+    .unwrap();
     claim(&l, "retry-1", "alice").await.unwrap();
     let (a, b) = tokio::join!(
         l.staff("retry-1", "alice", StaffAction::Retry { note: None }),
         l.staff("retry-1", "alice", StaffAction::Retry { note: None })
     );
-    assert_eq!([a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(), 1, "{a:?} {b:?}");
+    assert_eq!(
+        [a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(),
+        1,
+        "{a:?} {b:?}"
+    );
     let d = l.show("retry-1", "t").await.unwrap();
     assert_eq!(d.op.state, State::Pending);
-    assert_eq!(d.history.iter().filter(|e| e.kind == "retry_requested").count(), 1);
+    assert_eq!(
+        d.history
+            .iter()
+            .filter(|e| e.kind == "retry_requested")
+            .count(),
+        1
+    );
 }
 
 async fn every_action_writes_exactly_one_event(db: &TestDb) {
@@ -159,28 +258,51 @@ async fn every_action_writes_exactly_one_event(db: &TestDb) {
         assert_eq!(now, n + 1, "{label} writes one event");
         n = now;
     };
-    l.record(&intent("ev-1", "crm", json!({})), "bot").await.unwrap();
+    l.record(&intent("ev-1", "crm", json!({})), "bot")
+        .await
+        .unwrap();
     step("record", events(&l).await);
-    l.report_attempt(&outcome("ev-1", Outcome::Unknown, None), "bot").await.unwrap();
+    l.report_attempt(&outcome("ev-1", Outcome::Unknown, None), "bot")
+        .await
+        .unwrap();
     step("attempt", events(&l).await);
     claim(&l, "ev-1", "alice").await.unwrap();
     step("claim", events(&l).await);
-    l.staff("ev-1", "alice", StaffAction::Note { text: "checking".into() }).await.unwrap();
+    l.staff(
+        "ev-1",
+        "alice",
+        StaffAction::Note {
+            text: "checking".into(),
+        },
+    )
+    .await
+    .unwrap();
     step("note", events(&l).await);
-    l.staff("ev-1", "alice", StaffAction::ReconcileAbsent { note: None }).await.unwrap();
+    l.staff("ev-1", "alice", StaffAction::ReconcileAbsent { note: None })
+        .await
+        .unwrap();
     step("reconcile absent", events(&l).await);
-    l.staff("ev-1", "alice", StaffAction::Release).await.unwrap();
+    l.staff("ev-1", "alice", StaffAction::Release)
+        .await
+        .unwrap();
     step("release", events(&l).await);
     claim(&l, "ev-1", "bob").await.unwrap();
     step("claim", events(&l).await);
-    l.staff("ev-1", "bob", StaffAction::Retry { note: None }).await.unwrap();
+    l.staff("ev-1", "bob", StaffAction::Retry { note: None })
+        .await
+        .unwrap();
     step("retry", events(&l).await);
     claim(&l, "ev-1", "bob").await.unwrap();
     step("claim", events(&l).await);
     l.staff(
         "ev-1",
         "bob",
-        StaffAction::Close { resolution: Resolution::Abandoned, reference: None, superseded_by: None, note: "dropped".into() },
+        StaffAction::Close {
+            resolution: Resolution::Abandoned,
+            reference: None,
+            superseded_by: None,
+            note: "dropped".into(),
+        },
     )
     .await
     .unwrap();
@@ -190,23 +312,34 @@ async fn every_action_writes_exactly_one_event(db: &TestDb) {
     l.resume("onboarding", "bob").await.unwrap();
     step("resume", events(&l).await);
     // refusals write nothing
-    assert!(l.staff("ev-1", "bob", StaffAction::Retry { note: None }).await.is_err());
+    assert!(
+        l.staff("ev-1", "bob", StaffAction::Retry { note: None })
+            .await
+            .is_err()
+    );
     assert_eq!(events(&l).await, n);
 }
 
 async fn events_are_append_only(db: &TestDb) {
     let l = ledger(db).await;
-    l.record(&intent("ap-1", "crm", json!({})), "bot").await.unwrap();
+    l.record(&intent("ap-1", "crm", json!({})), "bot")
+        .await
+        .unwrap();
     l.close().await;
     sqlx::any::install_default_drivers();
     let mut c = sqlx::AnyConnection::connect(&db.url).await.unwrap();
-    let update = sqlx::query("UPDATE events SET actor = 'mallory'").execute(&mut c).await;
+    let update = sqlx::query("UPDATE events SET actor = 'mallory'")
+        .execute(&mut c)
+        .await;
     let delete = sqlx::query("DELETE FROM events").execute(&mut c).await;
     for r in [update, delete] {
         let err = r.expect_err("the audit refuses to change").to_string();
         assert!(err.contains("append-only"), "{err}");
     }
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE actor = 'bot'").fetch_one(&mut c).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE actor = 'bot'")
+        .fetch_one(&mut c)
+        .await
+        .unwrap();
     assert_eq!(n, 1);
 }
 
@@ -228,16 +361,29 @@ async fn ingesting_twice_changes_nothing(db: &TestDb) {
     text.push('\n');
     let r1 = l.ingest(text.as_bytes(), "bot").await.unwrap();
     assert_eq!((r1.created, r1.attempts, r1.malformed()), (1200, 400, 2));
-    assert_eq!(r1.problems.iter().map(|p| p.line).collect::<Vec<_>>(), vec![1601, 1602]);
+    assert_eq!(
+        r1.problems.iter().map(|p| p.line).collect::<Vec<_>>(),
+        vec![1601, 1602]
+    );
     let after_first = l.counts().await.unwrap();
     assert_eq!(after_first, (1200, 400, 1600));
     let r2 = l.ingest(text.as_bytes(), "bot").await.unwrap();
     assert_eq!((r2.created, r2.attempts, r2.unchanged), (0, 0, 1600));
-    assert_eq!(l.counts().await.unwrap(), after_first, "operations, attempts and events unchanged");
+    assert_eq!(
+        l.counts().await.unwrap(),
+        after_first,
+        "operations, attempts and events unchanged"
+    );
     // changed contents under a known key: a conflict that keeps both; a terminal one is refused
-    l.report_attempt(&AttemptReport { reference: Some("C-1".into()), ..outcome("ing-1", Outcome::Accepted, None) }, "bot")
-        .await
-        .unwrap();
+    l.report_attempt(
+        &AttemptReport {
+            reference: Some("C-1".into()),
+            ..outcome("ing-1", Outcome::Accepted, None)
+        },
+        "bot",
+    )
+    .await
+    .unwrap();
     let changed = concat!(
         r#"{"type":"intent","key":"ing-2","workflow":"onboarding","step":"create-task","destination":"crm","action":"create_task","payload":{"n":-2}}"#,
         "\n",
@@ -254,21 +400,34 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     let t0 = Utc::now();
     let (l, clock) = ledger_at(db, t0).await;
     for key in ["sw-1", "sw-2", "sw-3"] {
-        l.record(&intent(key, "crm", json!({})), "bot").await.unwrap();
+        l.record(&intent(key, "crm", json!({})), "bot")
+            .await
+            .unwrap();
         l.start_attempt(key, "dispatcher").await.unwrap();
     }
     claim(&l, "sw-2", "alice").await.unwrap();
     *clock.lock().unwrap() = t0 + TimeDelta::minutes(2);
-    assert_eq!(l.sweep().await.unwrap(), 0, "nothing is past its timeout yet");
+    assert_eq!(
+        l.sweep().await.unwrap(),
+        0,
+        "nothing is past its timeout yet"
+    );
     *clock.lock().unwrap() = t0 + TimeDelta::minutes(6);
     // in_flight past its timeout is an exception even before the sweep
     let queue = l.list(&ListFilter::default(), "t", None, 10).await.unwrap();
     assert_eq!(queue.items.len(), 3);
     assert_eq!(l.sweep().await.unwrap(), 2);
     assert_eq!(state(&l, "sw-1").await, State::Unknown);
-    assert_eq!(state(&l, "sw-2").await, State::InFlight, "a live claim keeps the sweep away");
+    assert_eq!(
+        state(&l, "sw-2").await,
+        State::InFlight,
+        "a live claim keeps the sweep away"
+    );
     let d = l.show("sw-3", "t").await.unwrap();
-    assert_eq!(d.op.next_step, "Attempt interrupted: reconcile as an unknown outcome");
+    assert_eq!(
+        d.op.next_step,
+        "Attempt interrupted: reconcile as an unknown outcome"
+    );
     assert_eq!(d.attempt_log[0].outcome, Some(Outcome::Unknown));
 }
 
@@ -280,20 +439,34 @@ async fn the_stopping_threshold_pauses_a_workflow(db: &TestDb) {
         it.workflow = "guarded".into();
         l.record(&it, "bot").await.unwrap();
         assert!(l.stats().await.unwrap().paused_workflows.is_empty());
-        l.report_attempt(&outcome(&key, Outcome::Rejected, Some("bad")), "bot").await.unwrap();
+        l.report_attempt(&outcome(&key, Outcome::Rejected, Some("bad")), "bot")
+            .await
+            .unwrap();
     }
     let stats = l.stats().await.unwrap();
     assert_eq!(stats.paused_workflows, vec!["guarded".to_string()]);
     let paused = l.paused_workflows().await.unwrap();
     assert_eq!(paused[0].by.as_deref(), Some("settle"));
-    assert!(paused[0].reason.as_deref().unwrap().contains("3 unresolved"));
+    assert!(
+        paused[0]
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("3 unresolved")
+    );
     // the paused workflow starts no attempt; nothing pending is lost
     let mut it = intent("g-9", "sms", json!({}));
     it.workflow = "guarded".into();
     l.record(&it, "bot").await.unwrap();
-    assert!(matches!(l.start_attempt("g-9", "dispatcher").await, Err(Error::Refused(_))));
+    assert!(matches!(
+        l.start_attempt("g-9", "dispatcher").await,
+        Err(Error::Refused(_))
+    ));
     assert!(l.resume("guarded", "alice").await.unwrap());
-    assert_eq!(l.start_attempt("g-9", "dispatcher").await.unwrap().to, State::InFlight);
+    assert_eq!(
+        l.start_attempt("g-9", "dispatcher").await.unwrap().to,
+        State::InFlight
+    );
 }
 
 async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
@@ -302,9 +475,13 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
     for i in 0..25 {
         *clock.lock().unwrap() = t0 + TimeDelta::minutes(i);
         let key = format!("pg-{i:02}");
-        l.record(&intent(&key, "crm", json!({})), "bot").await.unwrap();
+        l.record(&intent(&key, "crm", json!({})), "bot")
+            .await
+            .unwrap();
         if i % 2 == 0 {
-            l.report_attempt(&outcome(&key, Outcome::Unknown, None), "bot").await.unwrap();
+            l.report_attempt(&outcome(&key, Outcome::Unknown, None), "bot")
+                .await
+                .unwrap();
         }
     }
     *clock.lock().unwrap() = t0 + TimeDelta::hours(2);
@@ -320,26 +497,68 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
     }
     let want: Vec<String> = (0..25).step_by(2).map(|i| format!("pg-{i:02}")).collect();
     assert_eq!(seen, want, "every exception once, oldest first");
-    let all = l.list(&ListFilter { scope: Scope::All, ..Default::default() }, "t", None, 100).await.unwrap();
+    let all = l
+        .list(
+            &ListFilter {
+                scope: Scope::All,
+                ..Default::default()
+            },
+            "t",
+            None,
+            100,
+        )
+        .await
+        .unwrap();
     assert_eq!(all.items.len(), 25);
-    let older = ListFilter { older_than: Some(std::time::Duration::from_secs(110 * 60)), ..Default::default() };
+    let older = ListFilter {
+        older_than: Some(std::time::Duration::from_secs(110 * 60)),
+        ..Default::default()
+    };
     let old = l.list(&older, "t", None, 100).await.unwrap();
-    assert_eq!(old.items.iter().map(|v| v.key.as_str()).collect::<Vec<_>>(), ["pg-00", "pg-02", "pg-04", "pg-06", "pg-08", "pg-10"]);
-    let failed = ListFilter { scope: Scope::All, state: Some(State::Pending), ..Default::default() };
-    assert_eq!(l.list(&failed, "t", None, 100).await.unwrap().items.len(), 12);
+    assert_eq!(
+        old.items.iter().map(|v| v.key.as_str()).collect::<Vec<_>>(),
+        ["pg-00", "pg-02", "pg-04", "pg-06", "pg-08", "pg-10"]
+    );
+    let failed = ListFilter {
+        scope: Scope::All,
+        state: Some(State::Pending),
+        ..Default::default()
+    };
+    assert_eq!(
+        l.list(&failed, "t", None, 100).await.unwrap().items.len(),
+        12
+    );
 }
 
 async fn readers_never_see_sensitive_values(db: &TestDb) {
     let l = ledger(db).await;
-    let secrets = ["ada@example.com", "4111111111111111", "abc.def-123", "+44 7700 900123", "Zebulon Quixote"];
-    let mut it = intent("red-1", "crm", json!({"customer": {"name": "Zebulon Quixote", "contact": "ada@example.com"},
-        "memo": "card 4111111111111111, call +44 7700 900123", "auth": "Bearer abc.def-123"}));
+    let secrets = [
+        "ada@example.com",
+        "4111111111111111",
+        "abc.def-123",
+        "+44 7700 900123",
+        "Zebulon Quixote",
+    ];
+    let mut it = intent(
+        "red-1",
+        "crm",
+        json!({"customer": {"name": "Zebulon Quixote", "contact": "ada@example.com"},
+        "memo": "card 4111111111111111, call +44 7700 900123", "auth": "Bearer abc.def-123"}),
+    );
     it.action = "upsert".into();
     l.record(&it, "bot").await.unwrap();
     let err = "502 from crm: Zebulon Quixote (ada@example.com, +44 7700 900123) Authorization: Bearer abc.def-123 card 4111111111111111";
-    l.report_attempt(&outcome("red-1", Outcome::Rejected, Some(err)), "bot").await.unwrap();
+    l.report_attempt(&outcome("red-1", Outcome::Rejected, Some(err)), "bot")
+        .await
+        .unwrap();
     let shown = serde_json::to_string(&l.show("red-1", "t").await.unwrap()).unwrap();
-    let listed = serde_json::to_string(&l.list(&ListFilter::default(), "t", None, 10).await.unwrap().items).unwrap();
+    let listed = serde_json::to_string(
+        &l.list(&ListFilter::default(), "t", None, 10)
+            .await
+            .unwrap()
+            .items,
+    )
+    .unwrap();
     for s in secrets {
         assert!(!shown.contains(s), "{s} in show: {shown}");
         assert!(!listed.contains(s), "{s} in list: {listed}");

@@ -13,7 +13,11 @@ use crate::error::{Error, Result};
 use crate::ledger::{AttemptReport, Intent, Ledger, ListFilter, Recorded, Scope, StaffAction};
 
 #[derive(Debug, Parser)]
-#[command(name = "settle", version, about = "Operations ledger and exception queue for automations that may have done something twice, or not at all")]
+#[command(
+    name = "settle",
+    version,
+    about = "Operations ledger and exception queue for automations that may have done something twice, or not at all"
+)]
 pub struct Cli {
     /// Database URL (sqlite://FILE or postgres://...); else $SETTLE_DATABASE_URL, the config, sqlite://settle.db
     #[arg(long, global = true, value_name = "URL")]
@@ -109,7 +113,12 @@ enum Cmd {
     /// Settle an unknown outcome: found at the destination (with its reference) or absent
     Reconcile {
         key: String,
-        #[arg(long, value_name = "REF", conflicts_with = "absent", required_unless_present = "absent")]
+        #[arg(
+            long,
+            value_name = "REF",
+            conflicts_with = "absent",
+            required_unless_present = "absent"
+        )]
         found: Option<String>,
         #[arg(long)]
         absent: bool,
@@ -167,8 +176,17 @@ pub async fn run(args: Vec<String>) -> i32 {
                 print!("{e}");
                 return 0;
             }
-            let first = e.to_string().lines().next().unwrap_or("bad usage").trim_start_matches("error: ").to_string();
-            eprintln!("settle: {} (see settle --help)", crate::domain::escape_text(&crate::domain::redact::redact_text(&first)));
+            let first = e
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or("bad usage")
+                .trim_start_matches("error: ")
+                .to_string();
+            eprintln!(
+                "settle: {} (see settle --help)",
+                crate::domain::escape_text(&crate::domain::redact::redact_text(&first))
+            );
             return 2;
         }
     };
@@ -194,7 +212,11 @@ fn operator(cli: &Cli) -> String {
 fn database_url(cli: &Cli, config: &Config, fallback: &str) -> String {
     cli.db
         .clone()
-        .or_else(|| std::env::var("SETTLE_DATABASE_URL").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::env::var("SETTLE_DATABASE_URL")
+                .ok()
+                .filter(|s| !s.is_empty())
+        })
         .or_else(|| config.database.clone())
         .unwrap_or_else(|| fallback.to_string())
 }
@@ -208,7 +230,9 @@ async fn execute(cli: Cli) -> Result<i32> {
     crate::logging::init(&config);
     let actor = operator(&cli);
     let Some(command) = &cli.command else {
-        say!("The console is not built yet. Try: settle list, settle show KEY, settle stats (settle --help for all).");
+        say!(
+            "The console is not built yet. Try: settle list, settle show KEY, settle stats (settle --help for all)."
+        );
         return Ok(0);
     };
     if let Cmd::Demo { reset } = command {
@@ -227,10 +251,22 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
     match command {
         Cmd::Demo { .. } => unreachable!("handled before the database is opened"),
         Cmd::Init => {
-            say!("{} is ready (schema version {})", ledger.database(), crate::store::SCHEMA_VERSION);
+            say!(
+                "{} is ready (schema version {})",
+                ledger.database(),
+                crate::store::SCHEMA_VERSION
+            );
         }
-        Cmd::Record { key, workflow, step, destination, action, payload } => {
-            let payload = serde_json::from_str(payload).map_err(|e| invalid(format!("--payload is not JSON: {e}")))?;
+        Cmd::Record {
+            key,
+            workflow,
+            step,
+            destination,
+            action,
+            payload,
+        } => {
+            let payload = serde_json::from_str(payload)
+                .map_err(|e| invalid(format!("--payload is not JSON: {e}")))?;
             let intent = Intent {
                 key: key.clone(),
                 workflow: workflow.clone(),
@@ -243,13 +279,25 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
             let key = output::esc(key);
             match r {
                 Recorded::Created => say!("{key}: recorded (pending)"),
-                Recorded::Unchanged => say!("{key}: already recorded with these contents; nothing changed"),
+                Recorded::Unchanged => {
+                    say!("{key}: already recorded with these contents; nothing changed")
+                }
                 Recorded::Conflict => {
-                    say!("{key}: conflict: new contents kept beside the old, never replayed (settle show {key})")
+                    say!(
+                        "{key}: conflict: new contents kept beside the old, never replayed (settle show {key})"
+                    )
                 }
             }
         }
-        Cmd::Attempt { key, outcome, attempt, reference, error, http_status, retry_after } => {
+        Cmd::Attempt {
+            key,
+            outcome,
+            attempt,
+            reference,
+            error,
+            http_status,
+            retry_after,
+        } => {
             let report = AttemptReport {
                 key: key.clone(),
                 attempt: *attempt,
@@ -257,19 +305,41 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                 reference: reference.clone(),
                 error: error.clone(),
                 http_status: *http_status,
-                retry_after: retry_after.as_deref().map(parse_duration).transpose().map_err(invalid)?,
+                retry_after: retry_after
+                    .as_deref()
+                    .map(parse_duration)
+                    .transpose()
+                    .map_err(invalid)?,
             };
             let a = ledger.report_attempt(&report, actor).await?;
             output::applied(&a, "attempt recorded");
         }
         Cmd::Ingest { file } => return ingest(ledger, file, actor).await,
-        Cmd::List { all, state, workflow, older_than, json } => {
-            let state = state.as_deref().map(State::parse).transpose().map_err(invalid)?;
+        Cmd::List {
+            all,
+            state,
+            workflow,
+            older_than,
+            json,
+        } => {
+            let state = state
+                .as_deref()
+                .map(State::parse)
+                .transpose()
+                .map_err(invalid)?;
             let filter = ListFilter {
-                scope: if *all || state.is_some() { Scope::All } else { Scope::Exceptions },
+                scope: if *all || state.is_some() {
+                    Scope::All
+                } else {
+                    Scope::Exceptions
+                },
                 state,
                 workflow: workflow.clone(),
-                older_than: older_than.as_deref().map(parse_duration).transpose().map_err(invalid)?,
+                older_than: older_than
+                    .as_deref()
+                    .map(parse_duration)
+                    .transpose()
+                    .map_err(invalid)?,
             };
             output::list(ledger, &filter, actor, *json).await?;
         }
@@ -283,26 +353,44 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
         }
         Cmd::Claim { key, force, reason } => {
             let force_reason = if *force { reason.clone() } else { None };
-            let a = ledger.staff(key, actor, StaffAction::Claim { force_reason }).await?;
+            let a = ledger
+                .staff(key, actor, StaffAction::Claim { force_reason })
+                .await?;
             output::applied(&a, &format!("claimed by {actor}"));
         }
         Cmd::Release { key } => {
             let a = ledger.staff(key, actor, StaffAction::Release).await?;
             output::applied(&a, "released");
         }
-        Cmd::Reconcile { key, found, absent: _, note } => {
+        Cmd::Reconcile {
+            key,
+            found,
+            absent: _,
+            note,
+        } => {
             let action = match found {
-                Some(reference) => StaffAction::ReconcileFound { reference: reference.clone(), note: note.clone() },
+                Some(reference) => StaffAction::ReconcileFound {
+                    reference: reference.clone(),
+                    note: note.clone(),
+                },
                 None => StaffAction::ReconcileAbsent { note: note.clone() },
             };
             let a = ledger.staff(key, actor, action).await?;
             output::applied(&a, "reconciled");
         }
         Cmd::Retry { key, note } => {
-            let a = ledger.staff(key, actor, StaffAction::Retry { note: note.clone() }).await?;
+            let a = ledger
+                .staff(key, actor, StaffAction::Retry { note: note.clone() })
+                .await?;
             output::applied(&a, "will be retried with the same key");
         }
-        Cmd::Close { key, resolution, reference, superseded_by, note } => {
+        Cmd::Close {
+            key,
+            resolution,
+            reference,
+            superseded_by,
+            note,
+        } => {
             let action = StaffAction::Close {
                 resolution: Resolution::parse(resolution).map_err(invalid)?,
                 reference: reference.clone(),
@@ -313,7 +401,9 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
             output::applied(&a, "closed");
         }
         Cmd::Note { key, text } => {
-            let a = ledger.staff(key, actor, StaffAction::Note { text: text.clone() }).await?;
+            let a = ledger
+                .staff(key, actor, StaffAction::Note { text: text.clone() })
+                .await?;
             output::applied(&a, "note added");
         }
         Cmd::Pause { workflow, reason } => {
@@ -359,7 +449,11 @@ async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
     };
     let report = ledger.ingest(reader, actor).await?;
     for p in &report.problems {
-        eprintln!("line {}: {}", p.line, crate::domain::escape_text(&p.message));
+        eprintln!(
+            "line {}: {}",
+            p.line,
+            crate::domain::escape_text(&p.message)
+        );
     }
     say!(
         "{} line(s): {} recorded, {} unchanged, {} conflict(s), {} attempt(s); {} malformed, {} refused",

@@ -102,7 +102,10 @@ async fn stream(
         .map_err(Failure::Io)?;
     }
     loop {
-        let page = ledger.list(filter, viewer, after, PAGE).await.map_err(Failure::Ledger)?;
+        let page = ledger
+            .list(filter, viewer, after, PAGE)
+            .await
+            .map_err(Failure::Ledger)?;
         for v in &page.items {
             if as_json {
                 let text = serde_json::to_string(v).unwrap_or_default();
@@ -130,11 +133,27 @@ fn when(t: DateTime<Utc>) -> String {
 pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
     let v = &d.op;
     say!("key          {}", esc(&v.key));
-    say!("state        {}{}", v.state, v.reason.as_deref().map(|r| format!(" ({})", esc(r))).unwrap_or_default());
+    say!(
+        "state        {}{}",
+        v.state,
+        v.reason
+            .as_deref()
+            .map(|r| format!(" ({})", esc(r)))
+            .unwrap_or_default()
+    );
     say!("safe next    {}", esc(&v.next_step));
-    say!("workflow     {}/{}{}", esc(&v.workflow), esc(&v.step), if v.workflow_paused { " (paused)" } else { "" });
+    say!(
+        "workflow     {}/{}{}",
+        esc(&v.workflow),
+        esc(&v.step),
+        if v.workflow_paused { " (paused)" } else { "" }
+    );
     say!("destination  {} {}", esc(&v.destination), esc(&v.action));
-    say!("created      {} ({} ago)", when(v.created_at), format_age(now - v.created_at));
+    say!(
+        "created      {} ({} ago)",
+        when(v.created_at),
+        format_age(now - v.created_at)
+    );
     if let Some(t) = v.exception_since {
         say!("exception    since {} ({})", when(t), format_age(now - t));
     }
@@ -149,18 +168,45 @@ pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
         say!("reference    {}", esc(r));
     }
     if let Some(r) = v.resolution {
-        say!("resolution   {}{}", r.as_str(), v.superseded_by.as_deref().map(|k| format!(" by {}", esc(k))).unwrap_or_default());
+        say!(
+            "resolution   {}{}",
+            r.as_str(),
+            v.superseded_by
+                .as_deref()
+                .map(|k| format!(" by {}", esc(k)))
+                .unwrap_or_default()
+        );
     }
     say!("fingerprint  {}", d.fingerprint);
-    say!("payload      {}", esc(&serde_json::to_string_pretty(&d.payload).unwrap_or_default()).replace("\\x0a", "\n             "));
+    say!(
+        "payload      {}",
+        esc(&serde_json::to_string_pretty(&d.payload).unwrap_or_default())
+            .replace("\\x0a", "\n             ")
+    );
     if let (Some(p), Some(f)) = (&d.conflicting_payload, &d.conflicting_fingerprint) {
         say!("conflicting  {f}");
-        say!("             {}", esc(&serde_json::to_string(p).unwrap_or_default()));
+        say!(
+            "             {}",
+            esc(&serde_json::to_string(p).unwrap_or_default())
+        );
     }
-    say!("attempts     {}", if d.attempt_log.is_empty() { "none yet" } else { "" });
+    say!(
+        "attempts     {}",
+        if d.attempt_log.is_empty() {
+            "none yet"
+        } else {
+            ""
+        }
+    );
     for a in &d.attempt_log {
         let outcome = a.outcome.map_or("in flight".to_string(), |o| o.to_string());
-        let mut line = format!("  #{} {} {} by {}", a.n, when(a.started_at), outcome, esc(&a.actor));
+        let mut line = format!(
+            "  #{} {} {} by {}",
+            a.n,
+            when(a.started_at),
+            outcome,
+            esc(&a.actor)
+        );
         if let Some(s) = a.http_status {
             line.push_str(&format!(" HTTP {s}"));
         }
@@ -184,7 +230,12 @@ pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
             serde_json::Value::Object(m) if m.is_empty() => String::new(),
             other => format!(" {}", esc(&other.to_string())),
         };
-        say!("  {} {} {}{states}{detail}", when(e.at), esc(&e.actor), esc(&e.kind));
+        say!(
+            "  {} {} {}{states}{detail}",
+            when(e.at),
+            esc(&e.actor),
+            esc(&e.kind)
+        );
     }
 }
 
@@ -195,10 +246,17 @@ pub fn stats(s: &Stats) {
     say!("exceptions  {}", s.exceptions);
     say!(
         "oldest      {}",
-        s.oldest_exception_seconds.map_or("-".to_string(), |secs| format_age(chrono::TimeDelta::seconds(secs)))
+        s.oldest_exception_seconds
+            .map_or("-".to_string(), |secs| format_age(
+                chrono::TimeDelta::seconds(secs)
+            ))
     );
     say!(
         "paused      {}",
-        if s.paused_workflows.is_empty() { "-".to_string() } else { esc(&s.paused_workflows.join(", ")).into_owned() }
+        if s.paused_workflows.is_empty() {
+            "-".to_string()
+        } else {
+            esc(&s.paused_workflows.join(", ")).into_owned()
+        }
     );
 }

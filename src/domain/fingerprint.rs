@@ -46,7 +46,8 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 /// Lowercase hex SHA-256 of the canonical JSON of `{destination, action, payload}`.
 pub fn fingerprint(destination: &str, action: &str, payload: &Value) -> String {
-    let doc = serde_json::json!({ "destination": destination, "action": action, "payload": payload });
+    let doc =
+        serde_json::json!({ "destination": destination, "action": action, "payload": payload });
     let digest = Sha256::digest(canonical_json(&doc).as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -58,7 +59,8 @@ mod tests {
 
     #[test]
     fn matches_the_spec_example() {
-        let payload = json!({"title":"Kickoff call","due":"2026-12-01","assignee":{"team":"cs","id":7}});
+        let payload =
+            json!({"title":"Kickoff call","due":"2026-12-01","assignee":{"team":"cs","id":7}});
         assert_eq!(
             fingerprint("projects", "create_task", &payload),
             "46e51983cd02c42b4aec38b7d7688c315288f427a09b388db36a1f00bcd84867"
@@ -72,6 +74,9 @@ mod tests {
         assert_eq!(canonical_json(&a), r#"{"a":"é","b":[1,{"x":1,"y":2}]}"#);
         assert_eq!(fingerprint("d", "a", &a), fingerprint("d", "a", &b));
         assert_ne!(fingerprint("d", "a", &a), fingerprint("d", "other", &a));
-        assert_ne!(fingerprint("d", "a", &a), fingerprint("d", "a", &json!({"a":"e"})));
+        assert_ne!(
+            fingerprint("d", "a", &a),
+            fingerprint("d", "a", &json!({"a":"e"}))
+        );
     }
 }

@@ -11,17 +11,27 @@ pub fn validate_key(key: &str) -> Result<(), String> {
         return Err("bad key: a key must not be empty".into());
     }
     if key.chars().count() > MAX_KEY_LEN {
-        return Err(format!("bad key: a key has at most {MAX_KEY_LEN} characters"));
+        return Err(format!(
+            "bad key: a key has at most {MAX_KEY_LEN} characters"
+        ));
     }
     if let Some(c) = key
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
     {
-        let shown = if c.is_ascii_graphic() { format!("'{c}'") } else { format!("U+{:04X}", c as u32) };
-        return Err(format!("bad key: character {shown} is not allowed (use A-Z a-z 0-9 . _ : -)"));
+        let shown = if c.is_ascii_graphic() {
+            format!("'{c}'")
+        } else {
+            format!("U+{:04X}", c as u32)
+        };
+        return Err(format!(
+            "bad key: character {shown} is not allowed (use A-Z a-z 0-9 . _ : -)"
+        ));
     }
     if !find_card_numbers(key).is_empty() {
-        return Err("bad key: it holds a card-like number; keys must not embed customer data".into());
+        return Err(
+            "bad key: it holds a card-like number; keys must not embed customer data".into(),
+        );
     }
     Ok(())
 }
@@ -32,7 +42,14 @@ mod tests {
 
     #[test]
     fn accepts_ordinary_keys() {
-        for k in ["onb-42-task", "crm:cust:9001", "a", "x.y_z", &"k".repeat(128), "order-20261201-1234"] {
+        for k in [
+            "onb-42-task",
+            "crm:cust:9001",
+            "a",
+            "x.y_z",
+            &"k".repeat(128),
+            "order-20261201-1234",
+        ] {
             assert!(validate_key(k).is_ok(), "{k}");
         }
     }
@@ -50,5 +67,4 @@ mod tests {
         // 16 digits that fail Luhn are just a number
         assert!(validate_key("order-1234567812345678").is_ok());
     }
-
 }

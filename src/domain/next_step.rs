@@ -61,25 +61,38 @@ pub fn safe_next_step(
     if let Some(c) = op.claimed_by_other(viewer, now) {
         return step(
             StepKind::LeaveToHolder,
-            format!("Claimed by {} for {}: leave it to them", c.by, format_age(now - c.since)),
+            format!(
+                "Claimed by {} for {}: leave it to them",
+                c.by,
+                format_age(now - c.since)
+            ),
         );
     }
     let stuck = op.is_stuck(now, attempt_timeout);
     match op.state {
         State::InFlight if !stuck => step(StepKind::Wait, "Attempt running: wait".into()),
-        State::InFlight => {
-            step(StepKind::ReconcileInterrupted, "Attempt interrupted: reconcile as an unknown outcome".into())
-        }
-        State::Unknown if op.reason.as_deref() == Some("interrupted") => {
-            step(StepKind::ReconcileInterrupted, "Attempt interrupted: reconcile as an unknown outcome".into())
-        }
+        State::InFlight => step(
+            StepKind::ReconcileInterrupted,
+            "Attempt interrupted: reconcile as an unknown outcome".into(),
+        ),
+        State::Unknown if op.reason.as_deref() == Some("interrupted") => step(
+            StepKind::ReconcileInterrupted,
+            "Attempt interrupted: reconcile as an unknown outcome".into(),
+        ),
         State::Unknown if policy.dedupes_at(op.first_sent_at, now) => {
             let until = policy.horizon(op.first_sent_at).unwrap_or(now);
-            step(StepKind::RetrySameKey, format!("Retry with the same key: {dest} deduplicates until {}", at(until, now)))
+            step(
+                StepKind::RetrySameKey,
+                format!(
+                    "Retry with the same key: {dest} deduplicates until {}",
+                    at(until, now)
+                ),
+            )
         }
-        State::Unknown if policy.lookup => {
-            step(StepKind::LookUp, format!("Look up {key} in {dest}, then reconcile found/absent"))
-        }
+        State::Unknown if policy.lookup => step(
+            StepKind::LookUp,
+            format!("Look up {key} in {dest}, then reconcile found/absent"),
+        ),
         State::Unknown => step(
             StepKind::CheckDestination,
             format!(
@@ -87,7 +100,10 @@ pub fn safe_next_step(
                 format_age(now - op.created_at)
             ),
         ),
-        State::Failed => step(StepKind::RetryOrAbandon, "Confirmed not done: retry, or close as abandoned".into()),
+        State::Failed => step(
+            StepKind::RetryOrAbandon,
+            "Confirmed not done: retry, or close as abandoned".into(),
+        ),
         State::Rejected => step(
             StepKind::CorrectAtSource,
             format!(
@@ -97,21 +113,32 @@ pub fn safe_next_step(
         ),
         State::Conflict => step(
             StepKind::DecideContents,
-            format!("Request changed under {key}: decide which contents are intended; close or supersede"),
+            format!(
+                "Request changed under {key}: decide which contents are intended; close or supersede"
+            ),
         ),
-        State::Pending | State::RetryWait if paused => {
-            step(StepKind::Paused, format!("Automatic attempt waits: workflow {} paused", op.workflow))
-        }
-        State::Pending | State::RetryWait if op.claim.as_ref().is_some_and(|c| c.is_live(now)) => step(
-            StepKind::Automatic,
-            "Held by your claim: release it to let the automatic attempt run".into(),
+        State::Pending | State::RetryWait if paused => step(
+            StepKind::Paused,
+            format!("Automatic attempt waits: workflow {} paused", op.workflow),
         ),
-        State::Pending | State::RetryWait => {
-            let n = op.attempts - op.budget_start + 1;
-            let when = op.next_attempt_at.filter(|t| *t > now).map_or("now".to_string(), |t| at(t, now));
+        State::Pending | State::RetryWait if op.claim.as_ref().is_some_and(|c| c.is_live(now)) => {
             step(
                 StepKind::Automatic,
-                format!("Automatic attempt {n} of {} at {when}", policy.retry.max_attempts),
+                "Held by your claim: release it to let the automatic attempt run".into(),
+            )
+        }
+        State::Pending | State::RetryWait => {
+            let n = op.attempts - op.budget_start + 1;
+            let when = op
+                .next_attempt_at
+                .filter(|t| *t > now)
+                .map_or("now".to_string(), |t| at(t, now));
+            step(
+                StepKind::Automatic,
+                format!(
+                    "Automatic attempt {n} of {} at {when}",
+                    policy.retry.max_attempts
+                ),
             )
         }
         State::Succeeded | State::Closed => step(StepKind::Nothing, "Nothing to do".into()),

@@ -13,7 +13,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_attempts: 6, base: Duration::from_secs(1), cap: Duration::from_secs(300) }
+        RetryPolicy {
+            max_attempts: 6,
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(300),
+        }
     }
 }
 
@@ -21,7 +25,10 @@ impl RetryPolicy {
     /// Full jitter: `random(0, min(cap, base * 2^n))` for the n-th retry (n from 0), where `unit`
     /// is a uniform sample in [0, 1). A `Retry-After` is honoured up to the cap.
     pub fn delay(&self, n: u32, unit: f64, retry_after: Option<Duration>) -> Duration {
-        let ceiling = self.base.saturating_mul(2u32.saturating_pow(n.min(31))).min(self.cap);
+        let ceiling = self
+            .base
+            .saturating_mul(2u32.saturating_pow(n.min(31)))
+            .min(self.cap);
         let jitter = ceiling.mul_f64(unit.clamp(0.0, 1.0));
         match retry_after {
             Some(after) => jitter.max(after.min(self.cap)),
@@ -74,18 +81,28 @@ impl RetryBudget {
     pub const SUCCESS_REFUND: u32 = 1;
 
     pub fn full() -> Self {
-        RetryBudget { tokens: Self::CAPACITY }
+        RetryBudget {
+            tokens: Self::CAPACITY,
+        }
     }
 
     /// Takes the cost of one retry, or says the budget is empty (the operation waits).
     pub fn take(self, after_timeout: bool) -> Option<Self> {
-        let cost = if after_timeout { Self::TIMEOUT_RETRY_COST } else { Self::RETRY_COST };
-        self.tokens.checked_sub(cost).map(|tokens| RetryBudget { tokens })
+        let cost = if after_timeout {
+            Self::TIMEOUT_RETRY_COST
+        } else {
+            Self::RETRY_COST
+        };
+        self.tokens
+            .checked_sub(cost)
+            .map(|tokens| RetryBudget { tokens })
     }
 
     /// A first-try success refunds a token, up to the capacity.
     pub fn refund(self) -> Self {
-        RetryBudget { tokens: (self.tokens + Self::SUCCESS_REFUND).min(Self::CAPACITY) }
+        RetryBudget {
+            tokens: (self.tokens + Self::SUCCESS_REFUND).min(Self::CAPACITY),
+        }
     }
 }
 
@@ -106,18 +123,33 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_up_to_the_cap() {
         let p = RetryPolicy::default();
-        assert_eq!(p.delay(0, 0.1, Some(Duration::from_secs(30))), Duration::from_secs(30));
-        assert_eq!(p.delay(0, 0.1, Some(Duration::from_secs(3600))), Duration::from_secs(300));
+        assert_eq!(
+            p.delay(0, 0.1, Some(Duration::from_secs(30))),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            p.delay(0, 0.1, Some(Duration::from_secs(3600))),
+            Duration::from_secs(300)
+        );
     }
 
     #[test]
     fn horizon_is_eighty_percent_of_retention() {
-        let t0 = DateTime::parse_from_rfc3339("2026-12-01T00:00:00Z").unwrap().to_utc();
-        let d = DestinationPolicy { dedupes: true, key_retention: Some(Duration::from_secs(10 * 3600)), ..Default::default() };
+        let t0 = DateTime::parse_from_rfc3339("2026-12-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        let d = DestinationPolicy {
+            dedupes: true,
+            key_retention: Some(Duration::from_secs(10 * 3600)),
+            ..Default::default()
+        };
         assert_eq!(d.horizon(Some(t0)), Some(t0 + TimeDelta::hours(8)));
         assert!(d.dedupes_at(Some(t0), t0 + TimeDelta::hours(7)));
         assert!(!d.dedupes_at(Some(t0), t0 + TimeDelta::hours(8)));
-        let nodedupe = DestinationPolicy { dedupes: false, ..d.clone() };
+        let nodedupe = DestinationPolicy {
+            dedupes: false,
+            ..d.clone()
+        };
         assert_eq!(nodedupe.horizon(Some(t0)), None);
         assert!(!d.dedupes_at(None, t0));
     }

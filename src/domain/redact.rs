@@ -20,8 +20,23 @@ const MIN_SCRUB_LEN: usize = 4;
 /// Whether a JSON object key names sensitive data (SPEC section 8), case-insensitively.
 pub fn sensitive_key(key: &str) -> bool {
     const WORDS: [&str; 17] = [
-        "password", "passwd", "secret", "token", "apikey", "api_key", "api-key", "authorization",
-        "cookie", "session", "ssn", "iban", "card", "cvv", "email", "phone", "dob",
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "api-key",
+        "authorization",
+        "cookie",
+        "session",
+        "ssn",
+        "iban",
+        "card",
+        "cvv",
+        "email",
+        "phone",
+        "dob",
     ];
     let k = key.to_ascii_lowercase();
     WORDS.iter().any(|w| k.contains(w)) || k.contains("birth") || k.contains("address")
@@ -77,7 +92,9 @@ impl FieldPath {
         fn go(pat: &[Seg], path: &[PathSeg]) -> bool {
             match (pat.first(), path.first()) {
                 (None, None) => true,
-                (Some(Seg::Deep), _) => go(&pat[1..], path) || (!path.is_empty() && go(pat, &path[1..])),
+                (Some(Seg::Deep), _) => {
+                    go(&pat[1..], path) || (!path.is_empty() && go(pat, &path[1..]))
+                }
                 (None, Some(_)) | (Some(_), None) => false,
                 (Some(seg), Some(step)) => {
                     let ok = match (seg, step) {
@@ -128,7 +145,11 @@ impl Redactor {
         let rules = rules
             .iter()
             .map(|r| {
-                let paths = r.fields.iter().map(|f| FieldPath::parse(f)).collect::<Result<_, _>>()?;
+                let paths = r
+                    .fields
+                    .iter()
+                    .map(|f| FieldPath::parse(f))
+                    .collect::<Result<_, _>>()?;
                 Ok((r.destination.clone(), r.action.clone(), paths))
             })
             .collect::<Result<_, String>>()?;
@@ -136,13 +157,20 @@ impl Redactor {
     }
 
     /// Redacts a stored payload (raw JSON text) for a destination and action.
-    pub fn for_operation(&self, destination: &str, action: &str, payload: &str) -> OperationRedaction {
-        let mut value: Value = serde_json::from_str(payload).unwrap_or_else(|_| Value::String(payload.to_string()));
+    pub fn for_operation(
+        &self,
+        destination: &str,
+        action: &str,
+        payload: &str,
+    ) -> OperationRedaction {
+        let mut value: Value =
+            serde_json::from_str(payload).unwrap_or_else(|_| Value::String(payload.to_string()));
         let paths: Vec<&FieldPath> = self
             .rules
             .iter()
             .filter(|(d, a, _)| {
-                d.as_deref().is_none_or(|d| d == destination) && a.as_deref().is_none_or(|a| a == action)
+                d.as_deref().is_none_or(|d| d == destination)
+                    && a.as_deref().is_none_or(|a| a == action)
             })
             .flat_map(|(_, _, p)| p.iter())
             .collect();
@@ -152,7 +180,10 @@ impl Redactor {
         // Longest first, so a secret that contains another is removed whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        OperationRedaction { payload: value, secrets }
+        OperationRedaction {
+            payload: value,
+            secrets,
+        }
     }
 }
 
@@ -197,7 +228,12 @@ fn collect_leaves(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn redact_value(v: &mut Value, path: &mut Vec<PathSeg>, rules: &[&FieldPath], secrets: &mut Vec<String>) {
+fn redact_value(
+    v: &mut Value,
+    path: &mut Vec<PathSeg>,
+    rules: &[&FieldPath],
+    secrets: &mut Vec<String>,
+) {
     match v {
         Value::Object(map) => {
             let old = std::mem::take(map);
@@ -353,7 +389,11 @@ fn luhn(digits: &str) -> bool {
         .enumerate()
         .map(|(i, d)| {
             let d = u32::from(d - b'0');
-            if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { d }
+            if i % 2 == 1 {
+                if d * 2 > 9 { d * 2 - 9 } else { d * 2 }
+            } else {
+                d
+            }
         })
         .sum();
     sum % 10 == 0
@@ -390,7 +430,8 @@ fn find_phone_numbers(text: &str) -> Vec<Range<usize>> {
     while i < b.len() {
         let starts = (b[i] == b'+' || b[i] == b'(' || b[i] == b'0')
             && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
-            && b.get(i + 1).is_some_and(|c| c.is_ascii_digit() || b[i] == b'0');
+            && b.get(i + 1)
+                .is_some_and(|c| c.is_ascii_digit() || b[i] == b'0');
         if !starts {
             i += 1;
             continue;
@@ -408,7 +449,11 @@ fn find_phone_numbers(text: &str) -> Vec<Range<usize>> {
             }
             j += 1;
         }
-        let enough = if b[i] == b'+' { (8..=15).contains(&digits) } else { (10..=15).contains(&digits) };
+        let enough = if b[i] == b'+' {
+            (8..=15).contains(&digits)
+        } else {
+            (10..=15).contains(&digits)
+        };
         if enough && !text[i..=last_digit].contains("..") {
             out.push(i..last_digit + 1);
             i = last_digit + 1;
@@ -460,7 +505,8 @@ fn find_secret_pairs(text: &str) -> Vec<Range<usize>> {
 /// controls that reorder or hide text), so stored text can never drive the terminal.
 pub fn escape_text(text: &str) -> Cow<'_, str> {
     fn needs(c: char) -> bool {
-        c.is_control() || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     }
     if !text.chars().any(needs) {
         return Cow::Borrowed(text);
@@ -483,14 +529,38 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const SECRETS: [&str; 6] =
-        ["ada@example.com", "4111111111111111", "abc.def-123", "+44 7700 900123", "Zebulon Quixote", "hunter2"];
+    const SECRETS: [&str; 6] = [
+        "ada@example.com",
+        "4111111111111111",
+        "abc.def-123",
+        "+44 7700 900123",
+        "Zebulon Quixote",
+        "hunter2",
+    ];
 
     #[test]
     fn sensitive_keys_follow_the_spec_list() {
-        for k in ["password", "PASSWD", "client_secret", "accessToken", "apiKey", "api_key", "api-key",
-            "Authorization", "cookie", "session_id", "ssn", "IBAN", "card_number", "cvv", "email",
-            "phone", "dob", "birthdate", "billing_address"] {
+        for k in [
+            "password",
+            "PASSWD",
+            "client_secret",
+            "accessToken",
+            "apiKey",
+            "api_key",
+            "api-key",
+            "Authorization",
+            "cookie",
+            "session_id",
+            "ssn",
+            "IBAN",
+            "card_number",
+            "cvv",
+            "email",
+            "phone",
+            "dob",
+            "birthdate",
+            "billing_address",
+        ] {
             assert!(sensitive_key(k), "{k}");
         }
         for k in ["title", "due", "name", "id", "team", "notes"] {
@@ -503,24 +573,50 @@ mod tests {
         let text = "mail ada@example.com, card 4111 1111 1111 1111 and 4012-8888-8888-1881, \
                     Authorization: Bearer abc.def-123; call +44 7700 900123 or (555) 010-4477 or 07700 900123; password=hunter2";
         let out = redact_text(text);
-        for s in ["ada@example.com", "4111", "4012", "abc.def-123", "7700", "010-4477", "hunter2"] {
+        for s in [
+            "ada@example.com",
+            "4111",
+            "4012",
+            "abc.def-123",
+            "7700",
+            "010-4477",
+            "hunter2",
+        ] {
             assert!(!out.contains(s), "{s} survived in {out}");
         }
-        assert!(out.starts_with("mail [redacted], card [redacted] and [redacted]"), "{out}");
+        assert!(
+            out.starts_with("mail [redacted], card [redacted] and [redacted]"),
+            "{out}"
+        );
     }
 
     #[test]
     fn ordinary_text_is_left_alone() {
-        for text in ["read timeout after 30s", "HTTP 503 at 2026-12-01 10:02:03", "task 1234567812345678 created",
-            "order 20261201 total 99.50", "v1.2.3", "retry after 120 seconds", "no @ here", "a@b"] {
+        for text in [
+            "read timeout after 30s",
+            "HTTP 503 at 2026-12-01 10:02:03",
+            "task 1234567812345678 created",
+            "order 20261201 total 99.50",
+            "v1.2.3",
+            "retry after 120 seconds",
+            "no @ here",
+            "a@b",
+        ] {
             assert_eq!(redact_text(text), text);
         }
     }
 
     #[test]
     fn payloads_lose_keys_values_and_configured_fields() {
-        let rules = [FieldRule { destination: Some("crm".into()), action: None,
-            fields: vec!["customer.name".into(), "*.notes".into(), "items[*].address".into()] }];
+        let rules = [FieldRule {
+            destination: Some("crm".into()),
+            action: None,
+            fields: vec![
+                "customer.name".into(),
+                "*.notes".into(),
+                "items[*].address".into(),
+            ],
+        }];
         let r = Redactor::new(&rules).unwrap();
         let payload = json!({"customer": {"name": "Zebulon Quixote", "email": "ada@example.com", "id": 7,
             "notes": "likes tea"}, "items": [{"address": "1 Main St", "sku": "A1"}],
@@ -547,7 +643,11 @@ mod tests {
         assert!(FieldPath::parse("a[x]").is_err());
         assert!(FieldPath::parse("a[1").is_err());
         let p = FieldPath::parse("**.iban").unwrap();
-        let deep = [PathSeg::Key("a".into()), PathSeg::Index(2), PathSeg::Key("iban".into())];
+        let deep = [
+            PathSeg::Key("a".into()),
+            PathSeg::Index(2),
+            PathSeg::Key("iban".into()),
+        ];
         assert!(p.matches(&deep));
         assert!(p.matches(&deep[2..]));
         assert!(!FieldPath::parse("a.iban").unwrap().matches(&deep));
@@ -555,7 +655,10 @@ mod tests {
 
     #[test]
     fn escapes_terminal_sequences() {
-        assert_eq!(escape_text("\u{1b}]0;owned\u{7}x\u{1b}[2J"), "\\x1b]0;owned\\x07x\\x1b[2J");
+        assert_eq!(
+            escape_text("\u{1b}]0;owned\u{7}x\u{1b}[2J"),
+            "\\x1b]0;owned\\x07x\\x1b[2J"
+        );
         assert_eq!(escape_text("line\nnext\u{202e}"), "line\\x0anext\\u{202e}");
         assert!(matches!(escape_text("plain é"), Cow::Borrowed(_)));
     }

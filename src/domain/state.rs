@@ -46,10 +46,17 @@ impl State {
     }
 
     pub fn parse(text: &str) -> Result<State, String> {
-        State::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
-            let names: Vec<_> = State::ALL.iter().map(|s| s.as_str()).collect();
-            format!("unknown state '{}': use one of {}", crate::domain::escape_text(text), names.join(", "))
-        })
+        State::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| {
+                let names: Vec<_> = State::ALL.iter().map(|s| s.as_str()).collect();
+                format!(
+                    "unknown state '{}': use one of {}",
+                    crate::domain::escape_text(text),
+                    names.join(", ")
+                )
+            })
     }
 
     /// Terminal states never change again.
@@ -59,7 +66,10 @@ impl State {
 
     /// The states that are exceptions by themselves (a stuck `in_flight` is one by its age).
     pub fn is_exception(self) -> bool {
-        matches!(self, State::Rejected | State::Unknown | State::Failed | State::Conflict)
+        matches!(
+            self,
+            State::Rejected | State::Unknown | State::Failed | State::Conflict
+        )
     }
 }
 
@@ -84,7 +94,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [Outcome::Accepted, Outcome::Rejected, Outcome::Transient, Outcome::Unknown];
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Accepted,
+        Outcome::Rejected,
+        Outcome::Transient,
+        Outcome::Unknown,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -96,12 +111,15 @@ impl Outcome {
     }
 
     pub fn parse(text: &str) -> Result<Outcome, String> {
-        Outcome::ALL.into_iter().find(|s| s.as_str() == text).ok_or_else(|| {
-            format!(
-                "unknown outcome '{}': use accepted, rejected, transient or unknown",
-                crate::domain::escape_text(text)
-            )
-        })
+        Outcome::ALL
+            .into_iter()
+            .find(|s| s.as_str() == text)
+            .ok_or_else(|| {
+                format!(
+                    "unknown outcome '{}': use accepted, rejected, transient or unknown",
+                    crate::domain::escape_text(text)
+                )
+            })
     }
 }
 
@@ -124,8 +142,12 @@ pub enum Resolution {
 }
 
 impl Resolution {
-    pub const ALL: [Resolution; 4] =
-        [Resolution::DoneElsewhere, Resolution::Superseded, Resolution::Abandoned, Resolution::DuplicateCleanedUp];
+    pub const ALL: [Resolution; 4] = [
+        Resolution::DoneElsewhere,
+        Resolution::Superseded,
+        Resolution::Abandoned,
+        Resolution::DuplicateCleanedUp,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -169,7 +191,18 @@ mod tests {
     fn terminal_and_exception_sets() {
         let terminal: Vec<_> = State::ALL.into_iter().filter(|s| s.is_terminal()).collect();
         assert_eq!(terminal, [State::Succeeded, State::Closed]);
-        let exc: Vec<_> = State::ALL.into_iter().filter(|s| s.is_exception()).collect();
-        assert_eq!(exc, [State::Rejected, State::Unknown, State::Failed, State::Conflict]);
+        let exc: Vec<_> = State::ALL
+            .into_iter()
+            .filter(|s| s.is_exception())
+            .collect();
+        assert_eq!(
+            exc,
+            [
+                State::Rejected,
+                State::Unknown,
+                State::Failed,
+                State::Conflict
+            ]
+        );
     }
 }

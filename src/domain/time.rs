@@ -12,13 +12,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total: u64 = 0;
     let mut rest = s;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return Err(bad());
         }
         let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let millis_per = match rest[..unit_len].trim() {
             "ms" => 1,
             "s" | "sec" | "secs" => 1_000,
@@ -59,7 +63,13 @@ pub fn format_duration(d: Duration) -> String {
     }
     let mut out = String::new();
     let mut rest = ms;
-    for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ] {
         if rest >= size {
             out.push_str(&format!("{}{unit}", rest / size));
             rest %= size;
@@ -78,7 +88,10 @@ mod tests {
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
-        assert_eq!(parse_duration("3d").unwrap(), Duration::from_secs(3 * 86_400));
+        assert_eq!(
+            parse_duration("3d").unwrap(),
+            Duration::from_secs(3 * 86_400)
+        );
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
     }
@@ -96,7 +109,10 @@ mod tests {
         assert_eq!(format_age(TimeDelta::seconds(45)), "45s");
         assert_eq!(format_age(TimeDelta::seconds(12 * 60 + 5)), "12m");
         assert_eq!(format_age(TimeDelta::seconds(3 * 3600 + 5 * 60)), "3h 5m");
-        assert_eq!(format_age(TimeDelta::seconds(2 * 86_400 + 4 * 3600 + 59)), "2d 4h");
+        assert_eq!(
+            format_age(TimeDelta::seconds(2 * 86_400 + 4 * 3600 + 59)),
+            "2d 4h"
+        );
         assert_eq!(format_age(TimeDelta::seconds(-5)), "0s");
     }
 

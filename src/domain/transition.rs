@@ -109,7 +109,9 @@ impl Op {
     /// An `in_flight` operation whose attempt outlived its timeout.
     pub fn is_stuck(&self, now: DateTime<Utc>, timeout: Duration) -> bool {
         self.state == State::InFlight
-            && self.attempt_started_at.is_some_and(|t| t + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX) <= now)
+            && self
+                .attempt_started_at
+                .is_some_and(|t| t + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX) <= now)
     }
 
     pub fn is_exception(&self, now: DateTime<Utc>) -> bool {
@@ -118,7 +120,9 @@ impl Op {
 
     /// The live claim of someone other than `actor`, if any.
     pub fn claimed_by_other(&self, actor: &str, now: DateTime<Utc>) -> Option<&Claim> {
-        self.claim.as_ref().filter(|c| c.is_live(now) && c.by != actor)
+        self.claim
+            .as_ref()
+            .filter(|c| c.is_live(now) && c.by != actor)
     }
 }
 
@@ -126,7 +130,10 @@ impl Op {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
     /// The key arrived again with these contents.
-    Record { payload: String, fingerprint: String },
+    Record {
+        payload: String,
+        fingerprint: String,
+    },
     /// The dispatcher starts the next attempt.
     StartAttempt,
     /// The outcome of attempt `n` (the open one, or a whole attempt made outside settle).
@@ -140,19 +147,38 @@ pub enum Command {
     },
     /// An open attempt past its timeout.
     Sweep,
-    Claim { force_reason: Option<String> },
+    Claim {
+        force_reason: Option<String>,
+    },
     Release,
-    ReconcileFound { reference: String, note: Option<String> },
-    ReconcileAbsent { note: Option<String> },
-    Retry { note: Option<String> },
-    Close { resolution: Resolution, reference: Option<String>, superseded_by: Option<String>, note: String },
-    Note { text: String },
+    ReconcileFound {
+        reference: String,
+        note: Option<String>,
+    },
+    ReconcileAbsent {
+        note: Option<String>,
+    },
+    Retry {
+        note: Option<String>,
+    },
+    Close {
+        resolution: Resolution,
+        reference: Option<String>,
+        superseded_by: Option<String>,
+        note: String,
+    },
+    Note {
+        text: String,
+    },
 }
 
 impl Command {
     /// Commands made by automation (which a live claim keeps away) rather than by a person.
     pub fn is_automatic(&self) -> bool {
-        matches!(self, Command::StartAttempt | Command::FinishAttempt { .. } | Command::Sweep)
+        matches!(
+            self,
+            Command::StartAttempt | Command::FinishAttempt { .. } | Command::Sweep
+        )
     }
 }
 
@@ -174,7 +200,9 @@ pub struct Ctx<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum AttemptEffect {
     None,
-    Start { n: u32 },
+    Start {
+        n: u32,
+    },
     Finish {
         n: u32,
         /// The attempt was not started through settle: write it whole.
@@ -221,11 +249,15 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                 "{key} is {}: its contents cannot change (the recorded contents are kept)",
                 op.state
             )),
-            Command::FinishAttempt { .. } | Command::StartAttempt => {
-                refuse(format!("{key} is {}: no further attempt is recorded", op.state))
-            }
+            Command::FinishAttempt { .. } | Command::StartAttempt => refuse(format!(
+                "{key} is {}: no further attempt is recorded",
+                op.state
+            )),
             Command::Sweep => Ok(None),
-            _ => refuse(format!("{key} is {}: nothing more can be done to it", op.state)),
+            _ => refuse(format!(
+                "{key} is {}: nothing more can be done to it",
+                op.state
+            )),
         };
     }
     if cmd.is_automatic()
@@ -248,8 +280,13 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
     let mut detail = json!({});
 
     match cmd {
-        Command::Record { payload, fingerprint } => {
-            if *fingerprint == op.fingerprint || Some(fingerprint) == op.conflicting_fingerprint.as_ref() {
+        Command::Record {
+            payload,
+            fingerprint,
+        } => {
+            if *fingerprint == op.fingerprint
+                || Some(fingerprint) == op.conflicting_fingerprint.as_ref()
+            {
                 return Ok(None);
             }
             next.state = State::Conflict;
@@ -262,13 +299,22 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         }
         Command::StartAttempt => {
             if !matches!(op.state, State::Pending | State::RetryWait) {
-                return refuse(format!("{key} is {}: only pending or retry_wait operations are attempted", op.state));
+                return refuse(format!(
+                    "{key} is {}: only pending or retry_wait operations are attempted",
+                    op.state
+                ));
             }
             if ctx.paused {
-                return refuse(format!("workflow {} is paused: no attempt is started", op.workflow));
+                return refuse(format!(
+                    "workflow {} is paused: no attempt is started",
+                    op.workflow
+                ));
             }
             if op.next_attempt_at.is_some_and(|t| t > now) {
-                return refuse(format!("{key} is not due until {}", fmt_time(op.next_attempt_at.unwrap_or(now))));
+                return refuse(format!(
+                    "{key} is not due until {}",
+                    fmt_time(op.next_attempt_at.unwrap_or(now))
+                ));
             }
             next.attempts = op.attempts + 1;
             next.state = State::InFlight;
@@ -279,7 +325,14 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "attempt_started";
             detail = json!({ "attempt": next.attempts });
         }
-        Command::FinishAttempt { n, outcome, reference, error, http_status, retry_after } => {
+        Command::FinishAttempt {
+            n,
+            outcome,
+            reference,
+            error,
+            http_status,
+            retry_after,
+        } => {
             let open = op.attempt_started_at.is_some() && *n == op.attempts;
             let whole = !open;
             if whole {
@@ -318,14 +371,26 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                     next.reference = reference.clone();
                 }
             } else {
-                finish_attempt(op, &mut next, *n, *outcome, reference, error, *retry_after, ctx);
+                finish_attempt(
+                    op,
+                    &mut next,
+                    *n,
+                    *outcome,
+                    reference,
+                    error,
+                    *retry_after,
+                    ctx,
+                );
             }
         }
         Command::Sweep => {
             if !op.is_stuck(now, ctx.attempt_timeout) {
                 return Ok(None);
             }
-            let error = format!("interrupted: no outcome within {}", format_duration(ctx.attempt_timeout));
+            let error = format!(
+                "interrupted: no outcome within {}",
+                format_duration(ctx.attempt_timeout)
+            );
             next.state = State::Unknown;
             next.reason = Some("interrupted".into());
             next.ambiguous = true;
@@ -366,12 +431,18 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                 Some(c) if c.by == ctx.actor && c.is_live(now) => c.since,
                 _ => now,
             };
-            next.claim = Some(Claim { by: ctx.actor.into(), since, expires: now + lease(ctx) });
+            next.claim = Some(Claim {
+                by: ctx.actor.into(),
+                since,
+                expires: now + lease(ctx),
+            });
         }
         Command::Release => {
             match &op.claim {
                 Some(c) if c.by == ctx.actor => {}
-                Some(c) if c.is_live(now) => return refuse(format!("{key} is claimed by {}, not by you", c.by)),
+                Some(c) if c.is_live(now) => {
+                    return refuse(format!("{key} is claimed by {}, not by you", c.by));
+                }
                 _ => return refuse(format!("{key} is not claimed by you")),
             }
             next.claim = None;
@@ -428,12 +499,18 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                     return refuse(format!(
                         "{key}'s outcome is unknown and {} {}: a retry could do it twice; check {} and reconcile first",
                         op.destination,
-                        if ctx.policy.dedupes { "is past its key retention" } else { "does not deduplicate" },
+                        if ctx.policy.dedupes {
+                            "is past its key retention"
+                        } else {
+                            "does not deduplicate"
+                        },
                         op.destination
                     ));
                 }
                 s => {
-                    return refuse(format!("{key} is {s}: retry applies to failed, rejected or a deduplicated unknown"));
+                    return refuse(format!(
+                        "{key} is {s}: retry applies to failed, rejected or a deduplicated unknown"
+                    ));
                 }
             }
             next.state = State::Pending;
@@ -445,16 +522,25 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "retry_requested";
             detail = json!({ "requested_by": ctx.actor, "note": note });
         }
-        Command::Close { resolution, reference, superseded_by, note } => {
+        Command::Close {
+            resolution,
+            reference,
+            superseded_by,
+            note,
+        } => {
             hold(op, ctx)?;
             if op.state == State::InFlight && !op.is_stuck(now, ctx.attempt_timeout) {
-                return refuse(format!("{key} has an attempt running: wait for its outcome before closing"));
+                return refuse(format!(
+                    "{key} has an attempt running: wait for its outcome before closing"
+                ));
             }
             if note.trim().is_empty() {
                 return refuse("close needs a note saying what was done");
             }
             match resolution {
-                Resolution::DoneElsewhere if reference.as_deref().is_none_or(|r| r.trim().is_empty()) => {
+                Resolution::DoneElsewhere
+                    if reference.as_deref().is_none_or(|r| r.trim().is_empty()) =>
+                {
                     return refuse("close --resolution done_elsewhere needs --reference REF");
                 }
                 Resolution::Superseded if superseded_by.is_none() => {
@@ -481,7 +567,13 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
     }
 
     settle_bookkeeping(op, &mut next, ctx);
-    Ok(Some(Transition { op: next, attempt, kind, detail, warning }))
+    Ok(Some(Transition {
+        op: next,
+        attempt,
+        kind,
+        detail,
+        warning,
+    }))
 }
 
 /// The automatic rules for an attempt's outcome (SPEC section 3 and 6).
@@ -511,18 +603,30 @@ fn finish_attempt(
         }
         Outcome::Transient => {
             if spent {
-                next.state = if op.ambiguous { State::Unknown } else { State::Failed };
-                next.reason = Some(format!("{used} of {} attempts spent", policy.retry.max_attempts));
+                next.state = if op.ambiguous {
+                    State::Unknown
+                } else {
+                    State::Failed
+                };
+                next.reason = Some(format!(
+                    "{used} of {} attempts spent",
+                    policy.retry.max_attempts
+                ));
             } else {
-                let delay = policy.retry.delay(used.saturating_sub(1), ctx.jitter, retry_after);
+                let delay = policy
+                    .retry
+                    .delay(used.saturating_sub(1), ctx.jitter, retry_after);
                 next.state = State::RetryWait;
-                next.next_attempt_at = Some(ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX));
+                next.next_attempt_at =
+                    Some(ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX));
                 next.reason = None;
             }
         }
         Outcome::Unknown => {
             next.ambiguous = true;
-            let delay = policy.retry.delay(used.saturating_sub(1), ctx.jitter, retry_after);
+            let delay = policy
+                .retry
+                .delay(used.saturating_sub(1), ctx.jitter, retry_after);
             let at = ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX);
             if !spent && policy.dedupes_at(next.first_sent_at, at) {
                 next.state = State::RetryWait;
@@ -530,14 +634,20 @@ fn finish_attempt(
                 next.reason = None;
             } else {
                 next.state = State::Unknown;
-                next.reason = Some(error.clone().unwrap_or_else(|| "outcome not observed".into()));
+                next.reason = Some(
+                    error
+                        .clone()
+                        .unwrap_or_else(|| "outcome not observed".into()),
+                );
             }
         }
     }
 }
 
 fn note(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Transition, Refusal> {
-    let Command::Note { text } = cmd else { unreachable!("note() is only called with a note") };
+    let Command::Note { text } = cmd else {
+        unreachable!("note() is only called with a note")
+    };
     if text.trim().is_empty() {
         return refuse("a note needs some text");
     }
@@ -545,7 +655,13 @@ fn note(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Transition, Refusal> {
     next.updated_at = ctx.now;
     next.version = op.version + 1;
     next.claim = renewed(op, ctx);
-    Ok(Transition { op: next, attempt: AttemptEffect::None, kind: "note", detail: json!({ "text": text }), warning: None })
+    Ok(Transition {
+        op: next,
+        attempt: AttemptEffect::None,
+        kind: "note",
+        detail: json!({ "text": text }),
+        warning: None,
+    })
 }
 
 fn lease(ctx: &Ctx) -> TimeDelta {
@@ -566,12 +682,19 @@ fn renewed(op: &Op, ctx: &Ctx) -> Option<Claim> {
 fn hold(op: &Op, ctx: &Ctx) -> Result<(), Refusal> {
     let key = &op.key;
     match &op.claim {
-        None => refuse(format!("claim {key} first: staff actions need the claim (settle claim {key})")),
-        Some(c) if c.by != ctx.actor && c.is_live(ctx.now) => refuse(format!("{key} is claimed by {}, not by you", c.by)),
-        Some(c) if c.by != ctx.actor => refuse(format!("claim {key} first: {}'s claim expired", c.by)),
-        Some(c) if !c.is_live(ctx.now) => {
-            refuse(format!("your claim on {key} expired at {}: claim it again", fmt_time(c.expires)))
+        None => refuse(format!(
+            "claim {key} first: staff actions need the claim (settle claim {key})"
+        )),
+        Some(c) if c.by != ctx.actor && c.is_live(ctx.now) => {
+            refuse(format!("{key} is claimed by {}, not by you", c.by))
         }
+        Some(c) if c.by != ctx.actor => {
+            refuse(format!("claim {key} first: {}'s claim expired", c.by))
+        }
+        Some(c) if !c.is_live(ctx.now) => refuse(format!(
+            "your claim on {key} expired at {}: claim it again",
+            fmt_time(c.expires)
+        )),
         Some(_) => Ok(()),
     }
 }

@@ -4,11 +4,22 @@ use crate::domain::next_step::{StepKind, safe_next_step};
 const TIMEOUT: Duration = Duration::from_secs(300);
 
 fn t0() -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z").unwrap().to_utc()
+    DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
+        .unwrap()
+        .to_utc()
 }
 
 fn base() -> Op {
-    Op::new("onb-42-task", "onboarding", "create-task", "projects", "create_task", "{}".into(), "fp1".into(), t0())
+    Op::new(
+        "onb-42-task",
+        "onboarding",
+        "create-task",
+        "projects",
+        "create_task",
+        "{}".into(),
+        "fp1".into(),
+        t0(),
+    )
 }
 
 /// An operation in `state` as it would be after getting there; `stuck` for an old in_flight.
@@ -22,7 +33,11 @@ fn op_in(state: State, stuck: bool) -> Op {
     }
     match state {
         State::InFlight => {
-            let started = if stuck { t0() - TimeDelta::minutes(10) } else { t0() - TimeDelta::seconds(5) };
+            let started = if stuck {
+                t0() - TimeDelta::minutes(10)
+            } else {
+                t0() - TimeDelta::seconds(5)
+            };
             op.attempt_started_at = Some(started);
             op.exception_since = Some(started + TimeDelta::from_std(TIMEOUT).unwrap());
         }
@@ -38,12 +53,24 @@ fn op_in(state: State, stuck: bool) -> Op {
 }
 
 fn with_claim(mut op: Op, by: &str) -> Op {
-    op.claim = Some(Claim { by: by.into(), since: t0() - TimeDelta::minutes(1), expires: t0() + TimeDelta::minutes(29) });
+    op.claim = Some(Claim {
+        by: by.into(),
+        since: t0() - TimeDelta::minutes(1),
+        expires: t0() + TimeDelta::minutes(29),
+    });
     op
 }
 
 fn ctx<'a>(policy: &'a DestinationPolicy, actor: &'a str) -> Ctx<'a> {
-    Ctx { now: t0(), actor, policy, lease: Duration::from_secs(1800), attempt_timeout: TIMEOUT, paused: false, jitter: 0.5 }
+    Ctx {
+        now: t0(),
+        actor,
+        policy,
+        lease: Duration::from_secs(1800),
+        attempt_timeout: TIMEOUT,
+        paused: false,
+        jitter: 0.5,
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -57,25 +84,53 @@ use Expect::*;
 fn run(op: &Op, cmd: &Command, ctx: &Ctx) -> Expect {
     match apply(op, cmd, ctx) {
         Ok(Some(t)) => {
-            assert_eq!(t.op.version, op.version + 1, "each change bumps the version");
+            assert_eq!(
+                t.op.version,
+                op.version + 1,
+                "each change bumps the version"
+            );
             To(t.op.state)
         }
         Ok(None) => Nothing,
         Err(Refusal(text)) => {
-            assert!(!text.is_empty() && !text.contains('\n'), "a refusal is one line: {text:?}");
+            assert!(
+                !text.is_empty() && !text.contains('\n'),
+                "a refusal is one line: {text:?}"
+            );
             Refused
         }
     }
 }
 
 fn commands(op: &Op) -> Vec<(&'static str, Command)> {
-    let next = if op.attempt_started_at.is_some() { op.attempts } else { op.attempts + 1 };
+    let next = if op.attempt_started_at.is_some() {
+        op.attempts
+    } else {
+        op.attempts + 1
+    };
     let finish = |outcome| Command::FinishAttempt {
-        n: next, outcome, reference: Some("T-1".into()), error: None, http_status: None, retry_after: None,
+        n: next,
+        outcome,
+        reference: Some("T-1".into()),
+        error: None,
+        http_status: None,
+        retry_after: None,
     };
     vec![
-        ("record same", Command::Record { payload: "{}".into(), fingerprint: "fp1".into() }),
-        ("record changed", Command::Record { payload: "{\"a\":1}".into(), fingerprint: "fp2".into() }),
+        (
+            "record same",
+            Command::Record {
+                payload: "{}".into(),
+                fingerprint: "fp1".into(),
+            },
+        ),
+        (
+            "record changed",
+            Command::Record {
+                payload: "{\"a\":1}".into(),
+                fingerprint: "fp2".into(),
+            },
+        ),
         ("start", Command::StartAttempt),
         ("accepted", finish(Outcome::Accepted)),
         ("rejected", finish(Outcome::Rejected)),
@@ -84,11 +139,30 @@ fn commands(op: &Op) -> Vec<(&'static str, Command)> {
         ("sweep", Command::Sweep),
         ("claim", Command::Claim { force_reason: None }),
         ("release", Command::Release),
-        ("found", Command::ReconcileFound { reference: "T-9".into(), note: None }),
+        (
+            "found",
+            Command::ReconcileFound {
+                reference: "T-9".into(),
+                note: None,
+            },
+        ),
         ("absent", Command::ReconcileAbsent { note: None }),
         ("retry", Command::Retry { note: None }),
-        ("close", Command::Close { resolution: Resolution::Abandoned, reference: None, superseded_by: None, note: "gone".into() }),
-        ("note", Command::Note { text: "looked at it".into() }),
+        (
+            "close",
+            Command::Close {
+                resolution: Resolution::Abandoned,
+                reference: None,
+                superseded_by: None,
+                note: "gone".into(),
+            },
+        ),
+        (
+            "note",
+            Command::Note {
+                text: "looked at it".into(),
+            },
+        ),
     ]
 }
 
@@ -112,19 +186,28 @@ fn the_whole_transition_table() {
         ((Conflict, false),  [Nothing, Nothing,      Refused,       Refused,       Refused,       Refused,        Refused,       Nothing,   To(Conflict),  To(Conflict),  To(Succeeded), Refused,       Refused,       To(Closed),    To(Conflict)]),
         ((Closed, false),    [Nothing, Refused,      Refused,       Refused,       Refused,       Refused,        Refused,       Nothing,   Refused,       Refused,       Refused,       Refused,       Refused,       Refused,       To(Closed)]),
     ];
-    assert_eq!(table.len(), State::ALL.len() + 1, "every state, and in_flight both live and stuck");
+    assert_eq!(
+        table.len(),
+        State::ALL.len() + 1,
+        "every state, and in_flight both live and stuck"
+    );
     for ((state, stuck), expected) in table {
         let plain = op_in(state, stuck);
         // Conflict already holds fp2, so "record changed" repeats it.
         let plain = if state == Conflict {
-            Op { conflicting_fingerprint: Some("fp2".into()), ..plain }
+            Op {
+                conflicting_fingerprint: Some("fp2".into()),
+                ..plain
+            }
         } else {
             plain
         };
         for ((name, cmd), want) in commands(&plain).into_iter().zip(expected) {
             // Staff actions other than claim are made by the holder of a live claim.
             let op = match name {
-                "release" | "found" | "absent" | "retry" | "close" if !state.is_terminal() => with_claim(plain.clone(), "alice"),
+                "release" | "found" | "absent" | "retry" | "close" if !state.is_terminal() => {
+                    with_claim(plain.clone(), "alice")
+                }
                 _ => plain.clone(),
             };
             let got = run(&op, &cmd, &ctx(&policy, "alice"));
@@ -140,7 +223,12 @@ fn refusals_change_nothing_and_name_the_reason() {
     let err = apply(&op, &Command::Retry { note: None }, &ctx(&policy, "alice")).unwrap_err();
     assert!(err.0.contains("claim onb-42-task first"), "{err}");
     let held = with_claim(op, "alice");
-    let err = apply(&held, &Command::Retry { note: None }, &ctx(&policy, "alice")).unwrap_err();
+    let err = apply(
+        &held,
+        &Command::Retry { note: None },
+        &ctx(&policy, "alice"),
+    )
+    .unwrap_err();
     assert!(err.0.contains("does not deduplicate"), "{err}");
     let err = apply(&held, &Command::Release, &ctx(&policy, "bob")).unwrap_err();
     assert!(err.0.contains("claimed by alice"), "{err}");
@@ -151,79 +239,247 @@ fn outcomes_follow_the_retry_rules() {
     let policy = DestinationPolicy::default();
     let c = ctx(&policy, "settle");
     let op = op_in(State::InFlight, false);
-    let fin = |outcome, n, retry_after| Command::FinishAttempt { n, outcome, reference: None, error: Some("boom".into()), http_status: Some(503), retry_after };
+    let fin = |outcome, n, retry_after| Command::FinishAttempt {
+        n,
+        outcome,
+        reference: None,
+        error: Some("boom".into()),
+        http_status: Some(503),
+        retry_after,
+    };
 
     // transient: retry_wait with full jitter under base * 2^0
-    let t = apply(&op, &fin(Outcome::Transient, 1, None), &c).unwrap().unwrap();
+    let t = apply(&op, &fin(Outcome::Transient, 1, None), &c)
+        .unwrap()
+        .unwrap();
     assert_eq!(t.op.state, State::RetryWait);
-    assert_eq!(t.op.next_attempt_at, Some(t0() + TimeDelta::milliseconds(500)));
+    assert_eq!(
+        t.op.next_attempt_at,
+        Some(t0() + TimeDelta::milliseconds(500))
+    );
     assert!(t.op.exception_since.is_none());
     // Retry-After honoured
-    let t = apply(&op, &fin(Outcome::Transient, 1, Some(Duration::from_secs(30))), &c).unwrap().unwrap();
+    let t = apply(
+        &op,
+        &fin(Outcome::Transient, 1, Some(Duration::from_secs(30))),
+        &c,
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(t.op.next_attempt_at, Some(t0() + TimeDelta::seconds(30)));
 
     // the sixth transient spends the policy: failed, or unknown when an earlier attempt was ambiguous
     let mut sixth = op.clone();
     sixth.attempts = 6;
-    let t = apply(&sixth, &fin(Outcome::Transient, 6, None), &c).unwrap().unwrap();
-    assert_eq!((t.op.state, t.op.exception_since), (State::Failed, Some(t0())));
+    let t = apply(&sixth, &fin(Outcome::Transient, 6, None), &c)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.op.state, t.op.exception_since),
+        (State::Failed, Some(t0()))
+    );
     sixth.ambiguous = true;
-    assert_eq!(apply(&sixth, &fin(Outcome::Transient, 6, None), &c).unwrap().unwrap().op.state, State::Unknown);
+    assert_eq!(
+        apply(&sixth, &fin(Outcome::Transient, 6, None), &c)
+            .unwrap()
+            .unwrap()
+            .op
+            .state,
+        State::Unknown
+    );
     // a staff retry starts a fresh budget
     sixth.budget_start = 6;
     sixth.attempts = 7;
-    assert_eq!(apply(&sixth, &fin(Outcome::Transient, 7, None), &c).unwrap().unwrap().op.state, State::RetryWait);
+    assert_eq!(
+        apply(&sixth, &fin(Outcome::Transient, 7, None), &c)
+            .unwrap()
+            .unwrap()
+            .op
+            .state,
+        State::RetryWait
+    );
 
     // unknown: retried only where the destination dedupes, inside 80% of its retention
-    assert_eq!(apply(&op, &fin(Outcome::Unknown, 1, None), &c).unwrap().unwrap().op.state, State::Unknown);
-    let dedupe = DestinationPolicy { dedupes: true, key_retention: Some(Duration::from_secs(3600)), ..Default::default() };
+    assert_eq!(
+        apply(&op, &fin(Outcome::Unknown, 1, None), &c)
+            .unwrap()
+            .unwrap()
+            .op
+            .state,
+        State::Unknown
+    );
+    let dedupe = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(Duration::from_secs(3600)),
+        ..Default::default()
+    };
     let cd = ctx(&dedupe, "settle");
-    let t = apply(&op, &fin(Outcome::Unknown, 1, None), &cd).unwrap().unwrap();
+    let t = apply(&op, &fin(Outcome::Unknown, 1, None), &cd)
+        .unwrap()
+        .unwrap();
     assert_eq!((t.op.state, t.op.ambiguous), (State::RetryWait, true));
     let mut late = op.clone();
     late.first_sent_at = Some(t0() - TimeDelta::minutes(49));
-    assert_eq!(apply(&late, &fin(Outcome::Unknown, 1, None), &cd).unwrap().unwrap().op.state, State::Unknown);
+    assert_eq!(
+        apply(&late, &fin(Outcome::Unknown, 1, None), &cd)
+            .unwrap()
+            .unwrap()
+            .op
+            .state,
+        State::Unknown
+    );
 
     // rejected keeps the reason; accepted stores the reference and clears the schedule
-    let t = apply(&op, &fin(Outcome::Rejected, 1, None), &c).unwrap().unwrap();
-    assert_eq!((t.op.state, t.op.reason.as_deref()), (State::Rejected, Some("boom")));
-    let acc = Command::FinishAttempt { n: 1, outcome: Outcome::Accepted, reference: Some("T-77".into()), error: None, http_status: Some(201), retry_after: None };
+    let t = apply(&op, &fin(Outcome::Rejected, 1, None), &c)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.op.state, t.op.reason.as_deref()),
+        (State::Rejected, Some("boom"))
+    );
+    let acc = Command::FinishAttempt {
+        n: 1,
+        outcome: Outcome::Accepted,
+        reference: Some("T-77".into()),
+        error: None,
+        http_status: Some(201),
+        retry_after: None,
+    };
     let t = apply(&op, &acc, &c).unwrap().unwrap();
-    assert_eq!((t.op.state, t.op.reference.as_deref(), t.op.attempt_started_at), (State::Succeeded, Some("T-77"), None));
+    assert_eq!(
+        (
+            t.op.state,
+            t.op.reference.as_deref(),
+            t.op.attempt_started_at
+        ),
+        (State::Succeeded, Some("T-77"), None)
+    );
 }
 
 #[test]
 fn attempts_are_numbered_and_gaps_refused() {
     let policy = DestinationPolicy::default();
     let op = op_in(State::Pending, false);
-    let fin = |n| Command::FinishAttempt { n, outcome: Outcome::Transient, reference: None, error: None, http_status: None, retry_after: None };
+    let fin = |n| Command::FinishAttempt {
+        n,
+        outcome: Outcome::Transient,
+        reference: None,
+        error: None,
+        http_status: None,
+        retry_after: None,
+    };
     let t = apply(&op, &fin(1), &ctx(&policy, "bot")).unwrap().unwrap();
     assert_eq!(t.op.attempts, 1);
-    assert!(matches!(t.attempt, AttemptEffect::Finish { n: 1, whole: true, .. }));
-    assert!(apply(&op, &fin(3), &ctx(&policy, "bot")).unwrap_err().0.contains("attempt 3 reported"));
+    assert!(matches!(
+        t.attempt,
+        AttemptEffect::Finish {
+            n: 1,
+            whole: true,
+            ..
+        }
+    ));
+    assert!(
+        apply(&op, &fin(3), &ctx(&policy, "bot"))
+            .unwrap_err()
+            .0
+            .contains("attempt 3 reported")
+    );
 }
 
 #[test]
 fn claims_exclude_automation_and_other_people() {
     let policy = DestinationPolicy::default();
     let op = with_claim(op_in(State::RetryWait, false), "alice");
-    assert!(apply(&op, &Command::StartAttempt, &ctx(&policy, "settle")).unwrap_err().0.contains("claimed by alice"));
-    let fin = Command::FinishAttempt { n: 2, outcome: Outcome::Accepted, reference: None, error: None, http_status: None, retry_after: None };
-    assert!(apply(&op, &fin, &ctx(&policy, "bot")).is_err(), "no new automatic attempt on a claimed item");
-    let err = apply(&op, &Command::Claim { force_reason: None }, &ctx(&policy, "bob")).unwrap_err();
-    assert!(err.0.contains("claimed by alice") && err.0.contains("--force"), "{err}");
-    let t = apply(&op, &Command::Claim { force_reason: Some("alice is off shift".into()) }, &ctx(&policy, "bob")).unwrap().unwrap();
-    assert_eq!((t.kind, t.op.claim.unwrap().by.as_str()), ("claim_taken", "bob"));
-    assert!(apply(&op, &Command::Claim { force_reason: Some(" ".into()) }, &ctx(&policy, "bob")).is_err());
+    assert!(
+        apply(&op, &Command::StartAttempt, &ctx(&policy, "settle"))
+            .unwrap_err()
+            .0
+            .contains("claimed by alice")
+    );
+    let fin = Command::FinishAttempt {
+        n: 2,
+        outcome: Outcome::Accepted,
+        reference: None,
+        error: None,
+        http_status: None,
+        retry_after: None,
+    };
+    assert!(
+        apply(&op, &fin, &ctx(&policy, "bot")).is_err(),
+        "no new automatic attempt on a claimed item"
+    );
+    let err = apply(
+        &op,
+        &Command::Claim { force_reason: None },
+        &ctx(&policy, "bob"),
+    )
+    .unwrap_err();
+    assert!(
+        err.0.contains("claimed by alice") && err.0.contains("--force"),
+        "{err}"
+    );
+    let t = apply(
+        &op,
+        &Command::Claim {
+            force_reason: Some("alice is off shift".into()),
+        },
+        &ctx(&policy, "bob"),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (t.kind, t.op.claim.unwrap().by.as_str()),
+        ("claim_taken", "bob")
+    );
+    assert!(
+        apply(
+            &op,
+            &Command::Claim {
+                force_reason: Some(" ".into())
+            },
+            &ctx(&policy, "bob")
+        )
+        .is_err()
+    );
     // an expired claim can be taken without force, and no longer lets its old holder act
     let mut expired = op.clone();
     expired.claim.as_mut().unwrap().expires = t0() - TimeDelta::seconds(1);
-    assert!(apply(&expired, &Command::Claim { force_reason: None }, &ctx(&policy, "bob")).is_ok());
-    assert!(apply(&expired, &Command::Retry { note: None }, &ctx(&policy, "alice")).unwrap_err().0.contains("expired"));
+    assert!(
+        apply(
+            &expired,
+            &Command::Claim { force_reason: None },
+            &ctx(&policy, "bob")
+        )
+        .is_ok()
+    );
+    assert!(
+        apply(
+            &expired,
+            &Command::Retry { note: None },
+            &ctx(&policy, "alice")
+        )
+        .unwrap_err()
+        .0
+        .contains("expired")
+    );
     // the open attempt's outcome is still recorded while someone holds the claim
     let flying = with_claim(op_in(State::InFlight, false), "alice");
-    let fin1 = Command::FinishAttempt { n: 1, outcome: Outcome::Accepted, reference: None, error: None, http_status: None, retry_after: None };
-    assert_eq!(apply(&flying, &fin1, &ctx(&policy, "settle")).unwrap().unwrap().op.state, State::Succeeded);
+    let fin1 = Command::FinishAttempt {
+        n: 1,
+        outcome: Outcome::Accepted,
+        reference: None,
+        error: None,
+        http_status: None,
+        retry_after: None,
+    };
+    assert_eq!(
+        apply(&flying, &fin1, &ctx(&policy, "settle"))
+            .unwrap()
+            .unwrap()
+            .op
+            .state,
+        State::Succeeded
+    );
     // the sweep leaves a live claim alone
     let stuck = with_claim(op_in(State::InFlight, true), "alice");
     assert!(apply(&stuck, &Command::Sweep, &ctx(&policy, "settle")).is_err());
@@ -231,43 +487,129 @@ fn claims_exclude_automation_and_other_people() {
 
 #[test]
 fn staff_retry_and_close_rules() {
-    let dedupe = DestinationPolicy { dedupes: true, key_retention: Some(Duration::from_secs(86_400)), ..Default::default() };
+    let dedupe = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(Duration::from_secs(86_400)),
+        ..Default::default()
+    };
     let unknown = with_claim(op_in(State::Unknown, false), "alice");
-    let t = apply(&unknown, &Command::Retry { note: None }, &ctx(&dedupe, "alice")).unwrap().unwrap();
-    assert_eq!((t.op.state, t.op.budget_start, t.op.claim.clone(), t.op.next_attempt_at), (State::Pending, 1, None, Some(t0())));
+    let t = apply(
+        &unknown,
+        &Command::Retry { note: None },
+        &ctx(&dedupe, "alice"),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (
+            t.op.state,
+            t.op.budget_start,
+            t.op.claim.clone(),
+            t.op.next_attempt_at
+        ),
+        (State::Pending, 1, None, Some(t0()))
+    );
     let rejected = with_claim(op_in(State::Rejected, false), "alice");
-    let t = apply(&rejected, &Command::Retry { note: None }, &ctx(&dedupe, "alice")).unwrap().unwrap();
+    let t = apply(
+        &rejected,
+        &Command::Retry { note: None },
+        &ctx(&dedupe, "alice"),
+    )
+    .unwrap()
+    .unwrap();
     assert!(t.warning.unwrap().contains("may reject it again"));
 
     let policy = DestinationPolicy::default();
-    let close = |resolution, reference: Option<&str>, sup: Option<&str>, note: &str| Command::Close {
-        resolution, reference: reference.map(Into::into), superseded_by: sup.map(Into::into), note: note.into() };
+    let close =
+        |resolution, reference: Option<&str>, sup: Option<&str>, note: &str| Command::Close {
+            resolution,
+            reference: reference.map(Into::into),
+            superseded_by: sup.map(Into::into),
+            note: note.into(),
+        };
     let failed = with_claim(op_in(State::Failed, false), "alice");
     let c = ctx(&policy, "alice");
-    assert!(apply(&failed, &close(Resolution::DoneElsewhere, None, None, "x"), &c).unwrap_err().0.contains("--reference"));
-    assert!(apply(&failed, &close(Resolution::Superseded, None, None, "x"), &c).unwrap_err().0.contains("--superseded-by"));
-    assert!(apply(&failed, &close(Resolution::Abandoned, None, None, " "), &c).unwrap_err().0.contains("note"));
-    let t = apply(&failed, &close(Resolution::DoneElsewhere, Some("T-5"), None, "made by hand"), &c).unwrap().unwrap();
-    assert_eq!((t.op.state, t.op.reference.as_deref(), t.op.claim.clone(), t.op.exception_since), (State::Closed, Some("T-5"), None, None));
+    assert!(
+        apply(
+            &failed,
+            &close(Resolution::DoneElsewhere, None, None, "x"),
+            &c
+        )
+        .unwrap_err()
+        .0
+        .contains("--reference")
+    );
+    assert!(
+        apply(&failed, &close(Resolution::Superseded, None, None, "x"), &c)
+            .unwrap_err()
+            .0
+            .contains("--superseded-by")
+    );
+    assert!(
+        apply(&failed, &close(Resolution::Abandoned, None, None, " "), &c)
+            .unwrap_err()
+            .0
+            .contains("note")
+    );
+    let t = apply(
+        &failed,
+        &close(Resolution::DoneElsewhere, Some("T-5"), None, "made by hand"),
+        &c,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (
+            t.op.state,
+            t.op.reference.as_deref(),
+            t.op.claim.clone(),
+            t.op.exception_since
+        ),
+        (State::Closed, Some("T-5"), None, None)
+    );
 }
 
 #[test]
 fn a_conflict_keeps_both_contents_and_its_exception_age() {
     let policy = DestinationPolicy::default();
     let op = op_in(State::Unknown, false);
-    let t = apply(&op, &Command::Record { payload: "{\"b\":2}".into(), fingerprint: "fp2".into() }, &ctx(&policy, "bot")).unwrap().unwrap();
+    let t = apply(
+        &op,
+        &Command::Record {
+            payload: "{\"b\":2}".into(),
+            fingerprint: "fp2".into(),
+        },
+        &ctx(&policy, "bot"),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(t.op.payload, "{}");
     assert_eq!(t.op.conflicting_payload.as_deref(), Some("{\"b\":2}"));
-    assert_eq!(t.op.exception_since, op.exception_since, "still an exception since it first became one");
+    assert_eq!(
+        t.op.exception_since, op.exception_since,
+        "still an exception since it first became one"
+    );
 }
 
 #[test]
 fn sweep_turns_a_stuck_attempt_into_an_interrupted_unknown() {
     let policy = DestinationPolicy::default();
     let stuck = op_in(State::InFlight, true);
-    let t = apply(&stuck, &Command::Sweep, &ctx(&policy, "settle")).unwrap().unwrap();
-    assert_eq!((t.op.state, t.op.reason.as_deref()), (State::Unknown, Some("interrupted")));
-    assert!(matches!(t.attempt, AttemptEffect::Finish { n: 1, outcome: Outcome::Unknown, .. }));
+    let t = apply(&stuck, &Command::Sweep, &ctx(&policy, "settle"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.op.state, t.op.reason.as_deref()),
+        (State::Unknown, Some("interrupted"))
+    );
+    assert!(matches!(
+        t.attempt,
+        AttemptEffect::Finish {
+            n: 1,
+            outcome: Outcome::Unknown,
+            ..
+        }
+    ));
     assert_eq!(t.op.exception_since, stuck.exception_since);
 }
 
@@ -280,37 +622,88 @@ fn next(op: &Op, policy: &DestinationPolicy, paused: bool) -> (StepKind, String)
 
 #[test]
 fn step_claimed_by_someone_else() {
-    let (k, text) = next(&with_claim(op_in(State::Unknown, false), "bob"), &DestinationPolicy::default(), false);
-    assert_eq!((k, text.as_str()), (StepKind::LeaveToHolder, "Claimed by bob for 1m: leave it to them"));
+    let (k, text) = next(
+        &with_claim(op_in(State::Unknown, false), "bob"),
+        &DestinationPolicy::default(),
+        false,
+    );
+    assert_eq!(
+        (k, text.as_str()),
+        (
+            StepKind::LeaveToHolder,
+            "Claimed by bob for 1m: leave it to them"
+        )
+    );
 }
 
 #[test]
 fn step_in_flight_live() {
-    assert_eq!(next(&op_in(State::InFlight, false), &DestinationPolicy::default(), false).0, StepKind::Wait);
+    assert_eq!(
+        next(
+            &op_in(State::InFlight, false),
+            &DestinationPolicy::default(),
+            false
+        )
+        .0,
+        StepKind::Wait
+    );
 }
 
 #[test]
 fn step_in_flight_stuck_or_interrupted() {
-    let p = DestinationPolicy { dedupes: true, lookup: true, ..Default::default() };
-    assert_eq!(next(&op_in(State::InFlight, true), &p, false).0, StepKind::ReconcileInterrupted);
+    let p = DestinationPolicy {
+        dedupes: true,
+        lookup: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        next(&op_in(State::InFlight, true), &p, false).0,
+        StepKind::ReconcileInterrupted
+    );
     let mut op = op_in(State::Unknown, false);
     op.reason = Some("interrupted".into());
     let (k, text) = next(&op, &p, false);
-    assert_eq!((k, text.as_str()), (StepKind::ReconcileInterrupted, "Attempt interrupted: reconcile as an unknown outcome"));
+    assert_eq!(
+        (k, text.as_str()),
+        (
+            StepKind::ReconcileInterrupted,
+            "Attempt interrupted: reconcile as an unknown outcome"
+        )
+    );
 }
 
 #[test]
 fn step_unknown_deduplicated() {
-    let p = DestinationPolicy { dedupes: true, key_retention: Some(Duration::from_secs(10 * 3600)), lookup: true, ..Default::default() };
+    let p = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(Duration::from_secs(10 * 3600)),
+        lookup: true,
+        ..Default::default()
+    };
     let (k, text) = next(&op_in(State::Unknown, false), &p, false);
-    assert_eq!((k, text.as_str()), (StepKind::RetrySameKey, "Retry with the same key: projects deduplicates until 18:00 UTC"));
+    assert_eq!(
+        (k, text.as_str()),
+        (
+            StepKind::RetrySameKey,
+            "Retry with the same key: projects deduplicates until 18:00 UTC"
+        )
+    );
 }
 
 #[test]
 fn step_unknown_with_lookup() {
-    let p = DestinationPolicy { lookup: true, ..Default::default() };
+    let p = DestinationPolicy {
+        lookup: true,
+        ..Default::default()
+    };
     let (k, text) = next(&op_in(State::Unknown, false), &p, false);
-    assert_eq!((k, text.as_str()), (StepKind::LookUp, "Look up onb-42-task in projects, then reconcile found/absent"));
+    assert_eq!(
+        (k, text.as_str()),
+        (
+            StepKind::LookUp,
+            "Look up onb-42-task in projects, then reconcile found/absent"
+        )
+    );
 }
 
 #[test]
@@ -319,16 +712,33 @@ fn step_unknown_neither() {
     op.created_at = t0() - TimeDelta::hours(52);
     op.first_sent_at = Some(op.created_at);
     // dedupes, but its retention is long past: the same as not deduplicating
-    let p = DestinationPolicy { dedupes: true, key_retention: Some(Duration::from_secs(60)), ..Default::default() };
+    let p = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
     let (k, text) = next(&op, &p, false);
     assert_eq!(k, StepKind::CheckDestination);
-    assert_eq!(text, "Check projects for this request (onb-42-task, created 2d 4h ago); reconcile found/absent before any retry");
+    assert_eq!(
+        text,
+        "Check projects for this request (onb-42-task, created 2d 4h ago); reconcile found/absent before any retry"
+    );
 }
 
 #[test]
 fn step_failed() {
-    let (k, text) = next(&op_in(State::Failed, false), &DestinationPolicy::default(), false);
-    assert_eq!((k, text.as_str()), (StepKind::RetryOrAbandon, "Confirmed not done: retry, or close as abandoned"));
+    let (k, text) = next(
+        &op_in(State::Failed, false),
+        &DestinationPolicy::default(),
+        false,
+    );
+    assert_eq!(
+        (k, text.as_str()),
+        (
+            StepKind::RetryOrAbandon,
+            "Confirmed not done: retry, or close as abandoned"
+        )
+    );
 }
 
 #[test]
@@ -337,32 +747,56 @@ fn step_rejected() {
     op.reason = Some("422 due date in the past".into());
     let (k, text) = next(&op, &DestinationPolicy::default(), false);
     assert_eq!(k, StepKind::CorrectAtSource);
-    assert_eq!(text, "projects rejected it: 422 due date in the past. Correct it at the source and close as superseded");
+    assert_eq!(
+        text,
+        "projects rejected it: 422 due date in the past. Correct it at the source and close as superseded"
+    );
 }
 
 #[test]
 fn step_conflict() {
-    let (k, text) = next(&op_in(State::Conflict, false), &DestinationPolicy::default(), false);
+    let (k, text) = next(
+        &op_in(State::Conflict, false),
+        &DestinationPolicy::default(),
+        false,
+    );
     assert_eq!(k, StepKind::DecideContents);
-    assert!(text.starts_with("Request changed under onb-42-task: decide which contents are intended"));
+    assert!(
+        text.starts_with("Request changed under onb-42-task: decide which contents are intended")
+    );
 }
 
 #[test]
 fn step_pending_and_retry_wait() {
     let p = DestinationPolicy::default();
     let (k, text) = next(&op_in(State::Pending, false), &p, false);
-    assert_eq!((k, text.as_str()), (StepKind::Automatic, "Automatic attempt 1 of 6 at now"));
+    assert_eq!(
+        (k, text.as_str()),
+        (StepKind::Automatic, "Automatic attempt 1 of 6 at now")
+    );
     let mut op = op_in(State::RetryWait, false);
     op.next_attempt_at = Some(t0() + TimeDelta::minutes(5));
     let (k, text) = next(&op, &p, false);
-    assert_eq!((k, text.as_str()), (StepKind::Automatic, "Automatic attempt 2 of 6 at 10:05 UTC"));
+    assert_eq!(
+        (k, text.as_str()),
+        (StepKind::Automatic, "Automatic attempt 2 of 6 at 10:05 UTC")
+    );
     let (k, text) = next(&op, &p, true);
-    assert_eq!((k, text.as_str()), (StepKind::Paused, "Automatic attempt waits: workflow onboarding paused"));
+    assert_eq!(
+        (k, text.as_str()),
+        (
+            StepKind::Paused,
+            "Automatic attempt waits: workflow onboarding paused"
+        )
+    );
 }
 
 #[test]
 fn step_terminal() {
     for s in [State::Succeeded, State::Closed] {
-        assert_eq!(next(&op_in(s, false), &DestinationPolicy::default(), false), (StepKind::Nothing, "Nothing to do".into()));
+        assert_eq!(
+            next(&op_in(s, false), &DestinationPolicy::default(), false),
+            (StepKind::Nothing, "Nothing to do".into())
+        );
     }
 }

@@ -47,7 +47,7 @@ enum Taken {
 }
 
 enum Parsed {
-    Intent(Op, String),
+    Intent(Box<Op>, String),
     Attempt(AttemptReport),
 }
 
@@ -86,12 +86,33 @@ impl Ledger {
             escape_text(&redact_text(&e.to_string())).into_owned()
         })?;
         Ok(match line {
-            Line::Intent { key, workflow, step, destination, action, payload } => {
-                let intent = Intent { key, workflow, step, destination, action, payload };
+            Line::Intent {
+                key,
+                workflow,
+                step,
+                destination,
+                action,
+                payload,
+            } => {
+                let intent = Intent {
+                    key,
+                    workflow,
+                    step,
+                    destination,
+                    action,
+                    payload,
+                };
                 let op = self.prepare(&intent).map_err(|e| e.to_string())?;
-                Parsed::Intent(op, intent.workflow)
+                Parsed::Intent(Box::new(op), intent.workflow)
             }
-            Line::Attempt { key, attempt, outcome, error, http_status, reference } => {
+            Line::Attempt {
+                key,
+                attempt,
+                outcome,
+                error,
+                http_status,
+                reference,
+            } => {
                 crate::domain::validate_key(&key)?;
                 if attempt == 0 {
                     return Err("attempts are numbered from 1".into());
@@ -111,14 +132,21 @@ impl Ledger {
 
     /// Reads JSON lines and records each; a bad line is reported with its number and the
     /// valid lines are kept. Re-ingesting the same input changes nothing.
-    pub async fn ingest<R: AsyncBufRead + Unpin>(&self, reader: R, actor: &str) -> Result<IngestReport> {
+    pub async fn ingest<R: AsyncBufRead + Unpin>(
+        &self,
+        reader: R,
+        actor: &str,
+    ) -> Result<IngestReport> {
         let mut report = IngestReport::default();
         let mut lines = reader.lines();
         let mut batch: Vec<(usize, Parsed)> = Vec::with_capacity(BATCH);
         let mut touched = BTreeSet::new();
         let mut number = 0;
         loop {
-            let next = lines.next_line().await.map_err(|e| Error::Invalid(format!("cannot read input: {e}")))?;
+            let next = lines
+                .next_line()
+                .await
+                .map_err(|e| Error::Invalid(format!("cannot read input: {e}")))?;
             let Some(text) = next else { break };
             number += 1;
             report.lines = number;
@@ -127,13 +155,19 @@ impl Ledger {
             }
             match self.parse_line(&text) {
                 Ok(p) => batch.push((number, p)),
-                Err(message) => report.problems.push(IngestProblem { line: number, refused: false, message }),
+                Err(message) => report.problems.push(IngestProblem {
+                    line: number,
+                    refused: false,
+                    message,
+                }),
             }
             if batch.len() >= BATCH {
-                self.ingest_batch(&mut batch, actor, &mut report, &mut touched).await?;
+                self.ingest_batch(&mut batch, actor, &mut report, &mut touched)
+                    .await?;
             }
         }
-        self.ingest_batch(&mut batch, actor, &mut report, &mut touched).await?;
+        self.ingest_batch(&mut batch, actor, &mut report, &mut touched)
+            .await?;
         for w in touched {
             self.check_threshold(&w).await?;
         }
@@ -179,10 +213,13 @@ impl Ledger {
             local = IngestReport::default();
             local_touched.clear();
             for (n, parsed) in batch.iter() {
-                let r = in_transaction!(self, |conn| self.ingest_one(conn, parsed, actor).await.map(|t| match t {
-                    Tried::Done(r) => Tried::Done(Ok(r)),
-                    Tried::Raced => Tried::Raced,
-                }));
+                let r = in_transaction!(self, |conn| self
+                    .ingest_one(conn, parsed, actor)
+                    .await
+                    .map(|t| match t {
+                        Tried::Done(r) => Tried::Done(Ok(r)),
+                        Tried::Raced => Tried::Raced,
+                    }));
                 let r = match r {
                     Ok(Ok(r)) => Ok(r),
                     Ok(Err(e)) | Err(e) => Err(e),
@@ -204,13 +241,21 @@ impl Ledger {
     }
 
     /// `Some(recorded)` for an intent or a repeated attempt, `None` with the workflow for a new attempt.
-    async fn ingest_one(&self, conn: &mut AnyConnection, parsed: &Parsed, actor: &str) -> Result<Tried<Taken>> {
+    async fn ingest_one(
+        &self,
+        conn: &mut AnyConnection,
+        parsed: &Parsed,
+        actor: &str,
+    ) -> Result<Tried<Taken>> {
         Ok(match parsed {
             Parsed::Intent(op, _) => match self.record_in(conn, op, actor).await? {
                 Tried::Done(r) => Tried::Done(Taken::Intent(r)),
                 Tried::Raced => Tried::Raced,
             },
-            Parsed::Attempt(report) => match self.act_in(conn, &report.key, actor, &Ask::Attempt(report)).await? {
+            Parsed::Attempt(report) => match self
+                .act_in(conn, &report.key, actor, &Ask::Attempt(report))
+                .await?
+            {
                 Tried::Done(a) if a.kind.is_some() => Tried::Done(Taken::Attempt(a.workflow)),
                 Tried::Done(_) => Tried::Done(Taken::Intent(Recorded::Unchanged)),
                 Tried::Raced => Tried::Raced,
@@ -219,7 +264,13 @@ impl Ledger {
     }
 }
 
-fn tally(report: &mut IngestReport, touched: &mut BTreeSet<String>, line: usize, parsed: &Parsed, r: Result<Taken>) {
+fn tally(
+    report: &mut IngestReport,
+    touched: &mut BTreeSet<String>,
+    line: usize,
+    parsed: &Parsed,
+    r: Result<Taken>,
+) {
     match r {
         Ok(Taken::Intent(Recorded::Created)) => report.created += 1,
         Ok(Taken::Intent(Recorded::Unchanged)) => report.unchanged += 1,
@@ -240,4 +291,3 @@ fn tally(report: &mut IngestReport, touched: &mut BTreeSet<String>, line: usize,
         }),
     }
 }
-

@@ -17,7 +17,9 @@ use sqlx::AnyConnection;
 
 use crate::config::Config;
 use crate::domain::fingerprint::canonical_json;
-use crate::domain::{Command, Ctx, Op, Outcome, Redactor, Resolution, State, apply, fingerprint, validate_key};
+use crate::domain::{
+    Command, Ctx, Op, Outcome, Redactor, Resolution, State, apply, fingerprint, validate_key,
+};
 use crate::error::{Error, Result};
 use crate::store::{self, AttemptWrite, NewEvent, Store};
 
@@ -37,7 +39,9 @@ const CAS_TRIES: usize = 8;
 /// yet express that lifetime cleanly.
 macro_rules! in_transaction {
     ($ledger:expr, |$conn:ident| $body:expr) => {{
-        let mut result = Err(Error::Refused("the operation kept changing under us; try again".into()));
+        let mut result = Err(Error::Refused(
+            "the operation kept changing under us; try again".into(),
+        ));
         for _ in 0..CAS_TRIES {
             let mut tx = $ledger.store.begin().await?;
             let outcome = {
@@ -94,13 +98,29 @@ pub struct AttemptReport {
 /// A staff action on one operation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StaffAction {
-    Claim { force_reason: Option<String> },
+    Claim {
+        force_reason: Option<String>,
+    },
     Release,
-    ReconcileFound { reference: String, note: Option<String> },
-    ReconcileAbsent { note: Option<String> },
-    Retry { note: Option<String> },
-    Close { resolution: Resolution, reference: Option<String>, superseded_by: Option<String>, note: String },
-    Note { text: String },
+    ReconcileFound {
+        reference: String,
+        note: Option<String>,
+    },
+    ReconcileAbsent {
+        note: Option<String>,
+    },
+    Retry {
+        note: Option<String>,
+    },
+    Close {
+        resolution: Resolution,
+        reference: Option<String>,
+        superseded_by: Option<String>,
+        note: String,
+    },
+    Note {
+        text: String,
+    },
 }
 
 enum Ask<'a> {
@@ -125,7 +145,9 @@ pub struct Ledger {
 
 impl std::fmt::Debug for Ledger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ledger").field("db", &self.store.shown_url()).finish()
+        f.debug_struct("Ledger")
+            .field("db", &self.store.shown_url())
+            .finish()
     }
 }
 
@@ -134,7 +156,9 @@ fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
         return Err(Error::Invalid(format!("{what} must not be empty")));
     }
     if value.chars().count() > 128 || value.chars().any(char::is_control) {
-        return Err(Error::Invalid(format!("{what} must be at most 128 printable characters")));
+        return Err(Error::Invalid(format!(
+            "{what} must be at most 128 printable characters"
+        )));
     }
     Ok(())
 }
@@ -152,7 +176,10 @@ impl Ledger {
     }
 
     /// Replaces the clock (the demo builds a week of history; tests move time).
-    pub fn with_clock(mut self, clock: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Ledger {
+    pub fn with_clock(
+        mut self,
+        clock: impl Fn() -> DateTime<Utc> + Send + Sync + 'static,
+    ) -> Ledger {
         self.clock = Arc::new(clock);
         self
     }
@@ -208,7 +235,12 @@ impl Ledger {
         ))
     }
 
-    async fn record_in(&self, conn: &mut AnyConnection, new: &Op, actor: &str) -> Result<Tried<Recorded>> {
+    async fn record_in(
+        &self,
+        conn: &mut AnyConnection,
+        new: &Op,
+        actor: &str,
+    ) -> Result<Tried<Recorded>> {
         let now = self.now();
         let mut op = new.clone();
         op.created_at = now;
@@ -232,12 +264,17 @@ impl Ledger {
             .await?;
             return Ok(Tried::Done(Recorded::Created));
         }
-        let cmd = Command::Record { payload: op.payload.clone(), fingerprint: op.fingerprint.clone() };
-        Ok(match self.act_in(conn, &op.key, actor, &Ask::Cmd(cmd)).await? {
-            Tried::Raced => Tried::Raced,
-            Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
-            Tried::Done(_) => Tried::Done(Recorded::Unchanged),
-        })
+        let cmd = Command::Record {
+            payload: op.payload.clone(),
+            fingerprint: op.fingerprint.clone(),
+        };
+        Ok(
+            match self.act_in(conn, &op.key, actor, &Ask::Cmd(cmd)).await? {
+                Tried::Raced => Tried::Raced,
+                Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
+                Tried::Done(_) => Tried::Done(Recorded::Unchanged),
+            },
+        )
     }
 
     /// Records an attempt's outcome (`settle attempt`, a JSON line, or the dispatcher).
@@ -261,14 +298,26 @@ impl Ledger {
         let cmd = match action {
             StaffAction::Claim { force_reason } => Command::Claim { force_reason },
             StaffAction::Release => Command::Release,
-            StaffAction::ReconcileFound { reference, note } => Command::ReconcileFound { reference, note },
+            StaffAction::ReconcileFound { reference, note } => {
+                Command::ReconcileFound { reference, note }
+            }
             StaffAction::ReconcileAbsent { note } => Command::ReconcileAbsent { note },
             StaffAction::Retry { note } => Command::Retry { note },
-            StaffAction::Close { resolution, reference, superseded_by, note } => {
+            StaffAction::Close {
+                resolution,
+                reference,
+                superseded_by,
+                note,
+            } => {
                 if let Some(k) = &superseded_by {
                     validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
                 }
-                Command::Close { resolution, reference, superseded_by, note }
+                Command::Close {
+                    resolution,
+                    reference,
+                    superseded_by,
+                    note,
+                }
             }
             StaffAction::Note { text } => Command::Note { text },
         };
@@ -277,14 +326,22 @@ impl Ledger {
 
     async fn act(&self, key: &str, actor: &str, ask: Ask<'_>) -> Result<Applied> {
         let applied = in_transaction!(self, |conn| self.act_in(conn, key, actor, &ask).await)?;
-        if applied.to != applied.from && (applied.to.is_exception() || applied.to == State::InFlight) {
+        if applied.to != applied.from
+            && (applied.to.is_exception() || applied.to == State::InFlight)
+        {
             self.check_threshold(&applied.workflow).await?;
         }
         Ok(applied)
     }
 
     /// One change inside a transaction: load, decide, compare-and-set, audit.
-    async fn act_in(&self, conn: &mut AnyConnection, key: &str, actor: &str, ask: &Ask<'_>) -> Result<Tried<Applied>> {
+    async fn act_in(
+        &self,
+        conn: &mut AnyConnection,
+        key: &str,
+        actor: &str,
+        ask: &Ask<'_>,
+    ) -> Result<Tried<Applied>> {
         let now = self.now();
         let Some((id, op)) = store::load_op(conn, key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
@@ -304,7 +361,9 @@ impl Ledger {
             Ask::Attempt(r) => {
                 let outcome = r.outcome.unwrap_or(Outcome::Unknown);
                 let open = op.attempt_started_at.is_some();
-                let n = r.attempt.unwrap_or(if open { op.attempts } else { op.attempts + 1 });
+                let n = r
+                    .attempt
+                    .unwrap_or(if open { op.attempts } else { op.attempts + 1 });
                 if n == 0 {
                     return Err(Error::Invalid("attempts are numbered from 1".into()));
                 }
@@ -316,7 +375,9 @@ impl Ledger {
                             "{key}: attempt {n} is already recorded as {}",
                             a.outcome.map_or("open", |o| o.as_str())
                         ))),
-                        None => Err(Error::Refused(format!("{key}: attempt {n} is not recorded"))),
+                        None => Err(Error::Refused(format!(
+                            "{key}: attempt {n} is not recorded"
+                        ))),
                     };
                 }
                 Command::FinishAttempt {
@@ -330,7 +391,9 @@ impl Ledger {
             }
         };
         let paused = matches!(cmd, Command::StartAttempt)
-            && store::workflow(conn, &op.workflow).await?.is_some_and(|w| w.paused);
+            && store::workflow(conn, &op.workflow)
+                .await?
+                .is_some_and(|w| w.paused);
         let policy = self.config.destination(&op.destination);
         let ctx = Ctx {
             now,
@@ -349,8 +412,17 @@ impl Ledger {
         }
         match &t.attempt {
             crate::domain::AttemptEffect::None => {}
-            crate::domain::AttemptEffect::Start { n } => store::start_attempt(conn, id, *n, actor, now).await?,
-            crate::domain::AttemptEffect::Finish { n, whole, outcome, http_status, reference, error } => {
+            crate::domain::AttemptEffect::Start { n } => {
+                store::start_attempt(conn, id, *n, actor, now).await?
+            }
+            crate::domain::AttemptEffect::Finish {
+                n,
+                whole,
+                outcome,
+                http_status,
+                reference,
+                error,
+            } => {
                 let write = AttemptWrite {
                     operation_id: id,
                     n: *n,
@@ -364,7 +436,9 @@ impl Ledger {
                 store::finish_attempt(conn, &write, *whole).await?;
             }
         }
-        let redaction = self.redactor.for_operation(&op.destination, &op.action, &op.payload);
+        let redaction = self
+            .redactor
+            .for_operation(&op.destination, &op.action, &op.payload);
         let detail = redaction.json(&t.detail).to_string();
         store::insert_event(
             conn,
@@ -397,18 +471,29 @@ impl Ledger {
         if reason.trim().is_empty() {
             return Err(Error::Invalid("pause needs --reason".into()));
         }
-        self.set_paused(workflow, true, Some(reason), actor, "paused").await
+        self.set_paused(workflow, true, Some(reason), actor, "paused")
+            .await
     }
 
     /// Resumes a paused workflow. Returns false when it was not paused.
     pub async fn resume(&self, workflow: &str, actor: &str) -> Result<bool> {
         check_name("workflow", workflow, false)?;
-        self.set_paused(workflow, false, None, actor, "resumed").await
+        self.set_paused(workflow, false, None, actor, "resumed")
+            .await
     }
 
-    async fn set_paused(&self, workflow: &str, paused: bool, reason: Option<&str>, actor: &str, kind: &'static str) -> Result<bool> {
+    async fn set_paused(
+        &self,
+        workflow: &str,
+        paused: bool,
+        reason: Option<&str>,
+        actor: &str,
+        kind: &'static str,
+    ) -> Result<bool> {
         let reason = reason.map(crate::domain::redact::redact_text);
-        in_transaction!(self, |conn| self.set_paused_in(conn, workflow, paused, reason.as_deref(), actor, kind).await)
+        in_transaction!(self, |conn| self
+            .set_paused_in(conn, workflow, paused, reason.as_deref(), actor, kind)
+            .await)
     }
 
     async fn set_paused_in(
@@ -425,7 +510,17 @@ impl Ledger {
         if current.as_ref().is_some_and(|w| w.paused) == paused {
             return Ok(Tried::Done(false));
         }
-        if !store::set_paused(conn, workflow, paused, reason, actor, now, current.map(|w| w.version)).await? {
+        if !store::set_paused(
+            conn,
+            workflow,
+            paused,
+            reason,
+            actor,
+            now,
+            current.map(|w| w.version),
+        )
+        .await?
+        {
             return Ok(Tried::Raced);
         }
         let detail = json!({ "reason": reason }).to_string();
@@ -445,15 +540,28 @@ impl Ledger {
 
     /// The stopping threshold (SPEC section 7): pause a workflow whose exceptions passed it.
     pub async fn check_threshold(&self, workflow: &str) -> Result<bool> {
-        let Some(limit) = self.config.workflows.get(workflow).and_then(|w| w.pause_when.clone()) else {
+        let Some(limit) = self
+            .config
+            .workflows
+            .get(workflow)
+            .and_then(|w| w.pause_when.clone())
+        else {
             return Ok(false);
         };
         let now = self.now();
         let (count, oldest) = {
-            let mut conn = self.store.pool().acquire().await.map_err(|e| self.store.err(e))?;
+            let mut conn = self
+                .store
+                .pool()
+                .acquire()
+                .await
+                .map_err(|e| self.store.err(e))?;
             store::exception_summary(&mut conn, Some(workflow), now).await?
         };
-        let by_count = limit.unresolved.filter(|n| count as u64 >= *n).map(|n| format!("{count} unresolved exceptions (limit {n})"));
+        let by_count = limit
+            .unresolved
+            .filter(|n| count as u64 >= *n)
+            .map(|n| format!("{count} unresolved exceptions (limit {n})"));
         let by_age = match (limit.oldest, oldest) {
             (Some(max), Some(t)) if (now - t).to_std().unwrap_or_default() > max => Some(format!(
                 "oldest exception {} old (limit {})",
@@ -463,7 +571,16 @@ impl Ledger {
             _ => None,
         };
         match by_count.or(by_age) {
-            Some(why) => self.set_paused(workflow, true, Some(&format!("stopping threshold: {why}")), SYSTEM_ACTOR, "auto_paused").await,
+            Some(why) => {
+                self.set_paused(
+                    workflow,
+                    true,
+                    Some(&format!("stopping threshold: {why}")),
+                    SYSTEM_ACTOR,
+                    "auto_paused",
+                )
+                .await
+            }
             None => Ok(false),
         }
     }
@@ -472,7 +589,12 @@ impl Ledger {
     /// Returns how many attempts were swept.
     pub async fn sweep(&self) -> Result<usize> {
         let keys = {
-            let mut conn = self.store.pool().acquire().await.map_err(|e| self.store.err(e))?;
+            let mut conn = self
+                .store
+                .pool()
+                .acquire()
+                .await
+                .map_err(|e| self.store.err(e))?;
             store::stuck_keys(&mut conn, self.now(), 100_000).await?
         };
         let mut swept = 0;
@@ -492,7 +614,12 @@ impl Ledger {
 
     /// Raw row counts, for tests and the benchmark: (operations, attempts, events).
     pub async fn counts(&self) -> Result<(i64, i64, i64)> {
-        let mut conn = self.store.pool().acquire().await.map_err(|e| self.store.err(e))?;
+        let mut conn = self
+            .store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| self.store.err(e))?;
         Ok((
             store::count_rows(&mut conn, "operations").await?,
             store::count_rows(&mut conn, "attempts").await?,

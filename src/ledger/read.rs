@@ -47,15 +47,29 @@ pub struct Page {
 
 impl Ledger {
     async fn read_conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
-        self.store.pool().acquire().await.map_err(|e| self.store.err(e))
+        self.store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| self.store.err(e))
     }
 
     async fn paused_set(&self, conn: &mut sqlx::AnyConnection) -> Result<HashSet<String>> {
-        Ok(store::paused_workflows(conn).await?.into_iter().map(|w| w.name).collect())
+        Ok(store::paused_workflows(conn)
+            .await?
+            .into_iter()
+            .map(|w| w.name)
+            .collect())
     }
 
     /// One page of operations, `limit` rows after `after` (a cursor from a previous page).
-    pub async fn list(&self, filter: &ListFilter, viewer: &str, after: Option<(i64, i64)>, limit: usize) -> Result<Page> {
+    pub async fn list(
+        &self,
+        filter: &ListFilter,
+        viewer: &str,
+        after: Option<(i64, i64)>,
+        limit: usize,
+    ) -> Result<Page> {
         let now = self.now();
         let cutoff = |d: Duration| now - TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
         const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWait];
@@ -67,7 +81,10 @@ impl Ledger {
         };
         if let Some(s) = filter.state {
             if !states.is_empty() && !states.contains(&s) {
-                return Ok(Page { items: Vec::new(), next: None });
+                return Ok(Page {
+                    items: Vec::new(),
+                    next: None,
+                });
             }
             states = vec![s];
         }
@@ -93,23 +110,57 @@ impl Ledger {
         let mut items: Vec<OperationView> = rows
             .into_iter()
             .map(|(id, op)| {
-                let order = if exceptions_only { op.exception_since.unwrap_or(op.created_at) } else { op.created_at };
-                self.view(&op, (ms(order), id), viewer, paused.contains(&op.workflow), now)
+                let order = if exceptions_only {
+                    op.exception_since.unwrap_or(op.created_at)
+                } else {
+                    op.created_at
+                };
+                self.view(
+                    &op,
+                    (ms(order), id),
+                    viewer,
+                    paused.contains(&op.workflow),
+                    now,
+                )
             })
             .collect();
-        let next = if full { items.last().map(|v| v.cursor) } else { None };
+        let next = if full {
+            items.last().map(|v| v.cursor)
+        } else {
+            None
+        };
         if filter.scope == Scope::Mine {
             items.retain(|v| v.claimed_by.as_deref() == Some(viewer));
         }
         Ok(Page { items, next })
     }
 
-    pub(crate) fn view(&self, op: &Op, cursor: (i64, i64), viewer: &str, paused: bool, now: DateTime<Utc>) -> OperationView {
-        let red = self.redactor.for_operation(&op.destination, &op.action, &op.payload);
+    pub(crate) fn view(
+        &self,
+        op: &Op,
+        cursor: (i64, i64),
+        viewer: &str,
+        paused: bool,
+        now: DateTime<Utc>,
+    ) -> OperationView {
+        let red = self
+            .redactor
+            .for_operation(&op.destination, &op.action, &op.payload);
         let policy = self.config.destination(&op.destination);
-        let step = safe_next_step(op, &policy, viewer, paused, self.config.attempt_timeout, now);
+        let step = safe_next_step(
+            op,
+            &policy,
+            viewer,
+            paused,
+            self.config.attempt_timeout,
+            now,
+        );
         let exception = op.is_exception(now);
-        let since = if exception { op.exception_since.unwrap_or(op.created_at) } else { op.created_at };
+        let since = if exception {
+            op.exception_since.unwrap_or(op.created_at)
+        } else {
+            op.created_at
+        };
         let live_claim = op.claim.as_ref().filter(|c| c.is_live(now));
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         OperationView {
@@ -146,14 +197,19 @@ impl Ledger {
         let Some((id, op)) = store::load_op(&mut conn, key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
-        let paused = store::workflow(&mut conn, &op.workflow).await?.is_some_and(|w| w.paused);
+        let paused = store::workflow(&mut conn, &op.workflow)
+            .await?
+            .is_some_and(|w| w.paused);
         let attempts = store::attempts(&mut conn, id).await?;
         let events = store::events_of(&mut conn, id).await?;
-        let red = self.redactor.for_operation(&op.destination, &op.action, &op.payload);
-        let conflicting = op
-            .conflicting_payload
-            .as_deref()
-            .map(|p| self.redactor.for_operation(&op.destination, &op.action, p).payload);
+        let red = self
+            .redactor
+            .for_operation(&op.destination, &op.action, &op.payload);
+        let conflicting = op.conflicting_payload.as_deref().map(|p| {
+            self.redactor
+                .for_operation(&op.destination, &op.action, p)
+                .payload
+        });
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         Ok(OperationDetail {
             op: self.view(&op, (ms(op.created_at), id), viewer, paused, now),
@@ -174,7 +230,10 @@ impl Ledger {
                     finished_at: a.finished_at,
                 })
                 .collect(),
-            history: events.into_iter().map(|e| event_view(e, &|v| red.json(v), None)).collect(),
+            history: events
+                .into_iter()
+                .map(|e| event_view(e, &|v| red.json(v), None))
+                .collect(),
         })
     }
 
@@ -202,7 +261,12 @@ impl Ledger {
         Ok(store::paused_workflows(&mut conn)
             .await?
             .into_iter()
-            .map(|w| PausedWorkflow { name: w.name, reason: w.paused_reason, by: w.paused_by, at: w.paused_at })
+            .map(|w| PausedWorkflow {
+                name: w.name,
+                reason: w.paused_reason,
+                by: w.paused_by,
+                at: w.paused_at,
+            })
             .collect())
     }
 

@@ -25,7 +25,10 @@ pub(super) async fn migrate(store: &Store) -> Result<()> {
     let mut tx = store.begin().await?;
     if store.backend == Backend::Postgres {
         // Two processes starting on a fresh database must not both create the schema.
-        sqlx::query("SELECT pg_advisory_xact_lock(7383501)").execute(&mut *tx).await.map_err(|e| store.err(e))?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7383501)")
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store.err(e))?;
     }
     sqlx::query("CREATE TABLE IF NOT EXISTS settle_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
         .execute(&mut *tx)
@@ -62,7 +65,10 @@ pub(super) async fn migrate(store: &Store) -> Result<()> {
             Backend::Sqlite => m.sqlite,
             Backend::Postgres => m.postgres,
         };
-        sqlx::raw_sql(sql).execute(&mut *tx).await.map_err(|e| store.err(e))?;
+        sqlx::raw_sql(sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store.err(e))?;
         sqlx::query("INSERT INTO settle_schema (version, applied_at) VALUES ($1, $2)")
             .bind(m.version)
             .bind(chrono::Utc::now().timestamp_millis())

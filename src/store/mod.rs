@@ -43,12 +43,19 @@ impl Backend {
 
 /// A database URL fit to print: any password is masked.
 pub fn display_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else { return crate::domain::escape_text(url).into_owned() };
+    let Some(scheme_end) = url.find("://") else {
+        return crate::domain::escape_text(url).into_owned();
+    };
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let masked = match rest[..authority_end].rfind('@') {
         Some(at) => match rest[..at].find(':') {
-            Some(colon) => format!("{}{}:***{}", &url[..scheme_end + 3], &rest[..colon], &rest[at..]),
+            Some(colon) => format!(
+                "{}{}:***{}",
+                &url[..scheme_end + 3],
+                &rest[..colon],
+                &rest[at..]
+            ),
             None => url.to_string(),
         },
         None => url.to_string(),
@@ -90,7 +97,10 @@ impl Store {
         let (connect_url, max) = match backend {
             Backend::Sqlite if url.contains(":memory:") => (url.to_string(), 1),
             Backend::Sqlite if url.contains("mode=") => (url.to_string(), 4),
-            Backend::Sqlite => (format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' }), 4),
+            Backend::Sqlite => (
+                format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' }),
+                4,
+            ),
             Backend::Postgres => (url.to_string(), 8),
         };
         let pool = AnyPoolOptions::new()
@@ -109,7 +119,11 @@ impl Store {
             .connect(&connect_url)
             .await
             .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
-        let store = Store { pool, backend, shown_url };
+        let store = Store {
+            pool,
+            backend,
+            shown_url,
+        };
         migrate::migrate(&store).await?;
         Ok(store)
     }
@@ -152,16 +166,28 @@ mod tests {
 
     #[test]
     fn passwords_never_show() {
-        assert_eq!(display_url("postgres://app:s3cret@db:5432/settle"), "postgres://app:***@db:5432/settle");
-        assert_eq!(display_url("postgres://db/settle?password=s3cret&x=1"), "postgres://db/settle?password=***&x=1");
+        assert_eq!(
+            display_url("postgres://app:s3cret@db:5432/settle"),
+            "postgres://app:***@db:5432/settle"
+        );
+        assert_eq!(
+            display_url("postgres://db/settle?password=s3cret&x=1"),
+            "postgres://db/settle?password=***&x=1"
+        );
         assert_eq!(display_url("sqlite://settle.db"), "sqlite://settle.db");
-        assert_eq!(display_url("postgres://app@db/settle"), "postgres://app@db/settle");
+        assert_eq!(
+            display_url("postgres://app@db/settle"),
+            "postgres://app@db/settle"
+        );
     }
 
     #[test]
     fn only_known_schemes() {
         assert_eq!(Backend::of_url("sqlite://x.db").unwrap(), Backend::Sqlite);
-        assert_eq!(Backend::of_url("postgresql://h/d").unwrap(), Backend::Postgres);
+        assert_eq!(
+            Backend::of_url("postgresql://h/d").unwrap(),
+            Backend::Postgres
+        );
         assert_eq!(Backend::of_url("mysql://h/d").unwrap_err().exit_code(), 2);
     }
 }

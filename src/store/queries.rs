@@ -14,11 +14,13 @@ fn db(e: sqlx::Error) -> Error {
 }
 
 pub(crate) async fn load_op(conn: &mut AnyConnection, key: &str) -> Result<Option<(i64, Op)>> {
-    let row = sqlx::query(&format!("SELECT {OP_COLUMNS} FROM operations WHERE key = $1"))
-        .bind(key)
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?;
+    let row = sqlx::query(&format!(
+        "SELECT {OP_COLUMNS} FROM operations WHERE key = $1"
+    ))
+    .bind(key)
+    .fetch_optional(conn)
+    .await
+    .map_err(db)?;
     row.as_ref().map(op_from_row).transpose()
 }
 
@@ -40,11 +42,18 @@ pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Optio
     .bind(op.payload.as_str())
     .bind(op.fingerprint.as_str());
     let q = bind_mutable(q, op);
-    q.fetch_optional(conn).await.map_err(db)?.map(|r| sqlx::Row::try_get::<i64, _>(&r, 0).map_err(db)).transpose()
+    q.fetch_optional(conn)
+        .await
+        .map_err(db)?
+        .map(|r| sqlx::Row::try_get::<i64, _>(&r, 0).map_err(db))
+        .transpose()
 }
 
 /// The columns a transition may change, in the order both statements bind them ($8..$28).
-fn bind_mutable<'q>(q: Query<'q, sqlx::Any, AnyArguments<'q>>, op: &'q Op) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+fn bind_mutable<'q>(
+    q: Query<'q, sqlx::Any, AnyArguments<'q>>,
+    op: &'q Op,
+) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
     let claim = op.claim.as_ref();
     q.bind(op.conflicting_payload.as_deref())
         .bind(op.conflicting_fingerprint.as_deref())
@@ -70,7 +79,12 @@ fn bind_mutable<'q>(q: Query<'q, sqlx::Any, AnyArguments<'q>>, op: &'q Op) -> Qu
 }
 
 /// Compare-and-set: writes the new operation only if nobody changed it since `expected_version`.
-pub(crate) async fn update_op(conn: &mut AnyConnection, id: i64, op: &Op, expected_version: i64) -> Result<bool> {
+pub(crate) async fn update_op(
+    conn: &mut AnyConnection,
+    id: i64,
+    op: &Op,
+    expected_version: i64,
+) -> Result<bool> {
     let q = sqlx::query(
         "UPDATE operations SET key = $1, workflow = $2, step = $3, destination = $4, action = $5, payload = $6, \
          fingerprint = $7, conflicting_payload = $8, conflicting_fingerprint = $9, state = $10, reason = $11, \
@@ -86,7 +100,12 @@ pub(crate) async fn update_op(conn: &mut AnyConnection, id: i64, op: &Op, expect
     .bind(op.action.as_str())
     .bind(op.payload.as_str())
     .bind(op.fingerprint.as_str());
-    let done = bind_mutable(q, op).bind(id).bind(expected_version).execute(conn).await.map_err(db)?;
+    let done = bind_mutable(q, op)
+        .bind(id)
+        .bind(expected_version)
+        .execute(conn)
+        .await
+        .map_err(db)?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -131,20 +150,32 @@ pub(crate) struct AttemptWrite<'a> {
     pub error: Option<&'a str>,
 }
 
-pub(crate) async fn start_attempt(conn: &mut AnyConnection, op_id: i64, n: u32, actor: &str, at: DateTime<Utc>) -> Result<()> {
-    sqlx::query("INSERT INTO attempts (operation_id, n, actor, started_at) VALUES ($1, $2, $3, $4)")
-        .bind(op_id)
-        .bind(i64::from(n))
-        .bind(actor)
-        .bind(ms(at))
-        .execute(conn)
-        .await
-        .map_err(db)?;
+pub(crate) async fn start_attempt(
+    conn: &mut AnyConnection,
+    op_id: i64,
+    n: u32,
+    actor: &str,
+    at: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(op_id)
+    .bind(i64::from(n))
+    .bind(actor)
+    .bind(ms(at))
+    .execute(conn)
+    .await
+    .map_err(db)?;
     Ok(())
 }
 
 /// Records an outcome: closes the open attempt, or (`whole`) writes an attempt made elsewhere.
-pub(crate) async fn finish_attempt(conn: &mut AnyConnection, a: &AttemptWrite<'_>, whole: bool) -> Result<()> {
+pub(crate) async fn finish_attempt(
+    conn: &mut AnyConnection,
+    a: &AttemptWrite<'_>,
+    whole: bool,
+) -> Result<()> {
     let q = if whole {
         sqlx::query(
             "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
@@ -169,40 +200,55 @@ pub(crate) async fn finish_attempt(conn: &mut AnyConnection, a: &AttemptWrite<'_
     Ok(())
 }
 
-const ATTEMPT_COLUMNS: &str = "n, actor, started_at, finished_at, outcome, http_status, reference, error";
+const ATTEMPT_COLUMNS: &str =
+    "n, actor, started_at, finished_at, outcome, http_status, reference, error";
 
-pub(crate) async fn attempt(conn: &mut AnyConnection, op_id: i64, n: u32) -> Result<Option<AttemptRow>> {
-    let row = sqlx::query(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"))
-        .bind(op_id)
-        .bind(i64::from(n))
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?;
+pub(crate) async fn attempt(
+    conn: &mut AnyConnection,
+    op_id: i64,
+    n: u32,
+) -> Result<Option<AttemptRow>> {
+    let row = sqlx::query(&format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"
+    ))
+    .bind(op_id)
+    .bind(i64::from(n))
+    .fetch_optional(conn)
+    .await
+    .map_err(db)?;
     row.as_ref().map(attempt_from_row).transpose()
 }
 
 pub(crate) async fn attempts(conn: &mut AnyConnection, op_id: i64) -> Result<Vec<AttemptRow>> {
-    let rows = sqlx::query(&format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 ORDER BY n"))
-        .bind(op_id)
-        .fetch_all(conn)
-        .await
-        .map_err(db)?;
+    let rows = sqlx::query(&format!(
+        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 ORDER BY n"
+    ))
+    .bind(op_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db)?;
     rows.iter().map(attempt_from_row).collect()
 }
 
-const EVENT_COLUMNS: &str = "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail";
+const EVENT_COLUMNS: &str =
+    "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail";
 
 pub(crate) async fn events_of(conn: &mut AnyConnection, op_id: i64) -> Result<Vec<EventRow>> {
-    let rows = sqlx::query(&format!("SELECT {EVENT_COLUMNS} FROM events WHERE operation_id = $1 ORDER BY id"))
-        .bind(op_id)
-        .fetch_all(conn)
-        .await
-        .map_err(db)?;
+    let rows = sqlx::query(&format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE operation_id = $1 ORDER BY id"
+    ))
+    .bind(op_id)
+    .fetch_all(conn)
+    .await
+    .map_err(db)?;
     rows.iter().map(event_from_row).collect()
 }
 
 pub(crate) async fn latest_event_id(conn: &mut AnyConnection) -> Result<i64> {
-    let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM events").fetch_one(conn).await.map_err(db)?;
+    let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM events")
+        .fetch_one(conn)
+        .await
+        .map_err(db)?;
     Ok(id.unwrap_or(0))
 }
 
@@ -211,7 +257,10 @@ pub(crate) async fn count_rows(conn: &mut AnyConnection, table: &str) -> Result<
         "operations" | "attempts" | "events" | "workflows" => table,
         _ => return Err(Error::Invalid(format!("no table {table}"))),
     };
-    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}")).fetch_one(conn).await.map_err(db)
+    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+        .fetch_one(conn)
+        .await
+        .map_err(db)
 }
 
 pub(crate) async fn workflow(conn: &mut AnyConnection, name: &str) -> Result<Option<WorkflowRow>> {
@@ -253,7 +302,12 @@ pub(crate) async fn set_paused(
              version = version + 1 WHERE name = $1 AND version = $6",
         ),
     };
-    let q = q.bind(name).bind(i64::from(paused)).bind(reason).bind(by).bind(ms(at));
+    let q = q
+        .bind(name)
+        .bind(i64::from(paused))
+        .bind(reason)
+        .bind(by)
+        .bind(ms(at));
     let q = match expected_version {
         Some(v) => q.bind(v),
         None => q,
@@ -302,7 +356,11 @@ pub(crate) async fn count_by_state(conn: &mut AnyConnection) -> Result<Vec<(Stat
 }
 
 /// Keys of `in_flight` operations whose attempt outlived its timeout.
-pub(crate) async fn stuck_keys(conn: &mut AnyConnection, now: DateTime<Utc>, limit: i64) -> Result<Vec<String>> {
+pub(crate) async fn stuck_keys(
+    conn: &mut AnyConnection,
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT key FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
          AND state = 'in_flight' ORDER BY exception_since, id LIMIT $2",
@@ -335,8 +393,15 @@ enum Arg<'a> {
 }
 
 /// Lists operations with keyset pagination on indexed columns: never the whole table.
-pub(crate) async fn list_ops(conn: &mut AnyConnection, q: &ListQuery<'_>) -> Result<Vec<(i64, Op)>> {
-    let order = if q.exceptions_only { "exception_since" } else { "created_at" };
+pub(crate) async fn list_ops(
+    conn: &mut AnyConnection,
+    q: &ListQuery<'_>,
+) -> Result<Vec<(i64, Op)>> {
+    let order = if q.exceptions_only {
+        "exception_since"
+    } else {
+        "created_at"
+    };
     let mut cond: Vec<String> = Vec::new();
     let mut args: Vec<Arg> = Vec::new();
     if q.exceptions_only {
@@ -365,12 +430,20 @@ pub(crate) async fn list_ops(conn: &mut AnyConnection, q: &ListQuery<'_>) -> Res
     if let Some((t, id)) = q.after {
         args.push(Arg::I(t));
         args.push(Arg::I(id));
-        cond.push(format!("({order}, id) > (${}, ${})", args.len() - 1, args.len()));
+        cond.push(format!(
+            "({order}, id) > (${}, ${})",
+            args.len() - 1,
+            args.len()
+        ));
     }
     args.push(Arg::I(q.limit));
     let sql = format!(
         "SELECT {OP_COLUMNS} FROM operations {} ORDER BY {order}, id LIMIT ${}",
-        if cond.is_empty() { String::new() } else { format!("WHERE {}", cond.join(" AND ")) },
+        if cond.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", cond.join(" AND "))
+        },
         args.len()
     );
     let mut query = sqlx::query(&sql);

@@ -20,7 +20,9 @@ pub(crate) fn time(ms: i64) -> DateTime<Utc> {
 }
 
 fn corrupt(what: &str) -> Error {
-    Error::Unavailable(format!("the database holds a row settle cannot read ({what})"))
+    Error::Unavailable(format!(
+        "the database holds a row settle cannot read ({what})"
+    ))
 }
 
 fn get<T>(row: &AnyRow, col: &str) -> Result<T>
@@ -43,7 +45,11 @@ pub(crate) const OP_COLUMNS: &str = "id, key, workflow, step, destination, actio
 pub(crate) fn op_from_row(row: &AnyRow) -> Result<(i64, Op)> {
     let state: String = get(row, "state")?;
     let resolution: Option<String> = get(row, "resolution")?;
-    let claim = match (get::<Option<String>>(row, "claimed_by")?, get_time(row, "claimed_at")?, get_time(row, "claim_expires_at")?) {
+    let claim = match (
+        get::<Option<String>>(row, "claimed_by")?,
+        get_time(row, "claimed_at")?,
+        get_time(row, "claim_expires_at")?,
+    ) {
         (Some(by), Some(since), Some(expires)) => Some(Claim { by, since, expires }),
         _ => None,
     };
@@ -71,7 +77,9 @@ pub(crate) fn op_from_row(row: &AnyRow) -> Result<(i64, Op)> {
         updated_at: time(get(row, "updated_at")?),
         exception_since: get_time(row, "exception_since")?,
         claim,
-        resolution: resolution.map(|r| Resolution::parse(&r).map_err(|_| corrupt("resolution"))).transpose()?,
+        resolution: resolution
+            .map(|r| Resolution::parse(&r).map_err(|_| corrupt("resolution")))
+            .transpose()?,
         superseded_by: get(row, "superseded_by")?,
         version: get(row, "version")?,
     };
@@ -98,7 +106,9 @@ pub(crate) fn attempt_from_row(row: &AnyRow) -> Result<AttemptRow> {
         actor: get(row, "actor")?,
         started_at: time(get(row, "started_at")?),
         finished_at: get_time(row, "finished_at")?,
-        outcome: outcome.map(|o| Outcome::parse(&o).map_err(|_| corrupt("outcome"))).transpose()?,
+        outcome: outcome
+            .map(|o| Outcome::parse(&o).map_err(|_| corrupt("outcome")))
+            .transpose()?,
         http_status: get::<Option<i64>>(row, "http_status")?.map(|s| s as u16),
         reference: get(row, "reference")?,
         error: get(row, "error")?,

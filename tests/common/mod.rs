@@ -18,10 +18,16 @@ impl Drop for TestDb {
         if let Some((admin, name)) = self.pg_drop.take() {
             // Drop runs outside any runtime we may borrow: use a small one of our own.
             let _ = std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
                 rt.block_on(async {
                     if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut c).await;
+                        let _ =
+                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(&mut c)
+                                .await;
                     }
                 });
             })
@@ -33,7 +39,12 @@ impl Drop for TestDb {
 pub fn sqlite() -> TestDb {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("settle.db").display());
-    TestDb { url, backend: "sqlite", _dir: Some(dir), pg_drop: None }
+    TestDb {
+        url,
+        backend: "sqlite",
+        _dir: Some(dir),
+        pg_drop: None,
+    }
 }
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -45,7 +56,9 @@ pub async fn postgres() -> Option<TestDb> {
         if std::env::var("SETTLE_REQUIRE_POSTGRES").as_deref() == Ok("1") {
             panic!("SETTLE_REQUIRE_POSTGRES=1 but SETTLE_TEST_POSTGRES_URL is not set");
         }
-        eprintln!("notice: SETTLE_TEST_POSTGRES_URL is not set: skipping the PostgreSQL run of this test");
+        eprintln!(
+            "notice: SETTLE_TEST_POSTGRES_URL is not set: skipping the PostgreSQL run of this test"
+        );
         return None;
     };
     let name = format!(
@@ -54,12 +67,25 @@ pub async fn postgres() -> Option<TestDb> {
         COUNTER.fetch_add(1, Ordering::SeqCst),
         rand::random::<u32>()
     );
-    let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect to SETTLE_TEST_POSTGRES_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.expect("create test database");
+    let mut c = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("connect to SETTLE_TEST_POSTGRES_URL");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut c)
+        .await
+        .expect("create test database");
     let _ = c.close().await;
-    let base = admin.rsplit_once('/').map(|(b, _)| b.to_string()).expect("URL with a database name");
+    let base = admin
+        .rsplit_once('/')
+        .map(|(b, _)| b.to_string())
+        .expect("URL with a database name");
     let url = format!("{base}/{name}");
-    Some(TestDb { url, backend: "postgres", _dir: None, pg_drop: Some((admin, name)) })
+    Some(TestDb {
+        url,
+        backend: "postgres",
+        _dir: None,
+        pg_drop: Some((admin, name)),
+    })
 }
 
 /// The destinations and workflows the tests lean on.

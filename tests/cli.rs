@@ -1,0 +1,502 @@
+//! The real binary: exit codes, one-line errors, redaction of every output, concurrent claims.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::TestDb;
+
+const BIN: &str = env!("CARGO_BIN_EXE_settle");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn settle(db: &str, dir: &Path, args: &[&str]) -> Run {
+    let out: Output = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .current_dir(dir)
+        .env("SETTLE_OPERATOR", "alice")
+        .env("SETTLE_LOG_FILE", dir.join("settle.log"))
+        .env_remove("SETTLE_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .env_remove("SETTLE_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run settle");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    }
+}
+
+fn ok(r: &Run) {
+    assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
+}
+
+/// A bad-input case: the SPEC's exit code, one line on stderr, no panic.
+fn one_line(r: &Run, code: i32, what: &str) {
+    assert_eq!(r.code, code, "{what}: stderr {:?}", r.stderr);
+    assert_eq!(
+        r.stderr.trim_end().lines().count(),
+        1,
+        "{what}: one line, got {:?}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("panicked") && !r.stderr.contains("backtrace"),
+        "{what}: {:?}",
+        r.stderr
+    );
+}
+
+fn snapshot(db: &str, dir: &Path) -> String {
+    let r = settle(db, dir, &["list", "--all", "--json"]);
+    ok(&r);
+    let s = settle(db, dir, &["stats", "--json"]);
+    ok(&s);
+    format!("{}{}", r.stdout, s.stdout)
+}
+
+#[test]
+fn the_bad_input_matrix() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let url = db.url.as_str();
+    ok(&settle(
+        url,
+        d,
+        &[
+            "record",
+            "--key",
+            "m-1",
+            "--workflow",
+            "w",
+            "--destination",
+            "crm",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+        ],
+    ));
+    let before = snapshot(url, d);
+    let rec = |key: &str, payload: &str| {
+        settle(
+            url,
+            d,
+            &[
+                "record",
+                "--key",
+                key,
+                "--workflow",
+                "w",
+                "--destination",
+                "crm",
+                "--action",
+                "a",
+                "--payload",
+                payload,
+            ],
+        )
+    };
+    one_line(&rec("m-2", "{not json"), 2, "malformed JSON");
+    one_line(&rec("bad key!", "{}"), 2, "bad key");
+    let card = rec("pay-4111111111111111", "{}");
+    one_line(&card, 2, "key holding a card number");
+    assert!(!card.stderr.contains("4111"), "{}", card.stderr);
+    one_line(
+        &settle(url, d, &["list", "--state", "done"]),
+        2,
+        "unknown state",
+    );
+    one_line(
+        &settle(url, d, &["list", "--older-than", "soon"]),
+        2,
+        "bad duration",
+    );
+    one_line(
+        &settle(url, d, &["attempt", "--key", "m-1", "--outcome", "maybe"]),
+        2,
+        "unknown outcome",
+    );
+    one_line(&settle(url, d, &["frobnicate"]), 2, "unknown command");
+    one_line(&settle(url, d, &["show", "nope"]), 3, "unknown key");
+    one_line(&settle(url, d, &["retry", "m-1"]), 3, "refused: no claim");
+    one_line(
+        &settle(
+            url,
+            d,
+            &[
+                "close",
+                "m-1",
+                "--resolution",
+                "done_elsewhere",
+                "--note",
+                "x",
+            ],
+        ),
+        3,
+        "refused: no claim",
+    );
+    let missing = dir.path().join("missing.jsonl");
+    one_line(
+        &settle(url, d, &["ingest", missing.to_str().unwrap()]),
+        2,
+        "missing ingest file",
+    );
+    assert_eq!(
+        snapshot(url, d),
+        before,
+        "nothing was written by any bad input"
+    );
+
+    // a malformed config key: the message names file, line and key
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(
+        &cfg,
+        "lease = \"30m\"\n\n[destinations.crm]\ndedupes = true\nretention = \"1d\"\n",
+    )
+    .unwrap();
+    let r = settle(url, d, &["--config", cfg.to_str().unwrap(), "stats"]);
+    one_line(&r, 2, "malformed config");
+    assert!(
+        r.stderr.contains("bad.toml:5:") && r.stderr.contains("`retention`"),
+        "{}",
+        r.stderr
+    );
+
+    // unreachable PostgreSQL, an unopenable file, a file that is not a database
+    let r = settle(
+        "postgres://settle:hunter2@127.0.0.1:1/settle",
+        d,
+        &["stats"],
+    );
+    one_line(&r, 4, "unreachable PostgreSQL");
+    assert!(
+        !r.stderr.contains("hunter2") && r.stderr.contains("***"),
+        "{}",
+        r.stderr
+    );
+    one_line(
+        &settle("sqlite:///nonexistent-dir/x/settle.db", d, &["stats"]),
+        4,
+        "missing directory",
+    );
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
+    one_line(
+        &settle(&format!("sqlite://{}", junk.display()), d, &["stats"]),
+        4,
+        "not a database",
+    );
+    one_line(&settle("mysql://h/db", d, &["stats"]), 2, "unsupported URL");
+}
+
+#[test]
+fn a_database_from_a_newer_settle_is_refused() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    ok(&settle(&db.url, dir.path(), &["init"]));
+    let path = db.url.strip_prefix("sqlite://").unwrap();
+    let status = Command::new("sqlite3")
+        .arg(path)
+        .arg("INSERT INTO settle_schema VALUES (99, 0)")
+        .status();
+    if !status.map(|s| s.success()).unwrap_or(false) {
+        panic!("sqlite3 is needed to forge a newer schema");
+    }
+    let r = settle(&db.url, dir.path(), &["list"]);
+    one_line(&r, 4, "newer schema");
+    assert!(r.stderr.contains("newer than this settle"), "{}", r.stderr);
+}
+
+const SECRETS: [&str; 6] = [
+    "ada@example.com",
+    "4111111111111111",
+    "abc.def-123",
+    "+44 7700 900123",
+    "Zebulon Quixote",
+    "sk_live_c0ffee",
+];
+
+#[test]
+fn no_output_holds_a_sensitive_value_and_escapes_are_shown_escaped() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let cfg = d.join("settle.toml");
+    std::fs::write(
+        &cfg,
+        "[[redaction.rules]]\ndestination = \"crm\"\nfields = [\"customer.name\"]\n",
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    let url = db.url.as_str();
+    let payload = r#"{"customer":{"name":"Zebulon Quixote","contact":"ada@example.com","phone":"+44 7700 900123"},
+        "memo":"card 4111111111111111","headers":{"auth":"Bearer abc.def-123"},"api_key":"sk_live_c0ffee",
+        "title":"\u001b]0;owned\u0007\u001b[2J"}"#;
+    ok(&settle(
+        url,
+        d,
+        &[
+            "--config",
+            c,
+            "record",
+            "--key",
+            "red-1",
+            "--workflow",
+            "crm-sync",
+            "--destination",
+            "crm",
+            "--action",
+            "upsert",
+            "--payload",
+            payload,
+        ],
+    ));
+    let error = "502: Zebulon Quixote ada@example.com +44 7700 900123 Authorization: Bearer abc.def-123 4111111111111111 api_key=sk_live_c0ffee \u{1b}[31m";
+    ok(&settle(
+        url,
+        d,
+        &[
+            "--config",
+            c,
+            "attempt",
+            "--key",
+            "red-1",
+            "--outcome",
+            "unknown",
+            "--error",
+            error,
+        ],
+    ));
+    let mut outputs = Vec::new();
+    for args in [
+        vec!["list"],
+        vec!["list", "--json"],
+        vec!["show", "red-1"],
+        vec!["show", "red-1", "--json"],
+        vec!["stats"],
+        vec!["stats", "--json"],
+    ] {
+        let mut full = vec!["--config", c];
+        full.extend(args.iter());
+        let r = settle(url, d, &full);
+        ok(&r);
+        outputs.push((args.join(" "), r.stdout + &r.stderr));
+    }
+    // error messages that carry user input
+    let r = settle(url, d, &["--config", c, "note", "red-1", ""]);
+    outputs.push(("empty note".into(), r.stdout + &r.stderr));
+    let r = settle(
+        url,
+        d,
+        &[
+            "--config",
+            c,
+            "attempt",
+            "--key",
+            "red-1",
+            "--outcome",
+            "ada@example.com",
+        ],
+    );
+    outputs.push(("bad outcome".into(), r.stdout + &r.stderr));
+    let r = settle(
+        url,
+        d,
+        &[
+            "--config",
+            c,
+            "record",
+            "--key",
+            "red-1",
+            "--workflow",
+            "w",
+            "--destination",
+            "crm",
+            "--action",
+            "a",
+            "--payload",
+            "{\"x\": \"ada@example.com\" oops}",
+        ],
+    );
+    outputs.push(("bad payload".into(), r.stdout + &r.stderr));
+    let r = settle(
+        url,
+        d,
+        &[
+            "--config",
+            c,
+            "note",
+            "red-1",
+            "called ada@example.com at +44 7700 900123",
+        ],
+    );
+    ok(&r);
+    let r = settle(url, d, &["--config", c, "show", "red-1"]);
+    outputs.push(("show after note".into(), r.stdout + &r.stderr));
+    outputs.push((
+        "log file".into(),
+        std::fs::read_to_string(d.join("settle.log")).unwrap_or_default(),
+    ));
+    for (what, text) in &outputs {
+        for s in SECRETS {
+            assert!(!text.contains(s), "{s} leaked in {what}: {text}");
+        }
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "raw escape in {what}: {text:?}"
+        );
+    }
+    let show = &outputs[2].1;
+    // in JSON (the payload) as \u001b, in plain text (the error) as \x1b: never raw
+    assert!(
+        show.contains("\\u001b]0;owned\\u0007\\u001b[2J"),
+        "escapes shown escaped: {show}"
+    );
+    assert!(show.contains("\\x1b[31m"), "escapes shown escaped: {show}");
+    assert!(show.contains("[redacted]"));
+}
+
+fn fifty_claims(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(&settle(
+        &db.url,
+        d,
+        &[
+            "record",
+            "--key",
+            "race-1",
+            "--workflow",
+            "w",
+            "--destination",
+            "crm",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+        ],
+    ));
+    ok(&settle(
+        &db.url,
+        d,
+        &["attempt", "--key", "race-1", "--outcome", "unknown"],
+    ));
+    let children: Vec<_> = (0..50)
+        .map(|i| {
+            Command::new(BIN)
+                .args([
+                    "--db",
+                    &db.url,
+                    "--as",
+                    &format!("op{i}"),
+                    "claim",
+                    "race-1",
+                ])
+                .env("SETTLE_LOG_FILE", d.join("settle.log"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut codes = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let code = out.status.code().unwrap_or(-1);
+        if code == 3 {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("is claimed by op"), "{err}");
+        }
+        codes.push(code);
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 3).count(), 49, "{codes:?}");
+}
+
+#[test]
+fn fifty_processes_claim_one_operation_on_sqlite() {
+    fifty_claims(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_processes_claim_one_operation_on_postgres() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    tokio::task::spawn_blocking(move || fifty_claims(&db))
+        .await
+        .unwrap();
+}
+
+#[test]
+fn ingest_reports_lines_and_is_idempotent_through_the_binary() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("events.jsonl");
+    std::fs::write(
+        &file,
+        concat!(
+            r#"{"type":"intent","key":"onb-42-task","workflow":"onboarding","step":"create-task","destination":"projects","action":"create_task","payload":{"title":"Kickoff call"}}"#, "\n",
+            r#"{"type":"attempt","key":"onb-42-task","attempt":1,"outcome":"unknown","error":"read timeout after 30s","http_status":null,"reference":null}"#, "\n",
+            "{\"type\":\"intent\"\n",
+        ),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let r = settle(&db.url, d, &["ingest", f]);
+    assert_eq!(r.code, 2, "a malformed line makes the exit non-zero");
+    assert!(r.stderr.starts_with("line 3: "), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("1 recorded") && r.stdout.contains("1 attempt(s)"),
+        "{}",
+        r.stdout
+    );
+    let before = snapshot(&db.url, d);
+    let r = settle(&db.url, d, &["ingest", f]);
+    assert!(
+        r.stdout.contains("0 recorded") && r.stdout.contains("2 unchanged"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(snapshot(&db.url, d), before);
+    let show = settle(&db.url, d, &["show", "onb-42-task", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(v["state"], "unknown");
+    assert_eq!(v["attempt_log"][0]["error"], "read timeout after 30s");
+    for field in [
+        "key",
+        "state",
+        "workflow",
+        "step",
+        "destination",
+        "action",
+        "created_at",
+        "age_seconds",
+        "attempts",
+        "claimed_by",
+        "reference",
+        "next_step",
+        "payload",
+        "fingerprint",
+        "attempt_log",
+        "history",
+    ] {
+        assert!(v.get(field).is_some(), "show --json has {field}");
+    }
+    let h = &v["history"][0];
+    for field in ["at", "actor", "kind", "from_state", "to_state", "detail"] {
+        assert!(h.get(field).is_some(), "history has {field}");
+    }
+}
