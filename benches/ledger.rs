@@ -1,0 +1,128 @@
+//! `cargo bench --bench ledger`: settle against plain SQL on the same SQLite rows, in one run.
+//!
+//! Seeds SETTLE_BENCH_OPS operations (default 1,000,000), a tenth of them exceptions, and reports
+//! ratios, not absolute times (the machine is shared):
+//!   1. `ingest` throughput vs a plain batched INSERT loop of the same rows (target >= 0.5x);
+//!   2. the console's first page of exceptions, oldest first, vs the same raw SELECT (target <= 1.5x).
+
+use std::time::{Duration, Instant};
+
+use settle::{Config, Ledger, ListFilter};
+use sqlx::sqlite::SqlitePoolOptions;
+
+const PAGE: usize = 50;
+
+fn lines(n: usize) -> String {
+    let mut text = String::with_capacity(n * 220);
+    for i in 0..n {
+        text.push_str(&format!(
+            r#"{{"type":"intent","key":"bench-{i:08}","workflow":"crm-sync","step":"upsert-customer","destination":"crm","action":"upsert_customer","payload":{{"customer":{{"id":{i},"email":"c{i}@example.com","name":"Customer {i}"}},"source":"bench"}}}}"#
+        ));
+        text.push('\n');
+        if i % 10 == 0 {
+            text.push_str(&format!(
+                r#"{{"type":"attempt","key":"bench-{i:08}","attempt":1,"outcome":"unknown","error":"read timeout after 30s"}}"#
+            ));
+            text.push('\n');
+        }
+    }
+    text
+}
+
+/// The rows a plain loader would write: the same operations and attempts, no rules, no audit.
+async fn plain_inserts(url: &str, n: usize) -> Duration {
+    let pool = SqlitePoolOptions::new().max_connections(1).connect(url).await.unwrap();
+    sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await.unwrap();
+    sqlx::query("PRAGMA synchronous = NORMAL").execute(&pool).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis();
+    let start = Instant::now();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let mut tx = pool.begin().await.unwrap();
+        for &i in chunk {
+            let payload = format!(r#"{{"customer":{{"email":"c{i}@example.com","id":{i},"name":"Customer {i}"}},"source":"bench"}}"#);
+            let exception = i % 10 == 0;
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, state, attempts, \
+                 created_at, updated_at, exception_since, next_attempt_at) \
+                 VALUES ($1, 'crm-sync', 'upsert-customer', 'crm', 'upsert_customer', $2, $3, $4, $5, $6, $6, $7, $8) RETURNING id",
+            )
+            .bind(format!("bench-{i:08}"))
+            .bind(payload)
+            .bind(format!("{i:064x}"))
+            .bind(if exception { "unknown" } else { "pending" })
+            .bind(i64::from(exception))
+            .bind(now)
+            .bind(exception.then_some(now))
+            .bind((!exception).then_some(now))
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+            if exception {
+                sqlx::query(
+                    "INSERT INTO attempts (operation_id, n, actor, started_at, finished_at, outcome, error) \
+                     VALUES ($1, 1, 'bench', $2, $2, 'unknown', 'read timeout after 30s')",
+                )
+                .bind(id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            }
+        }
+        tx.commit().await.unwrap();
+    }
+    let took = start.elapsed();
+    pool.close().await;
+    took
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::var("SETTLE_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let ours = format!("sqlite://{}", dir.path().join("ingest.db").display());
+    let plain = format!("sqlite://{}", dir.path().join("plain.db").display());
+    println!("seeding {n} operations, {} exceptions, SQLite", n.div_ceil(10));
+    let text = lines(n);
+
+    // 1. ingest vs plain inserts of the same rows
+    Ledger::open(&plain, Config::default()).await.unwrap().close().await;
+    let plain_took = plain_inserts(&plain, n).await;
+    let ledger = Ledger::open(&ours, Config::default()).await.unwrap();
+    let start = Instant::now();
+    let report = ledger.ingest(text.as_bytes(), "bench").await.unwrap();
+    let ingest_took = start.elapsed();
+    assert_eq!((report.created, report.attempts), (n, n.div_ceil(10)));
+    let rows = (n + n.div_ceil(10)) as f64;
+    let (ingest_rate, plain_rate) = (rows / ingest_took.as_secs_f64(), rows / plain_took.as_secs_f64());
+    println!("ingest         {:>10.0} lines/s   ({:.1} s)", ingest_rate, ingest_took.as_secs_f64());
+    println!("plain INSERT   {:>10.0} rows/s    ({:.1} s)", plain_rate, plain_took.as_secs_f64());
+    println!("ratio          {:.2}x of plain (target >= 0.50x)", ingest_rate / plain_rate);
+
+    // 2. the console's first page of exceptions vs the same raw SELECT
+    let pool = SqlitePoolOptions::new().max_connections(1).connect(&ours).await.unwrap();
+    let now = chrono::Utc::now().timestamp_millis() + 1000;
+    let raw_sql = "SELECT * FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
+                   ORDER BY exception_since, id LIMIT $2";
+    let (mut ours_t, mut raw_t) = (Vec::new(), Vec::new());
+    for _ in 0..50 {
+        let t = Instant::now();
+        let page = ledger.list(&ListFilter::default(), "bench", None, PAGE).await.unwrap();
+        ours_t.push(t.elapsed());
+        assert_eq!(page.items.len(), PAGE);
+        let t = Instant::now();
+        let rows = sqlx::query(raw_sql).bind(now).bind(PAGE as i64).fetch_all(&pool).await.unwrap();
+        raw_t.push(t.elapsed());
+        assert_eq!(rows.len(), PAGE);
+    }
+    let (o, r) = (median(ours_t), median(raw_t));
+    println!("first page     {:>8.2} ms (settle list, redacted, with safe next steps)", o.as_secs_f64() * 1e3);
+    println!("raw SELECT     {:>8.2} ms", r.as_secs_f64() * 1e3);
+    println!("ratio          {:.2}x of raw (target <= 1.50x)", o.as_secs_f64() / r.as_secs_f64());
+    ledger.close().await;
+}
