@@ -1,6 +1,6 @@
 //! Reading the ledger: keyset-paginated lists, one operation in full, totals. All redacted.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -54,14 +54,6 @@ impl Ledger {
             .map_err(|e| self.store.err(e))
     }
 
-    async fn paused_set(&self, conn: &mut sqlx::AnyConnection) -> Result<HashSet<String>> {
-        Ok(store::paused_workflows(conn)
-            .await?
-            .into_iter()
-            .map(|w| w.name)
-            .collect())
-    }
-
     /// One page of operations, `limit` rows after `after` (a cursor from a previous page).
     pub async fn list(
         &self,
@@ -105,23 +97,16 @@ impl Ledger {
         };
         let mut conn = self.read_conn().await?;
         let rows = store::list_ops(&mut conn, &query).await?;
-        let paused = self.paused_set(&mut conn).await?;
         let full = rows.len() >= limit.max(1);
         let mut items: Vec<OperationView> = rows
             .into_iter()
-            .map(|(id, op)| {
+            .map(|(id, op, paused)| {
                 let order = if exceptions_only {
                     op.exception_since.unwrap_or(op.created_at)
                 } else {
                     op.created_at
                 };
-                self.view(
-                    &op,
-                    (ms(order), id),
-                    viewer,
-                    paused.contains(&op.workflow),
-                    now,
-                )
+                self.view(&op, (ms(order), id), viewer, paused, now)
             })
             .collect();
         let next = if full {
