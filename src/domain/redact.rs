@@ -165,38 +165,92 @@ impl Redactor {
     ) -> OperationRedaction {
         let mut value: Value =
             serde_json::from_str(payload).unwrap_or_else(|_| Value::String(payload.to_string()));
-        let paths: Vec<&FieldPath> = self
-            .rules
+        let paths = self.paths(destination, action);
+        let mut secrets = Vec::new();
+        redact_value(&mut value, &mut Vec::new(), &paths, &mut secrets);
+        OperationRedaction {
+            payload: value,
+            secrets: tidy(secrets),
+        }
+    }
+
+    /// Only what is needed to redact an operation's free texts, without building its redacted
+    /// payload: what a list row needs (`payload` is left `null`).
+    pub fn scrubber(&self, destination: &str, action: &str, payload: &str) -> OperationRedaction {
+        let value: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
+        let paths = self.paths(destination, action);
+        let mut secrets = Vec::new();
+        collect_secrets(&value, &mut Vec::new(), &paths, &mut secrets);
+        OperationRedaction {
+            payload: Value::Null,
+            secrets: tidy(secrets),
+        }
+    }
+
+    fn paths(&self, destination: &str, action: &str) -> Vec<&FieldPath> {
+        self.rules
             .iter()
             .filter(|(d, a, _)| {
                 d.as_deref().is_none_or(|d| d == destination)
                     && a.as_deref().is_none_or(|a| a == action)
             })
             .flat_map(|(_, _, p)| p.iter())
-            .collect();
-        let mut secrets = Vec::new();
-        redact_value(&mut value, &mut Vec::new(), &paths, &mut secrets);
-        secrets.retain(|s| s.len() >= MIN_SCRUB_LEN);
-        // Longest first, so a secret that contains another is removed whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        OperationRedaction {
-            payload: value,
-            secrets,
+            .collect()
+    }
+}
+
+fn tidy(mut secrets: Vec<String>) -> Vec<String> {
+    secrets.retain(|s| s.len() >= MIN_SCRUB_LEN);
+    // Longest first, so a secret that contains another is removed whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    secrets
+}
+
+/// The values `redact_value` would remove, without rebuilding the value.
+fn collect_secrets(
+    v: &Value,
+    path: &mut Vec<PathSeg>,
+    rules: &[&FieldPath],
+    out: &mut Vec<String>,
+) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                path.push(PathSeg::Key(k.clone()));
+                if sensitive_key(k) || rules.iter().any(|r| r.matches(path)) {
+                    collect_leaves(child, out);
+                } else {
+                    collect_secrets(child, path, rules, out);
+                }
+                path.pop();
+            }
         }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                path.push(PathSeg::Index(i));
+                if rules.iter().any(|r| r.matches(path)) {
+                    collect_leaves(child, out);
+                } else {
+                    collect_secrets(child, path, rules, out);
+                }
+                path.pop();
+            }
+        }
+        _ => {}
     }
 }
 
 impl OperationRedaction {
     /// Redacts a free text that belongs to this operation (error, reference, note, reply).
     pub fn text(&self, text: &str) -> String {
-        let mut out = redact_text(text);
+        let mut out = redact_cow(text);
         for s in &self.secrets {
             if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), REDACTED);
+                out = Cow::Owned(out.replace(s.as_str(), REDACTED));
             }
         }
-        out
+        out.into_owned()
     }
 
     /// Redacts every string inside a JSON value (an event's detail), including this operation's secrets.
@@ -273,6 +327,10 @@ fn redact_value(
 
 /// Replaces every sensitive value pattern in a free text with `[redacted]`.
 pub fn redact_text(text: &str) -> String {
+    redact_cow(text).into_owned()
+}
+
+fn redact_cow(text: &str) -> Cow<'_, str> {
     // Fast path: every pattern needs a digit, an `@`, a `=`/`:` or the word "bearer".
     let b = text.as_bytes();
     if !b
@@ -280,7 +338,7 @@ pub fn redact_text(text: &str) -> String {
         .any(|c| c.is_ascii_digit() || matches!(c, b'@' | b'=' | b':'))
         && !b.windows(6).any(|w| w.eq_ignore_ascii_case(b"bearer"))
     {
-        return text.to_string();
+        return Cow::Borrowed(text);
     }
     let mut ranges = Vec::new();
     ranges.extend(find_emails(text));
@@ -289,7 +347,7 @@ pub fn redact_text(text: &str) -> String {
     ranges.extend(find_phone_numbers(text));
     ranges.extend(find_secret_pairs(text));
     if ranges.is_empty() {
-        return text.to_string();
+        return Cow::Borrowed(text);
     }
     ranges.sort_by_key(|r| r.start);
     let mut out = String::with_capacity(text.len());
@@ -305,7 +363,7 @@ pub fn redact_text(text: &str) -> String {
         at = r.end;
     }
     out.push_str(&text[at..]);
-    out
+    Cow::Owned(out)
 }
 
 fn is_email_local(b: u8) -> bool {

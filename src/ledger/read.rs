@@ -95,8 +95,7 @@ impl Ledger {
             after,
             limit: limit.max(1) as i64,
         };
-        let mut conn = self.read_conn().await?;
-        let rows = store::list_ops(&mut conn, &query).await?;
+        let rows = store::list_ops(self.store.read_pool(), &query).await?;
         let full = rows.len() >= limit.max(1);
         let mut items: Vec<OperationView> = rows
             .into_iter()
@@ -130,7 +129,7 @@ impl Ledger {
     ) -> OperationView {
         let red = self
             .redactor
-            .for_operation(&op.destination, &op.action, &op.payload);
+            .scrubber(&op.destination, &op.action, &op.payload);
         let policy = self.config.destination(&op.destination);
         let step = safe_next_step(
             op,

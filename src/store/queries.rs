@@ -5,6 +5,7 @@ use sqlx::AnyConnection;
 use sqlx::any::AnyArguments;
 use sqlx::query::Query;
 
+use super::ReadPool;
 use super::rows::*;
 use crate::domain::{Op, Outcome, State};
 use crate::error::{Error, Result};
@@ -394,10 +395,7 @@ enum Arg<'a> {
 
 /// Lists operations with keyset pagination on indexed columns: never the whole table. Each row
 /// comes with whether its workflow is paused (one round trip, not two).
-pub(crate) async fn list_ops(
-    conn: &mut AnyConnection,
-    q: &ListQuery<'_>,
-) -> Result<Vec<(i64, Op, bool)>> {
+pub(crate) async fn list_ops(read: &ReadPool, q: &ListQuery<'_>) -> Result<Vec<(i64, Op, bool)>> {
     let order = if q.exceptions_only {
         "exception_since"
     } else {
@@ -448,19 +446,27 @@ pub(crate) async fn list_ops(
         },
         args.len()
     );
-    let mut query = sqlx::query(&sql);
-    for a in &args {
-        query = match a {
-            Arg::I(v) => query.bind(*v),
-            Arg::S(v) => query.bind(*v),
-        };
+    macro_rules! fetch {
+        ($pool:expr) => {{
+            let mut query = sqlx::query(&sql);
+            for a in &args {
+                query = match a {
+                    Arg::I(v) => query.bind(*v),
+                    Arg::S(v) => query.bind(*v),
+                };
+            }
+            let rows = query.fetch_all($pool).await.map_err(db)?;
+            rows.iter()
+                .map(|r| {
+                    let (id, op) = op_from_row(r)?;
+                    let paused: i64 = get(r, "workflow_paused")?;
+                    Ok((id, op, paused != 0))
+                })
+                .collect()
+        }};
     }
-    let rows = query.fetch_all(conn).await.map_err(db)?;
-    rows.iter()
-        .map(|r| {
-            let (id, op) = op_from_row(r)?;
-            let paused: i64 = sqlx::Row::try_get(r, "workflow_paused").map_err(db)?;
-            Ok((id, op, paused != 0))
-        })
-        .collect()
+    match read {
+        ReadPool::Sqlite(pool) => fetch!(pool),
+        ReadPool::Postgres(pool) => fetch!(pool),
+    }
 }

@@ -25,14 +25,60 @@ fn corrupt(what: &str) -> Error {
     ))
 }
 
-fn get<T>(row: &AnyRow, col: &str) -> Result<T>
-where
-    T: for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
-{
-    row.try_get(col).map_err(|_| corrupt(col))
+/// The two kinds of cell settle stores, read from any backend's row type. (The list query runs
+/// on the backend's own driver, which decodes lazily; everything else goes through `Any`.)
+pub(crate) trait Cells {
+    fn int(&self, col: &str) -> Result<Option<i64>>;
+    fn text(&self, col: &str) -> Result<Option<String>>;
 }
 
-fn get_time(row: &AnyRow, col: &str) -> Result<Option<DateTime<Utc>>> {
+macro_rules! cells {
+    ($($row:ty),*) => {$(
+        impl Cells for $row {
+            fn int(&self, col: &str) -> Result<Option<i64>> {
+                self.try_get::<Option<i64>, _>(col).map_err(|_| corrupt(col))
+            }
+            fn text(&self, col: &str) -> Result<Option<String>> {
+                self.try_get::<Option<String>, _>(col).map_err(|_| corrupt(col))
+            }
+        }
+    )*};
+}
+cells!(AnyRow, sqlx::sqlite::SqliteRow, sqlx::postgres::PgRow);
+
+pub(crate) trait FromCell: Sized {
+    fn read(row: &impl Cells, col: &str) -> Result<Self>;
+}
+
+impl FromCell for Option<i64> {
+    fn read(row: &impl Cells, col: &str) -> Result<Self> {
+        row.int(col)
+    }
+}
+
+impl FromCell for i64 {
+    fn read(row: &impl Cells, col: &str) -> Result<Self> {
+        row.int(col)?.ok_or_else(|| corrupt(col))
+    }
+}
+
+impl FromCell for Option<String> {
+    fn read(row: &impl Cells, col: &str) -> Result<Self> {
+        row.text(col)
+    }
+}
+
+impl FromCell for String {
+    fn read(row: &impl Cells, col: &str) -> Result<Self> {
+        row.text(col)?.ok_or_else(|| corrupt(col))
+    }
+}
+
+pub(crate) fn get<T: FromCell>(row: &impl Cells, col: &str) -> Result<T> {
+    T::read(row, col)
+}
+
+fn get_time(row: &impl Cells, col: &str) -> Result<Option<DateTime<Utc>>> {
     Ok(get::<Option<i64>>(row, col)?.map(time))
 }
 
@@ -42,7 +88,7 @@ pub(crate) const OP_COLUMNS: &str = "id, key, workflow, step, destination, actio
     exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version";
 
 /// An operation with its row id.
-pub(crate) fn op_from_row(row: &AnyRow) -> Result<(i64, Op)> {
+pub(crate) fn op_from_row(row: &impl Cells) -> Result<(i64, Op)> {
     let state: String = get(row, "state")?;
     let resolution: Option<String> = get(row, "resolution")?;
     let claim = match (
