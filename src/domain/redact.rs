@@ -177,10 +177,21 @@ impl Redactor {
     /// Only what is needed to redact an operation's free texts, without building its redacted
     /// payload: what a list row needs (`payload` is left `null`).
     pub fn scrubber(&self, destination: &str, action: &str, payload: &str) -> OperationRedaction {
-        let value: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
+        use serde::de::DeserializeSeed;
         let paths = self.paths(destination, action);
         let mut secrets = Vec::new();
-        collect_secrets(&value, &mut Vec::new(), &paths, &mut secrets);
+        let mut path = Vec::new();
+        let seed = Collect {
+            path: &mut path,
+            rules: &paths,
+            out: &mut secrets,
+            sensitive: false,
+        };
+        let mut de = serde_json::Deserializer::from_str(payload);
+        if seed.deserialize(&mut de).is_err() {
+            // not JSON (it always is when settle wrote it): treat the whole text as sensitive
+            secrets = vec![payload.to_string()];
+        }
         OperationRedaction {
             payload: Value::Null,
             secrets: tidy(secrets),
@@ -207,37 +218,93 @@ fn tidy(mut secrets: Vec<String>) -> Vec<String> {
     secrets
 }
 
-/// The values `redact_value` would remove, without rebuilding the value.
-fn collect_secrets(
-    v: &Value,
-    path: &mut Vec<PathSeg>,
-    rules: &[&FieldPath],
-    out: &mut Vec<String>,
-) {
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                path.push(PathSeg::Key(k.clone()));
-                if sensitive_key(k) || rules.iter().any(|r| r.matches(path)) {
-                    collect_leaves(child, out);
-                } else {
-                    collect_secrets(child, path, rules, out);
-                }
-                path.pop();
-            }
+/// Walks a JSON text collecting the values `redact_value` would remove, without building a
+/// `Value`: a list row needs only these, and parsing into maps cost more than the query.
+struct Collect<'a, 'r> {
+    path: &'a mut Vec<PathSeg>,
+    rules: &'a [&'r FieldPath],
+    out: &'a mut Vec<String>,
+    sensitive: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Collect<'_, '_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Collect<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        if self.sensitive {
+            self.out.push(v.to_string());
         }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                path.push(PathSeg::Index(i));
-                if rules.iter().any(|r| r.matches(path)) {
-                    collect_leaves(child, out);
-                } else {
-                    collect_secrets(child, path, rules, out);
-                }
-                path.pop();
-            }
+        Ok(())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        if self.sensitive {
+            self.out.push(v.to_string());
         }
-        _ => {}
+        Ok(())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        if self.sensitive {
+            self.out.push(v.to_string());
+        }
+        Ok(())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        if self.sensitive {
+            self.out.push(v.to_string());
+        }
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            self.path.push(PathSeg::Key(k.into_owned()));
+            let sensitive = self.sensitive
+                || matches!(self.path.last(), Some(PathSeg::Key(k)) if sensitive_key(k))
+                || self.rules.iter().any(|r| r.matches(self.path));
+            map.next_value_seed(Collect {
+                path: &mut *self.path,
+                rules: self.rules,
+                out: &mut *self.out,
+                sensitive,
+            })?;
+            self.path.pop();
+        }
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        loop {
+            self.path.push(PathSeg::Index(i));
+            let sensitive = self.sensitive || self.rules.iter().any(|r| r.matches(self.path));
+            let more = seq
+                .next_element_seed(Collect {
+                    path: &mut *self.path,
+                    rules: self.rules,
+                    out: &mut *self.out,
+                    sensitive,
+                })?
+                .is_some();
+            self.path.pop();
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
     }
 }
 
@@ -702,6 +769,26 @@ mod tests {
         // other destinations do not get crm's configured paths
         let other = r.for_operation("projects", "create_task", &payload);
         assert_eq!(other.payload["customer"]["name"], "Zebulon Quixote");
+    }
+
+    #[test]
+    fn the_list_scrubber_finds_what_full_redaction_removes() {
+        let rules = [FieldRule {
+            destination: None,
+            action: None,
+            fields: vec!["items[*].address".into(), "a.b".into()],
+        }];
+        let r = Redactor::new(&rules).unwrap();
+        let payload = json!({"a": {"b": "Zebulon Quixote", "c": "kept"}, "items": [{"address": "1 Main St"}],
+            "contact": {"email": "ada@example.com", "phone": 447700900123_u64}, "list": [{"token": ["t0k3n-secret"]}]}).to_string();
+        let text =
+            "Zebulon Quixote at 1 Main St, ada@example.com, 447700900123, t0k3n-secret, kept";
+        let full = r.for_operation("d", "a", &payload).text(text);
+        assert_eq!(r.scrubber("d", "a", &payload).text(text), full);
+        assert_eq!(
+            full,
+            "[redacted] at [redacted], [redacted], [redacted], [redacted], kept"
+        );
     }
 
     #[test]

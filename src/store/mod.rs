@@ -141,6 +141,8 @@ impl Store {
                 ReadPool::Sqlite(
                     sqlx::sqlite::SqlitePoolOptions::new()
                         .max_connections(2)
+                        // a local file needs no ping before each page
+                        .test_before_acquire(false)
                         .acquire_timeout(Duration::from_secs(5))
                         .connect_lazy_with(options),
                 )

@@ -28,18 +28,49 @@ fn corrupt(what: &str) -> Error {
 /// The two kinds of cell settle stores, read from any backend's row type. (The list query runs
 /// on the backend's own driver, which decodes lazily; everything else goes through `Any`.)
 pub(crate) trait Cells {
-    fn int(&self, col: &str) -> Result<Option<i64>>;
-    fn text(&self, col: &str) -> Result<Option<String>>;
+    fn int(&self, col: Col) -> Result<Option<i64>>;
+    fn text(&self, col: Col) -> Result<Option<String>>;
+}
+
+/// A column by name, or by position (for the operation columns, read on every list row: a
+/// lookup by name hashes the name each time).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Col {
+    Name(&'static str),
+    At(usize),
+}
+
+impl From<&'static str> for Col {
+    fn from(name: &'static str) -> Col {
+        Col::Name(name)
+    }
+}
+
+impl Col {
+    fn name(self) -> &'static str {
+        match self {
+            Col::Name(n) => n,
+            Col::At(i) => OP_COLUMN_NAMES.get(i).copied().unwrap_or("?"),
+        }
+    }
 }
 
 macro_rules! cells {
     ($($row:ty),*) => {$(
         impl Cells for $row {
-            fn int(&self, col: &str) -> Result<Option<i64>> {
-                self.try_get::<Option<i64>, _>(col).map_err(|_| corrupt(col))
+            fn int(&self, col: Col) -> Result<Option<i64>> {
+                match col {
+                    Col::Name(n) => self.try_get::<Option<i64>, _>(n),
+                    Col::At(i) => self.try_get::<Option<i64>, _>(i),
+                }
+                .map_err(|_| corrupt(col.name()))
             }
-            fn text(&self, col: &str) -> Result<Option<String>> {
-                self.try_get::<Option<String>, _>(col).map_err(|_| corrupt(col))
+            fn text(&self, col: Col) -> Result<Option<String>> {
+                match col {
+                    Col::Name(n) => self.try_get::<Option<String>, _>(n),
+                    Col::At(i) => self.try_get::<Option<String>, _>(i),
+                }
+                .map_err(|_| corrupt(col.name()))
             }
         }
     )*};
@@ -47,38 +78,38 @@ macro_rules! cells {
 cells!(AnyRow, sqlx::sqlite::SqliteRow, sqlx::postgres::PgRow);
 
 pub(crate) trait FromCell: Sized {
-    fn read(row: &impl Cells, col: &str) -> Result<Self>;
+    fn read(row: &impl Cells, col: Col) -> Result<Self>;
 }
 
 impl FromCell for Option<i64> {
-    fn read(row: &impl Cells, col: &str) -> Result<Self> {
+    fn read(row: &impl Cells, col: Col) -> Result<Self> {
         row.int(col)
     }
 }
 
 impl FromCell for i64 {
-    fn read(row: &impl Cells, col: &str) -> Result<Self> {
-        row.int(col)?.ok_or_else(|| corrupt(col))
+    fn read(row: &impl Cells, col: Col) -> Result<Self> {
+        row.int(col)?.ok_or_else(|| corrupt(col.name()))
     }
 }
 
 impl FromCell for Option<String> {
-    fn read(row: &impl Cells, col: &str) -> Result<Self> {
+    fn read(row: &impl Cells, col: Col) -> Result<Self> {
         row.text(col)
     }
 }
 
 impl FromCell for String {
-    fn read(row: &impl Cells, col: &str) -> Result<Self> {
-        row.text(col)?.ok_or_else(|| corrupt(col))
+    fn read(row: &impl Cells, col: Col) -> Result<Self> {
+        row.text(col)?.ok_or_else(|| corrupt(col.name()))
     }
 }
 
-pub(crate) fn get<T: FromCell>(row: &impl Cells, col: &str) -> Result<T> {
-    T::read(row, col)
+pub(crate) fn get<T: FromCell>(row: &impl Cells, col: impl Into<Col>) -> Result<T> {
+    T::read(row, col.into())
 }
 
-fn get_time(row: &impl Cells, col: &str) -> Result<Option<DateTime<Utc>>> {
+fn get_time(row: &impl Cells, col: impl Into<Col>) -> Result<Option<DateTime<Utc>>> {
     Ok(get::<Option<i64>>(row, col)?.map(time))
 }
 
@@ -87,49 +118,107 @@ pub(crate) const OP_COLUMNS: &str = "id, key, workflow, step, destination, actio
     first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, created_at, updated_at, \
     exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version";
 
+const OP_COLUMN_NAMES: [&str; 29] = [
+    "id",
+    "key",
+    "workflow",
+    "step",
+    "destination",
+    "action",
+    "payload",
+    "fingerprint",
+    "conflicting_payload",
+    "conflicting_fingerprint",
+    "state",
+    "reason",
+    "attempts",
+    "budget_start",
+    "ambiguous",
+    "first_sent_at",
+    "attempt_started_at",
+    "next_attempt_at",
+    "reference",
+    "last_error",
+    "created_at",
+    "updated_at",
+    "exception_since",
+    "claimed_by",
+    "claimed_at",
+    "claim_expires_at",
+    "resolution",
+    "superseded_by",
+    "version",
+];
+
+/// The position of an operation column in `OP_COLUMNS`, found at compile time.
+const fn op_index(name: &str) -> usize {
+    let mut i = 0;
+    while i < OP_COLUMN_NAMES.len() {
+        let (a, b) = (OP_COLUMN_NAMES[i].as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("not an operation column")
+}
+
+macro_rules! op_col {
+    ($name:literal) => {{
+        const I: usize = op_index($name);
+        Col::At(I)
+    }};
+}
+
 /// An operation with its row id.
 pub(crate) fn op_from_row(row: &impl Cells) -> Result<(i64, Op)> {
-    let state: String = get(row, "state")?;
-    let resolution: Option<String> = get(row, "resolution")?;
+    let state: String = get(row, op_col!("state"))?;
+    let resolution: Option<String> = get(row, op_col!("resolution"))?;
     let claim = match (
-        get::<Option<String>>(row, "claimed_by")?,
-        get_time(row, "claimed_at")?,
-        get_time(row, "claim_expires_at")?,
+        get::<Option<String>>(row, op_col!("claimed_by"))?,
+        get_time(row, op_col!("claimed_at"))?,
+        get_time(row, op_col!("claim_expires_at"))?,
     ) {
         (Some(by), Some(since), Some(expires)) => Some(Claim { by, since, expires }),
         _ => None,
     };
     let op = Op {
-        key: get(row, "key")?,
-        workflow: get(row, "workflow")?,
-        step: get(row, "step")?,
-        destination: get(row, "destination")?,
-        action: get(row, "action")?,
-        payload: get(row, "payload")?,
-        fingerprint: get(row, "fingerprint")?,
-        conflicting_payload: get(row, "conflicting_payload")?,
-        conflicting_fingerprint: get(row, "conflicting_fingerprint")?,
+        key: get(row, op_col!("key"))?,
+        workflow: get(row, op_col!("workflow"))?,
+        step: get(row, op_col!("step"))?,
+        destination: get(row, op_col!("destination"))?,
+        action: get(row, op_col!("action"))?,
+        payload: get(row, op_col!("payload"))?,
+        fingerprint: get(row, op_col!("fingerprint"))?,
+        conflicting_payload: get(row, op_col!("conflicting_payload"))?,
+        conflicting_fingerprint: get(row, op_col!("conflicting_fingerprint"))?,
         state: State::parse(&state).map_err(|_| corrupt("state"))?,
-        reason: get(row, "reason")?,
-        attempts: get::<i64>(row, "attempts")? as u32,
-        budget_start: get::<i64>(row, "budget_start")? as u32,
-        ambiguous: get::<i64>(row, "ambiguous")? != 0,
-        first_sent_at: get_time(row, "first_sent_at")?,
-        attempt_started_at: get_time(row, "attempt_started_at")?,
-        next_attempt_at: get_time(row, "next_attempt_at")?,
-        reference: get(row, "reference")?,
-        last_error: get(row, "last_error")?,
-        created_at: time(get(row, "created_at")?),
-        updated_at: time(get(row, "updated_at")?),
-        exception_since: get_time(row, "exception_since")?,
+        reason: get(row, op_col!("reason"))?,
+        attempts: get::<i64>(row, op_col!("attempts"))? as u32,
+        budget_start: get::<i64>(row, op_col!("budget_start"))? as u32,
+        ambiguous: get::<i64>(row, op_col!("ambiguous"))? != 0,
+        first_sent_at: get_time(row, op_col!("first_sent_at"))?,
+        attempt_started_at: get_time(row, op_col!("attempt_started_at"))?,
+        next_attempt_at: get_time(row, op_col!("next_attempt_at"))?,
+        reference: get(row, op_col!("reference"))?,
+        last_error: get(row, op_col!("last_error"))?,
+        created_at: time(get(row, op_col!("created_at"))?),
+        updated_at: time(get(row, op_col!("updated_at"))?),
+        exception_since: get_time(row, op_col!("exception_since"))?,
         claim,
         resolution: resolution
             .map(|r| Resolution::parse(&r).map_err(|_| corrupt("resolution")))
             .transpose()?,
-        superseded_by: get(row, "superseded_by")?,
-        version: get(row, "version")?,
+        superseded_by: get(row, op_col!("superseded_by"))?,
+        version: get(row, op_col!("version"))?,
     };
-    Ok((get(row, "id")?, op))
+    Ok((get(row, op_col!("id"))?, op))
 }
 
 /// One attempt as stored (error and reference still raw: the ledger redacts them).
