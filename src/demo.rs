@@ -257,6 +257,7 @@ pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Resu
         }
     }
     let clock = Arc::new(Mutex::new(Utc::now()));
+    let live_config = config.clone();
     let ledger = {
         let c = clock.clone();
         Ledger::open(url, config)
@@ -279,10 +280,20 @@ pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Resu
             ledger.database()
         );
     }
+    // From here on the real clock: the week is written, the console shows it live.
+    ledger.close().await;
+    let ledger = Ledger::open(url, live_config).await?;
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+        let result = crate::console::run(ledger.clone(), operator).await;
+        ledger.close().await;
+        return result.map(|()| 0);
+    }
+    // Not a terminal (a script, CI): the totals instead of the console.
     let stats = Ledger::stats(&ledger).await?;
     crate::cli::print_stats(&stats);
     say!(
-        "\nThe console is not built yet. Browse the demo with its redaction rules:\n  settle --db {} --config assets/settle.toml list",
+        "\nOpen the console on it: settle --db {}",
         ledger.database()
     );
     ledger.close().await;

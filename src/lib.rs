@@ -17,6 +17,7 @@ macro_rules! say {
 
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod domain;
 pub mod error;

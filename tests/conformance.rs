@@ -488,7 +488,7 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
     let mut seen = Vec::new();
     let mut after = None;
     loop {
-        let Page { items, next } = l.list(&ListFilter::default(), "t", after, 4).await.unwrap();
+        let Page { items, next, .. } = l.list(&ListFilter::default(), "t", after, 4).await.unwrap();
         seen.extend(items.iter().map(|v| v.key.clone()));
         match next {
             Some(c) => after = Some(c),

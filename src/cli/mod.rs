@@ -230,10 +230,10 @@ async fn execute(cli: Cli) -> Result<i32> {
     crate::logging::init(&config);
     let actor = operator(&cli);
     let Some(command) = &cli.command else {
-        say!(
-            "The console is not built yet. Try: settle list, settle show KEY, settle stats (settle --help for all)."
-        );
-        return Ok(0);
+        let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+        let result = crate::console::run(ledger.clone(), &actor).await;
+        ledger.close().await;
+        return result.map(|()| 0);
     };
     if let Cmd::Demo { reset } = command {
         let url = database_url(&cli, &Config::default(), crate::demo::DEMO_DATABASE);
@@ -340,6 +340,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                     .map(parse_duration)
                     .transpose()
                     .map_err(invalid)?,
+                ..Default::default()
             };
             output::list(ledger, &filter, actor, *json).await?;
         }

@@ -23,8 +23,9 @@ use crate::domain::{
 use crate::error::{Error, Result};
 use crate::store::{self, AttemptWrite, NewEvent, Store};
 
+pub use crate::store::Cursor;
 pub use ingest::{IngestProblem, IngestReport};
-pub use read::{ListFilter, Page, Scope};
+pub use read::{ListFilter, Page, Position, Scope, Sort};
 pub use views::*;
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).

@@ -10,7 +10,7 @@ use super::Ledger;
 use super::views::*;
 use crate::domain::{Op, State, safe_next_step};
 use crate::error::{Error, Result};
-use crate::store::{self, EventRow, ListQuery, ms};
+use crate::store::{self, Cursor, EventRow, ListQuery, ms};
 
 /// Which part of the ledger a list shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,7 +28,45 @@ pub enum Scope {
     Mine,
 }
 
-#[derive(Clone, Debug, Default)]
+/// The order of a list. Every order ends with the time (oldest first) and the id.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sort {
+    #[default]
+    Age,
+    State,
+    Workflow,
+    Destination,
+}
+
+impl Sort {
+    pub const ALL: [Sort; 4] = [Sort::Age, Sort::State, Sort::Workflow, Sort::Destination];
+
+    /// The next order in the cycle of the console's `s` key.
+    pub fn next(self) -> Sort {
+        let i = Sort::ALL.iter().position(|s| *s == self).unwrap_or(0);
+        Sort::ALL[(i + 1) % Sort::ALL.len()]
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Sort::Age => "age",
+            Sort::State => "state",
+            Sort::Workflow => "workflow",
+            Sort::Destination => "destination",
+        }
+    }
+
+    fn column(self) -> Option<&'static str> {
+        match self {
+            Sort::Age => None,
+            Sort::State => Some("state"),
+            Sort::Workflow => Some("workflow"),
+            Sort::Destination => Some("destination"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListFilter {
     pub scope: Scope,
     /// Only this state (the scope's own restriction still applies).
@@ -36,14 +74,34 @@ pub struct ListFilter {
     pub workflow: Option<String>,
     /// Only items whose age is at least this.
     pub older_than: Option<Duration>,
+    /// Text the key, workflow, step, destination, state or (redacted) error must contain.
+    pub text: Option<String>,
+    pub sort: Sort,
 }
 
-/// One page of a list and the cursor of the next (none at the end).
-#[derive(Clone, Debug)]
+/// Where a page starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Position {
+    First,
+    /// This row and those after it.
+    From(Cursor),
+    After(Cursor),
+    Before(Cursor),
+    Last,
+}
+
+/// One page of a list, in order, and whether there is more on either side.
+#[derive(Clone, Debug, Default)]
 pub struct Page {
     pub items: Vec<OperationView>,
-    pub next: Option<(i64, i64)>,
+    pub more_before: bool,
+    pub more_after: bool,
+    /// Where the next page starts (none at the end).
+    pub next: Option<Cursor>,
 }
+
+const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWait];
+const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
 
 impl Ledger {
     async fn read_conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
@@ -59,13 +117,25 @@ impl Ledger {
         &self,
         filter: &ListFilter,
         viewer: &str,
-        after: Option<(i64, i64)>,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page> {
+        let from = after.map_or(Position::First, Position::After);
+        self.page(filter, viewer, &from, limit).await
+    }
+
+    /// One page of operations from `position`, in the filter's order. Only that page is read:
+    /// keyset pagination on indexed columns, never the whole queue.
+    pub async fn page(
+        &self,
+        filter: &ListFilter,
+        viewer: &str,
+        position: &Position,
         limit: usize,
     ) -> Result<Page> {
         let now = self.now();
+        let limit = limit.max(1);
         let cutoff = |d: Duration| now - TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
-        const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWait];
-        const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
         let mut states: Vec<State> = match filter.scope {
             Scope::InProgress => IN_PROGRESS.to_vec(),
             Scope::Closed => CLOSED.to_vec(),
@@ -73,10 +143,7 @@ impl Ledger {
         };
         if let Some(s) = filter.state {
             if !states.is_empty() && !states.contains(&s) {
-                return Ok(Page {
-                    items: Vec::new(),
-                    next: None,
-                });
+                return Ok(Page::default());
             }
             states = vec![s];
         }
@@ -86,43 +153,98 @@ impl Ledger {
             (false, Some(d)) => Some(cutoff(d)),
             (false, None) => None,
         };
+        let text = filter
+            .text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_lowercase);
+        let (from, backwards, inclusive) = match position {
+            Position::First => (None, false, false),
+            Position::From(c) => (Some(c), false, true),
+            Position::After(c) => (Some(c), false, false),
+            Position::Before(c) => (Some(c), true, false),
+            Position::Last => (None, true, false),
+        };
         let query = ListQuery {
             exceptions_only,
             states: &states,
             workflow: filter.workflow.as_deref(),
             claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
             not_after,
-            after,
-            limit: limit.max(1) as i64,
+            group_by: filter.sort.column(),
+            text: text.as_deref(),
+            from,
+            inclusive,
+            backwards,
+            limit: limit as i64,
         };
-        let rows = store::list_ops(self.store.read_pool(), &query).await?;
-        let full = rows.len() >= limit.max(1);
+        let mut rows = store::list_ops(self.store.read_pool(), &query).await?;
+        let full = rows.len() >= limit;
+        if backwards {
+            rows.reverse();
+        }
         let mut items: Vec<OperationView> = rows
             .into_iter()
             .map(|(id, op, paused)| {
-                let order = if exceptions_only {
+                let at = if exceptions_only {
                     op.exception_since.unwrap_or(op.created_at)
                 } else {
                     op.created_at
                 };
-                self.view(&op, (ms(order), id), viewer, paused, now)
+                let group = match filter.sort {
+                    Sort::Age => None,
+                    Sort::State => Some(op.state.as_str().to_string()),
+                    Sort::Workflow => Some(op.workflow.clone()),
+                    Sort::Destination => Some(op.destination.clone()),
+                };
+                self.view(
+                    &op,
+                    Cursor {
+                        group,
+                        at: ms(at),
+                        id,
+                    },
+                    viewer,
+                    paused,
+                    now,
+                )
             })
             .collect();
-        let next = if full {
-            items.last().map(|v| v.cursor)
+        let next = if full || backwards {
+            items.last().map(|v| v.cursor.clone())
         } else {
             None
         };
+        let (more_before, more_after) = if backwards {
+            (full, matches!(position, Position::Before(_)))
+        } else {
+            (
+                matches!(position, Position::After(_) | Position::From(_)),
+                full,
+            )
+        };
+        let next = if more_after { next } else { None };
         if filter.scope == Scope::Mine {
             items.retain(|v| v.claimed_by.as_deref() == Some(viewer));
         }
-        Ok(Page { items, next })
+        if let Some(t) = &text {
+            // The database matched raw text; a match found only inside a redacted value must not
+            // show (it would tell the typist the secret is there).
+            items.retain(|v| view_matches(v, t));
+        }
+        Ok(Page {
+            items,
+            more_before,
+            more_after,
+            next,
+        })
     }
 
     pub(crate) fn view(
         &self,
         op: &Op,
-        cursor: (i64, i64),
+        cursor: Cursor,
         viewer: &str,
         paused: bool,
         now: DateTime<Utc>,
@@ -196,7 +318,17 @@ impl Ledger {
         });
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         Ok(OperationDetail {
-            op: self.view(&op, (ms(op.created_at), id), viewer, paused, now),
+            op: self.view(
+                &op,
+                Cursor {
+                    group: None,
+                    at: ms(op.created_at),
+                    id,
+                },
+                viewer,
+                paused,
+                now,
+            ),
             payload: red.payload.clone(),
             fingerprint: op.fingerprint.clone(),
             conflicting_payload: conflicting,
@@ -254,6 +386,36 @@ impl Ledger {
             .collect())
     }
 
+    /// How many live claims `who` holds (the console's "Mine" count).
+    pub async fn count_mine(&self, who: &str) -> Result<i64> {
+        let mut conn = self.read_conn().await?;
+        store::count_live_claims(&mut conn, who, self.now()).await
+    }
+
+    /// The newest audit events across the ledger, newest first, redacted (the activity feed).
+    pub async fn activity(&self, limit: usize) -> Result<Vec<EventView>> {
+        let mut conn = self.read_conn().await?;
+        let rows = store::recent_events(&mut conn, limit as i64).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(e, op)| match op {
+                Some((key, dest, action, payload)) => {
+                    let red = self.redactor.scrubber(&dest, &action, &payload);
+                    event_view(e, &|v| red.json(v), Some(key))
+                }
+                None => event_view(
+                    e,
+                    &|v| {
+                        crate::domain::Redactor::default()
+                            .scrubber("", "", "null")
+                            .json(v)
+                    },
+                    None,
+                ),
+            })
+            .collect())
+    }
+
     /// The id of the newest audit event: cheap to poll for "has anything changed?".
     pub async fn latest_event_id(&self) -> Result<i64> {
         let mut conn = self.read_conn().await?;
@@ -273,4 +435,15 @@ fn event_view(e: EventRow, redact: &dyn Fn(&Value) -> Value, subject: Option<Str
         detail: redact(&detail),
         subject: subject.or(e.workflow),
     }
+}
+
+/// Whether a (redacted) row contains the filter text, as the console shows it.
+fn view_matches(v: &OperationView, text: &str) -> bool {
+    let has = |s: &str| s.to_lowercase().contains(text);
+    has(&v.key)
+        || has(&v.workflow)
+        || has(&v.step)
+        || has(&v.destination)
+        || v.state.as_str().contains(text)
+        || v.last_error.as_deref().is_some_and(has)
 }

@@ -37,7 +37,7 @@ pub struct OperationView {
     pub workflow_paused: bool,
     /// Where the next page starts after this row.
     #[serde(skip)]
-    pub cursor: (i64, i64),
+    pub cursor: crate::store::Cursor,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -18,6 +18,7 @@ use sqlx::{Any, AnyPool, Transaction};
 use crate::error::{Error, Result};
 
 pub use migrate::SCHEMA_VERSION;
+pub use queries::Cursor;
 pub(crate) use queries::*;
 pub(crate) use rows::*;
 

@@ -373,7 +373,15 @@ pub(crate) async fn stuck_keys(
     .map_err(db)
 }
 
-/// Which operations a listing shows, and where its page starts.
+/// A keyset position: the sort column's value (when sorting by one), the ordering time, the id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    pub group: Option<String>,
+    pub at: i64,
+    pub id: i64,
+}
+
+/// Which operations a listing shows, in which order, and where its page starts.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ListQuery<'a> {
     /// Only exceptions, ordered by when they became one; otherwise by creation.
@@ -383,20 +391,29 @@ pub(crate) struct ListQuery<'a> {
     pub claimed_by: Option<&'a str>,
     /// Only rows whose ordering time is at or before this.
     pub not_after: Option<DateTime<Utc>>,
-    /// Keyset cursor: (ordering time in ms, id) of the last row already shown.
-    pub after: Option<(i64, i64)>,
+    /// Sort first by this column (`state`, `workflow`, `destination`), then by time and id.
+    pub group_by: Option<&'static str>,
+    /// Lowercase text that the key, workflow, step, destination, state or error must contain.
+    pub text: Option<&'a str>,
+    /// Rows strictly after (or, `backwards`, strictly before) this position.
+    pub from: Option<&'a Cursor>,
+    /// Include the row at `from` itself.
+    pub inclusive: bool,
+    /// Walk the order backwards (the rows come back nearest first).
+    pub backwards: bool,
     pub limit: i64,
 }
 
 enum Arg<'a> {
     I(i64),
     S(&'a str),
+    Owned(String),
 }
 
 /// Lists operations with keyset pagination on indexed columns: never the whole table. Each row
 /// comes with whether its workflow is paused (one round trip, not two).
 pub(crate) async fn list_ops(read: &ReadPool, q: &ListQuery<'_>) -> Result<Vec<(i64, Op, bool)>> {
-    let order = if q.exceptions_only {
+    let time = if q.exceptions_only {
         "exception_since"
     } else {
         "created_at"
@@ -408,7 +425,7 @@ pub(crate) async fn list_ops(read: &ReadPool, q: &ListQuery<'_>) -> Result<Vec<(
     }
     if let Some(t) = q.not_after {
         args.push(Arg::I(ms(t)));
-        cond.push(format!("{order} <= ${}", args.len()));
+        cond.push(format!("{time} <= ${}", args.len()));
     }
     if !q.states.is_empty() {
         let mut marks = Vec::new();
@@ -426,24 +443,59 @@ pub(crate) async fn list_ops(read: &ReadPool, q: &ListQuery<'_>) -> Result<Vec<(
         args.push(Arg::S(c));
         cond.push(format!("claimed_by = ${}", args.len()));
     }
-    if let Some((t, id)) = q.after {
-        args.push(Arg::I(t));
-        args.push(Arg::I(id));
+    if let Some(text) = q.text.filter(|t| !t.is_empty()) {
+        let escaped: String = text
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        args.push(Arg::Owned(format!("%{escaped}%")));
+        let n = args.len();
         cond.push(format!(
-            "({order}, id) > (${}, ${})",
-            args.len() - 1,
-            args.len()
+            "(LOWER(key) LIKE ${n} ESCAPE '\\' OR LOWER(workflow) LIKE ${n} ESCAPE '\\' \
+             OR LOWER(step) LIKE ${n} ESCAPE '\\' OR LOWER(destination) LIKE ${n} ESCAPE '\\' \
+             OR state LIKE ${n} ESCAPE '\\' OR LOWER(COALESCE(last_error, '')) LIKE ${n} ESCAPE '\\')"
         ));
     }
+    let columns = match q.group_by {
+        Some(g) => format!("{g}, {time}, id"),
+        None => format!("{time}, id"),
+    };
+    if let Some(c) = q.from {
+        let mut marks = Vec::new();
+        if q.group_by.is_some() {
+            args.push(Arg::Owned(c.group.clone().unwrap_or_default()));
+            marks.push(format!("${}", args.len()));
+        }
+        args.push(Arg::I(c.at));
+        marks.push(format!("${}", args.len()));
+        args.push(Arg::I(c.id));
+        marks.push(format!("${}", args.len()));
+        let cmp = match (q.backwards, q.inclusive) {
+            (true, false) => "<",
+            (true, true) => "<=",
+            (false, false) => ">",
+            (false, true) => ">=",
+        };
+        cond.push(format!("({columns}) {cmp} ({})", marks.join(", ")));
+    }
+    let direction = if q.backwards { " DESC" } else { "" };
+    let order: Vec<String> = columns
+        .split(", ")
+        .map(|c| format!("{c}{direction}"))
+        .collect();
     args.push(Arg::I(q.limit));
     let sql = format!(
         "SELECT {OP_COLUMNS}, COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) \
-         AS workflow_paused FROM operations {} ORDER BY {order}, id LIMIT ${}",
+         AS workflow_paused FROM operations {} ORDER BY {} LIMIT ${}",
         if cond.is_empty() {
             String::new()
         } else {
             format!("WHERE {}", cond.join(" AND "))
         },
+        order.join(", "),
         args.len()
     );
     macro_rules! fetch {
@@ -453,6 +505,7 @@ pub(crate) async fn list_ops(read: &ReadPool, q: &ListQuery<'_>) -> Result<Vec<(
                 query = match a {
                     Arg::I(v) => query.bind(*v),
                     Arg::S(v) => query.bind(*v),
+                    Arg::Owned(v) => query.bind(v.as_str()),
                 };
             }
             let rows = query.fetch_all($pool).await.map_err(db)?;
@@ -469,4 +522,52 @@ pub(crate) async fn list_ops(read: &ReadPool, q: &ListQuery<'_>) -> Result<Vec<(
         ReadPool::Sqlite(pool) => fetch!(pool),
         ReadPool::Postgres(pool) => fetch!(pool),
     }
+}
+
+pub(crate) async fn count_live_claims(
+    conn: &mut AnyConnection,
+    who: &str,
+    now: DateTime<Utc>,
+) -> Result<i64> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM operations WHERE claimed_by = $1 AND claim_expires_at > $2",
+    )
+    .bind(who)
+    .bind(ms(now))
+    .fetch_one(conn)
+    .await
+    .map_err(db)
+}
+
+/// The newest audit events with their operation's key, destination, action and payload (the
+/// payload only to redact the detail).
+pub(crate) async fn recent_events(
+    conn: &mut AnyConnection,
+    limit: i64,
+) -> Result<Vec<(EventRow, Option<(String, String, String, String)>)>> {
+    let rows = sqlx::query(
+        "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
+         o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload \
+         FROM events e LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+    .map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            let e = event_from_row(r)?;
+            let key: Option<String> = get(r, "op_key")?;
+            let op = match key {
+                Some(k) => Some((
+                    k,
+                    get(r, "op_destination")?,
+                    get(r, "op_action")?,
+                    get(r, "op_payload")?,
+                )),
+                None => None,
+            };
+            Ok((e, op))
+        })
+        .collect()
 }

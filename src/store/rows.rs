@@ -234,7 +234,7 @@ pub(crate) struct AttemptRow {
     pub error: Option<String>,
 }
 
-pub(crate) fn attempt_from_row(row: &AnyRow) -> Result<AttemptRow> {
+pub(crate) fn attempt_from_row(row: &impl Cells) -> Result<AttemptRow> {
     let outcome: Option<String> = get(row, "outcome")?;
     Ok(AttemptRow {
         n: get::<i64>(row, "n")? as u32,
@@ -264,7 +264,7 @@ pub(crate) struct EventRow {
     pub detail: String,
 }
 
-pub(crate) fn event_from_row(row: &AnyRow) -> Result<EventRow> {
+pub(crate) fn event_from_row(row: &impl Cells) -> Result<EventRow> {
     Ok(EventRow {
         id: get(row, "id")?,
         operation_id: get(row, "operation_id")?,
@@ -288,7 +288,7 @@ pub(crate) struct WorkflowRow {
     pub version: i64,
 }
 
-pub(crate) fn workflow_from_row(row: &AnyRow) -> Result<WorkflowRow> {
+pub(crate) fn workflow_from_row(row: &impl Cells) -> Result<WorkflowRow> {
     Ok(WorkflowRow {
         name: get(row, "name")?,
         paused: get::<i64>(row, "paused")? != 0,

@@ -1,0 +1,897 @@
+//! The console's state and how keys and results change it. No terminal and no database here:
+//! `update` returns the work to do (`Effect`s), and the event loop runs it in spawned tasks.
+
+use chrono::{DateTime, Utc};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use tui_input::Input;
+use tui_input::backend::crossterm::EventHandler;
+
+use crate::domain::{Resolution, State};
+use crate::ledger::{
+    Cursor, EventView, ListFilter, OperationDetail, OperationView, Page, Position, Scope, Sort,
+    StaffAction, Stats,
+};
+
+/// Rows asked for at a time; the window never holds more than `MAX_ROWS`.
+pub const PAGE: usize = 100;
+const MAX_ROWS: usize = 400;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Exceptions,
+    Mine,
+    InProgress,
+    Closed,
+    Activity,
+}
+
+impl View {
+    pub const ALL: [View; 5] = [
+        View::Exceptions,
+        View::Mine,
+        View::InProgress,
+        View::Closed,
+        View::Activity,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Exceptions => "Exceptions",
+            View::Mine => "Mine",
+            View::InProgress => "In progress",
+            View::Closed => "Closed",
+            View::Activity => "Activity",
+        }
+    }
+
+    fn scope(self) -> Scope {
+        match self {
+            View::Exceptions | View::Activity => Scope::Exceptions,
+            View::Mine => Scope::Mine,
+            View::InProgress => Scope::InProgress,
+            View::Closed => Scope::Closed,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Focus {
+    List,
+    Detail,
+}
+
+/// A staff action being put together, step by step, ending in a confirmation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActionKind {
+    Claim,
+    Release,
+    Reconcile,
+    Retry,
+    Close,
+    Note,
+    Pause,
+    Resume,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FormStep {
+    /// Pick one of these (key, meaning).
+    Choose(Vec<(char, &'static str)>),
+    /// Type a value; `required` refuses an empty one.
+    Text {
+        label: &'static str,
+        required: bool,
+    },
+    Confirm,
+}
+
+#[derive(Clone, Debug)]
+pub struct Form {
+    pub kind: ActionKind,
+    /// The operation's key (or the workflow, for pause and resume).
+    pub target: String,
+    pub step: FormStep,
+    pub input: Input,
+    pub found: Option<bool>,
+    pub resolution: Option<Resolution>,
+    pub reference: Option<String>,
+    pub new_key: Option<String>,
+    pub text: Option<String>,
+    pub hint: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub enum Mode {
+    Normal,
+    Filter,
+    Help,
+    Form(Box<Form>),
+}
+
+/// What the console asks of the database; run in spawned tasks, answered with `Msg`s.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Load a page of the list for request `seq`, placing it as `place` says.
+    Page {
+        seq: u64,
+        filter: ListFilter,
+        position: Position,
+        limit: usize,
+        place: Place,
+    },
+    Detail {
+        key: String,
+    },
+    Header,
+    Activity {
+        seq: u64,
+    },
+    Staff {
+        key: String,
+        action: StaffAction,
+    },
+    Pause {
+        workflow: String,
+        reason: String,
+    },
+    Resume {
+        workflow: String,
+    },
+    Poll,
+    Quit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Replace the window, selecting the row with the same key as before (or index `select`).
+    Replace {
+        select_last: bool,
+    },
+    Append,
+    Prepend,
+}
+
+/// The header's numbers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Header {
+    pub stats: Option<Stats>,
+    pub mine: i64,
+}
+
+#[derive(Debug)]
+pub enum Msg {
+    Key(KeyEvent),
+    Tick,
+    Resized {
+        rows: u16,
+    },
+    Page {
+        seq: u64,
+        place: Place,
+        page: Result<Page, String>,
+    },
+    Detail {
+        key: String,
+        detail: Result<Box<OperationDetail>, String>,
+    },
+    Header(Result<Header, String>),
+    Activity {
+        seq: u64,
+        events: Result<Vec<EventView>, String>,
+    },
+    Acted(Result<String, String>),
+    Polled(Result<i64, String>),
+}
+
+pub struct App {
+    pub database: String,
+    pub operator: String,
+    pub view: View,
+    pub sort: Sort,
+    pub filter: Input,
+    pub focus: Focus,
+    pub mode: Mode,
+    pub rows: Vec<OperationView>,
+    pub selected: usize,
+    pub more_before: bool,
+    pub more_after: bool,
+    pub activity: Vec<EventView>,
+    pub detail: Option<OperationDetail>,
+    pub detail_scroll: u16,
+    pub header: Header,
+    pub status: Option<(String, bool)>,
+    /// The database answered the last poll.
+    pub online: bool,
+    /// A request is out; the spinner turns.
+    pub loading: bool,
+    pub loaded_once: bool,
+    pub spinner: usize,
+    /// Rows of the list that fit on screen (for PgUp/PgDn).
+    pub viewport: usize,
+    pub now: DateTime<Utc>,
+    seq: u64,
+    last_event: Option<i64>,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(database: &str, operator: &str) -> App {
+        App {
+            database: database.into(),
+            operator: operator.into(),
+            view: View::Exceptions,
+            sort: Sort::Age,
+            filter: Input::default(),
+            focus: Focus::List,
+            mode: Mode::Normal,
+            rows: Vec::new(),
+            selected: 0,
+            more_before: false,
+            more_after: false,
+            activity: Vec::new(),
+            detail: None,
+            detail_scroll: 0,
+            header: Header::default(),
+            status: None,
+            online: true,
+            loading: true,
+            loaded_once: false,
+            spinner: 0,
+            viewport: 10,
+            now: Utc::now(),
+            seq: 0,
+            last_event: None,
+            quit: false,
+        }
+    }
+
+    /// The work to do before the first key: the first page, the header.
+    pub fn start(&mut self) -> Vec<Effect> {
+        let mut fx = self.reload(Position::First, false);
+        fx.push(Effect::Header);
+        fx
+    }
+
+    pub fn selected_row(&self) -> Option<&OperationView> {
+        if self.view == View::Activity {
+            return None;
+        }
+        self.rows.get(self.selected)
+    }
+
+    pub fn list_filter(&self) -> ListFilter {
+        let text = self.filter.value().trim();
+        ListFilter {
+            scope: self.view.scope(),
+            text: (!text.is_empty()).then(|| text.to_string()),
+            sort: self.sort,
+            ..Default::default()
+        }
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn reload(&mut self, position: Position, select_last: bool) -> Vec<Effect> {
+        let seq = self.next_seq();
+        self.loading = true;
+        if self.view == View::Activity {
+            return vec![Effect::Activity { seq }];
+        }
+        vec![Effect::Page {
+            seq,
+            filter: self.list_filter(),
+            position,
+            limit: PAGE,
+            place: Place::Replace { select_last },
+        }]
+    }
+
+    /// Reloads the rows on screen where they are (live refresh): the selection stays put.
+    fn refresh(&mut self) -> Vec<Effect> {
+        let position = match self.rows.first() {
+            Some(r) if self.more_before => Position::From(r.cursor.clone()),
+            _ => Position::First,
+        };
+        let seq = self.next_seq();
+        let mut fx = if self.view == View::Activity {
+            vec![Effect::Activity { seq }]
+        } else {
+            let limit = self.rows.len().clamp(PAGE, MAX_ROWS);
+            vec![Effect::Page {
+                seq,
+                filter: self.list_filter(),
+                position,
+                limit,
+                place: Place::Replace { select_last: false },
+            }]
+        };
+        fx.push(Effect::Header);
+        if let Some(k) = self.selected_row().map(|r| r.key.clone()) {
+            fx.push(Effect::Detail { key: k });
+        }
+        fx
+    }
+
+    fn set_status(&mut self, text: impl Into<String>, error: bool) {
+        self.status = Some((text.into(), error));
+    }
+
+    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        match msg {
+            Msg::Key(key) => self.on_key(key),
+            Msg::Tick => {
+                self.spinner = self.spinner.wrapping_add(1);
+                self.now = Utc::now();
+                Vec::new()
+            }
+            Msg::Resized { rows } => {
+                self.viewport = usize::from(rows).max(1);
+                Vec::new()
+            }
+            Msg::Page { seq, place, page } => self.on_page(seq, place, page),
+            Msg::Detail { key, detail } => {
+                if self.selected_row().is_some_and(|r| r.key == key) {
+                    match detail {
+                        Ok(d) => {
+                            if self
+                                .detail
+                                .as_ref()
+                                .is_none_or(|old| old.op.key != d.op.key)
+                            {
+                                self.detail_scroll = 0;
+                            }
+                            self.detail = Some(*d);
+                        }
+                        Err(e) => self.set_status(e, true),
+                    }
+                }
+                Vec::new()
+            }
+            Msg::Header(h) => {
+                match h {
+                    Ok(h) => self.header = h,
+                    Err(e) => self.went_offline(e),
+                }
+                Vec::new()
+            }
+            Msg::Activity { seq, events } => {
+                if seq == self.seq {
+                    self.loading = false;
+                    match events {
+                        Ok(ev) => {
+                            self.activity = ev;
+                            self.selected =
+                                self.selected.min(self.activity.len().saturating_sub(1));
+                            self.loaded_once = true;
+                        }
+                        Err(e) => self.went_offline(e),
+                    }
+                }
+                Vec::new()
+            }
+            Msg::Acted(result) => {
+                match result {
+                    Ok(text) => self.set_status(text, false),
+                    Err(text) => self.set_status(text, true),
+                }
+                self.refresh()
+            }
+            Msg::Polled(result) => match result {
+                Ok(id) => {
+                    let back = !self.online;
+                    self.online = true;
+                    let changed = self.last_event.is_some_and(|old| old != id);
+                    self.last_event = Some(id);
+                    if back {
+                        self.set_status("database reachable again", false);
+                    }
+                    if back || changed {
+                        self.refresh()
+                    } else {
+                        Vec::new()
+                    }
+                }
+                Err(e) => {
+                    self.went_offline(e);
+                    Vec::new()
+                }
+            },
+        }
+    }
+
+    fn went_offline(&mut self, e: String) {
+        self.online = false;
+        self.loading = false;
+        self.set_status(
+            format!("database unreachable: {e} (retrying; actions are off)"),
+            true,
+        );
+    }
+
+    fn on_page(&mut self, seq: u64, place: Place, page: Result<Page, String>) -> Vec<Effect> {
+        if seq != self.seq {
+            return Vec::new(); // a newer request superseded this one
+        }
+        self.loading = false;
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                self.went_offline(e);
+                return Vec::new();
+            }
+        };
+        self.loaded_once = true;
+        let before_key = self.selected_row().map(|r| r.key.clone());
+        match place {
+            Place::Replace { select_last } => {
+                self.rows = page.items;
+                self.more_before = page.more_before;
+                self.more_after = page.more_after;
+                self.selected = if select_last {
+                    self.rows.len().saturating_sub(1)
+                } else {
+                    before_key
+                        .and_then(|k| self.rows.iter().position(|r| r.key == k))
+                        .unwrap_or(self.selected)
+                        .min(self.rows.len().saturating_sub(1))
+                };
+            }
+            Place::Append => {
+                self.more_after = page.more_after;
+                self.rows.extend(page.items);
+                if self.rows.len() > MAX_ROWS {
+                    let drop = self.rows.len() - MAX_ROWS;
+                    self.rows.drain(..drop);
+                    self.selected = self.selected.saturating_sub(drop);
+                    self.more_before = true;
+                }
+            }
+            Place::Prepend => {
+                self.more_before = page.more_before;
+                let added = page.items.len();
+                let mut rows = page.items;
+                rows.append(&mut self.rows);
+                self.rows = rows;
+                self.selected += added;
+                if self.rows.len() > MAX_ROWS {
+                    self.rows.truncate(MAX_ROWS);
+                    self.more_after = true;
+                }
+                self.selected = self
+                    .selected
+                    .saturating_sub(1)
+                    .min(self.rows.len().saturating_sub(1));
+            }
+        }
+        self.after_move()
+    }
+
+    /// After the selection moved: load the detail, and more rows when near an edge.
+    fn after_move(&mut self) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        let key = self.selected_row().map(|r| r.key.clone());
+        match key {
+            Some(k) if self.detail.as_ref().is_none_or(|d| d.op.key != k) => {
+                fx.push(Effect::Detail { key: k })
+            }
+            Some(_) => {}
+            None => self.detail = None,
+        }
+        if self.view != View::Activity && !self.loading {
+            if self.more_after && self.selected + 5 >= self.rows.len() {
+                if let Some(last) = self.rows.last().map(|r| r.cursor.clone()) {
+                    let seq = self.next_seq();
+                    self.loading = true;
+                    fx.push(Effect::Page {
+                        seq,
+                        filter: self.list_filter(),
+                        position: Position::After(last),
+                        limit: PAGE,
+                        place: Place::Append,
+                    });
+                }
+            } else if self.more_before && self.selected == 0 {
+                if let Some(first) = self.rows.first().map(|r| r.cursor.clone()) {
+                    let seq = self.next_seq();
+                    self.loading = true;
+                    fx.push(Effect::Page {
+                        seq,
+                        filter: self.list_filter(),
+                        position: Position::Before(first),
+                        limit: PAGE,
+                        place: Place::Prepend,
+                    });
+                }
+            }
+        }
+        fx
+    }
+
+    fn len(&self) -> usize {
+        if self.view == View::Activity {
+            self.activity.len()
+        } else {
+            self.rows.len()
+        }
+    }
+
+    fn move_by(&mut self, delta: isize) -> Vec<Effect> {
+        let len = self.len();
+        if len == 0 {
+            return Vec::new();
+        }
+        let target = (self.selected as isize + delta).clamp(0, len as isize - 1) as usize;
+        let at_top = self.selected == 0 && delta < 0;
+        self.selected = target;
+        if at_top && self.more_before {
+            return self.after_move();
+        }
+        self.after_move()
+    }
+
+    fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            self.quit = true;
+            return vec![Effect::Quit];
+        }
+        match std::mem::replace(&mut self.mode, Mode::Normal) {
+            Mode::Help => Vec::new(), // any key closes the help
+            Mode::Filter => self.on_filter_key(key),
+            Mode::Form(form) => self.on_form_key(*form, key),
+            Mode::Normal => self.on_normal_key(key),
+        }
+    }
+
+    fn on_filter_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        match key.code {
+            KeyCode::Enter => Vec::new(),
+            KeyCode::Esc => {
+                self.filter.reset();
+                self.reload(Position::First, false)
+            }
+            _ => {
+                self.mode = Mode::Filter;
+                let before = self.filter.value().to_string();
+                self.filter
+                    .handle_event(&ratatui::crossterm::event::Event::Key(key));
+                if self.filter.value() != before {
+                    self.selected = 0;
+                    self.reload(Position::First, false)
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+
+    fn on_normal_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if self.focus == Focus::Detail {
+            match key.code {
+                KeyCode::Char('j') | KeyCode::Down => {
+                    self.detail_scroll = self.detail_scroll.saturating_add(1);
+                    return Vec::new();
+                }
+                KeyCode::Char('k') | KeyCode::Up => {
+                    self.detail_scroll = self.detail_scroll.saturating_sub(1);
+                    return Vec::new();
+                }
+                KeyCode::PageDown => {
+                    self.detail_scroll = self.detail_scroll.saturating_add(self.viewport as u16);
+                    return Vec::new();
+                }
+                KeyCode::PageUp => {
+                    self.detail_scroll = self.detail_scroll.saturating_sub(self.viewport as u16);
+                    return Vec::new();
+                }
+                KeyCode::Char('g') => {
+                    self.detail_scroll = 0;
+                    return Vec::new();
+                }
+                KeyCode::Esc | KeyCode::Tab | KeyCode::Enter => {
+                    self.focus = Focus::List;
+                    return Vec::new();
+                }
+                _ => {}
+            }
+        }
+        match key.code {
+            KeyCode::Char('q') => {
+                self.quit = true;
+                vec![Effect::Quit]
+            }
+            KeyCode::Char('j') | KeyCode::Down => self.move_by(1),
+            KeyCode::Char('k') | KeyCode::Up => self.move_by(-1),
+            KeyCode::PageDown => self.move_by(self.viewport.max(1) as isize),
+            KeyCode::PageUp => self.move_by(-(self.viewport.max(1) as isize)),
+            KeyCode::Char('g') | KeyCode::Home => {
+                self.selected = 0;
+                if self.more_before {
+                    self.reload(Position::First, false)
+                } else {
+                    self.after_move()
+                }
+            }
+            KeyCode::Char('G') | KeyCode::End => {
+                if self.more_after {
+                    self.reload(Position::Last, true)
+                } else {
+                    self.selected = self.len().saturating_sub(1);
+                    self.after_move()
+                }
+            }
+            KeyCode::Enter | KeyCode::Tab => {
+                if self.selected_row().is_some() {
+                    self.focus = Focus::Detail;
+                }
+                Vec::new()
+            }
+            KeyCode::Esc => {
+                if !self.filter.value().is_empty() {
+                    self.filter.reset();
+                    return self.reload(Position::First, false);
+                }
+                self.status = None;
+                Vec::new()
+            }
+            KeyCode::Char(c @ '1'..='5') => {
+                let view = View::ALL[(c as usize) - ('1' as usize)];
+                if view == self.view {
+                    return Vec::new();
+                }
+                self.view = view;
+                self.selected = 0;
+                self.rows.clear();
+                self.detail = None;
+                self.focus = Focus::List;
+                self.reload(Position::First, false)
+            }
+            KeyCode::Char('/') => {
+                self.mode = Mode::Filter;
+                Vec::new()
+            }
+            KeyCode::Char('s') => {
+                self.sort = self.sort.next();
+                self.selected = 0;
+                self.set_status(format!("sorted by {}", self.sort.label()), false);
+                self.reload(Position::First, false)
+            }
+            KeyCode::Char('?') => {
+                self.mode = Mode::Help;
+                Vec::new()
+            }
+            KeyCode::Char(c @ ('c' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P')) => self.begin_action(c),
+            _ => Vec::new(),
+        }
+    }
+
+    fn begin_action(&mut self, c: char) -> Vec<Effect> {
+        let Some(row) = self.selected_row().cloned() else {
+            self.set_status("select an item first", true);
+            return Vec::new();
+        };
+        if !self.online {
+            self.set_status(
+                "the database is unreachable: actions are off until it is back",
+                true,
+            );
+            return Vec::new();
+        }
+        let (kind, step) = match c {
+            'c' => (ActionKind::Claim, FormStep::Confirm),
+            'u' => (ActionKind::Release, FormStep::Confirm),
+            'r' => (
+                ActionKind::Reconcile,
+                FormStep::Choose(vec![
+                    ('f', "found it: give the reference"),
+                    ('a', "absent: not done"),
+                ]),
+            ),
+            'R' => (ActionKind::Retry, FormStep::Confirm),
+            'x' => (
+                ActionKind::Close,
+                FormStep::Choose(vec![
+                    ('1', "done_elsewhere"),
+                    ('2', "superseded"),
+                    ('3', "abandoned"),
+                    ('4', "duplicate_cleaned_up"),
+                ]),
+            ),
+            'n' => (
+                ActionKind::Note,
+                FormStep::Text {
+                    label: "note",
+                    required: true,
+                },
+            ),
+            _ if row.workflow_paused => (ActionKind::Resume, FormStep::Confirm),
+            _ => (
+                ActionKind::Pause,
+                FormStep::Text {
+                    label: "reason for pausing",
+                    required: true,
+                },
+            ),
+        };
+        let target = if matches!(kind, ActionKind::Pause | ActionKind::Resume) {
+            row.workflow.clone()
+        } else {
+            row.key.clone()
+        };
+        let hint = (kind == ActionKind::Retry && row.state == State::Rejected).then(|| {
+            format!(
+                "{} rejected it before and may reject it again",
+                row.destination
+            )
+        });
+        self.mode = Mode::Form(Box::new(Form {
+            kind,
+            target,
+            step,
+            input: Input::default(),
+            found: None,
+            resolution: None,
+            reference: None,
+            new_key: None,
+            text: None,
+            hint,
+        }));
+        Vec::new()
+    }
+
+    fn on_form_key(&mut self, mut form: Form, key: KeyEvent) -> Vec<Effect> {
+        if key.code == KeyCode::Esc {
+            self.set_status("cancelled; nothing changed", false);
+            return Vec::new();
+        }
+        match form.step.clone() {
+            FormStep::Choose(options) => {
+                let KeyCode::Char(c) = key.code else {
+                    self.mode = Mode::Form(Box::new(form));
+                    return Vec::new();
+                };
+                if c == 'n' && !options.iter().any(|(k, _)| *k == 'n') {
+                    self.set_status("cancelled; nothing changed", false);
+                    return Vec::new();
+                }
+                let Some((_, meaning)) = options.iter().find(|(k, _)| *k == c) else {
+                    self.mode = Mode::Form(Box::new(form));
+                    return Vec::new();
+                };
+                match form.kind {
+                    ActionKind::Reconcile if c == 'f' => {
+                        form.found = Some(true);
+                        form.step = FormStep::Text {
+                            label: "reference at the destination",
+                            required: true,
+                        };
+                    }
+                    ActionKind::Reconcile => {
+                        form.found = Some(false);
+                        form.step = FormStep::Confirm;
+                    }
+                    _ => {
+                        let r = Resolution::parse(meaning).unwrap_or(Resolution::Abandoned);
+                        form.resolution = Some(r);
+                        form.step = match r {
+                            Resolution::DoneElsewhere => FormStep::Text {
+                                label: "reference of the work done elsewhere",
+                                required: true,
+                            },
+                            Resolution::Superseded => FormStep::Text {
+                                label: "key of the operation that supersedes it",
+                                required: true,
+                            },
+                            _ => FormStep::Text {
+                                label: "note (what was done)",
+                                required: true,
+                            },
+                        };
+                    }
+                }
+            }
+            FormStep::Text { label, required } => match key.code {
+                KeyCode::Enter => {
+                    let value = form.input.value().trim().to_string();
+                    if required && value.is_empty() {
+                        form.hint = Some(format!("{label} is required (Esc cancels)"));
+                        self.mode = Mode::Form(Box::new(form));
+                        return Vec::new();
+                    }
+                    form.input.reset();
+                    form.hint = None;
+                    let asked_note = label.starts_with("note");
+                    match (&form.kind, form.resolution) {
+                        (ActionKind::Close, Some(Resolution::DoneElsewhere)) if !asked_note => {
+                            form.reference = Some(value);
+                            form.step = FormStep::Text {
+                                label: "note (what was done)",
+                                required: true,
+                            };
+                        }
+                        (ActionKind::Close, Some(Resolution::Superseded)) if !asked_note => {
+                            form.new_key = Some(value);
+                            form.step = FormStep::Text {
+                                label: "note (what was done)",
+                                required: true,
+                            };
+                        }
+                        (ActionKind::Reconcile, _) => {
+                            form.reference = Some(value);
+                            form.step = FormStep::Confirm;
+                        }
+                        _ => {
+                            form.text = Some(value);
+                            form.step = FormStep::Confirm;
+                        }
+                    }
+                }
+                _ => {
+                    form.input
+                        .handle_event(&ratatui::crossterm::event::Event::Key(key));
+                }
+            },
+            FormStep::Confirm => match key.code {
+                KeyCode::Char('y') | KeyCode::Enter => return self.submit(form),
+                KeyCode::Char('n') => {
+                    self.set_status("cancelled; nothing changed", false);
+                    return Vec::new();
+                }
+                _ => {}
+            },
+        }
+        self.mode = Mode::Form(Box::new(form));
+        Vec::new()
+    }
+
+    fn submit(&mut self, form: Form) -> Vec<Effect> {
+        self.set_status("working…", false);
+        let key = form.target.clone();
+        let action = match form.kind {
+            ActionKind::Claim => StaffAction::Claim { force_reason: None },
+            ActionKind::Release => StaffAction::Release,
+            ActionKind::Retry => StaffAction::Retry { note: None },
+            ActionKind::Note => StaffAction::Note {
+                text: form.text.unwrap_or_default(),
+            },
+            ActionKind::Reconcile if form.found == Some(true) => StaffAction::ReconcileFound {
+                reference: form.reference.unwrap_or_default(),
+                note: None,
+            },
+            ActionKind::Reconcile => StaffAction::ReconcileAbsent { note: None },
+            ActionKind::Close => StaffAction::Close {
+                resolution: form.resolution.unwrap_or(Resolution::Abandoned),
+                reference: form.reference,
+                superseded_by: form.new_key,
+                note: form.text.unwrap_or_default(),
+            },
+            ActionKind::Pause => {
+                return vec![Effect::Pause {
+                    workflow: key,
+                    reason: form.text.unwrap_or_default(),
+                }];
+            }
+            ActionKind::Resume => return vec![Effect::Resume { workflow: key }],
+        };
+        vec![Effect::Staff { key, action }]
+    }
+
+    /// Keys that apply to the selected item right now, for the footer.
+    pub fn footer_applies(&self, when: super::keymap::When) -> bool {
+        use super::keymap::When;
+        match when {
+            When::Always => true,
+            When::Row => self.selected_row().is_some() && self.online,
+            When::Open => {
+                self.selected_row().is_some_and(|r| !r.state.is_terminal()) && self.online
+            }
+        }
+    }
+
+    /// The cursor where the window starts, for tests and the header.
+    pub fn first_cursor(&self) -> Option<&Cursor> {
+        self.rows.first().map(|r| &r.cursor)
+    }
+}

@@ -1,0 +1,211 @@
+//! The triage console: `settle` with no subcommand.
+//!
+//! One event loop over key events, a tick, a poll timer and the results of database work done in
+//! spawned tasks. Drawing never awaits the database: the first frame shows the chrome and a
+//! spinner, and the last data stays on screen while the next loads.
+
+pub mod app;
+pub mod keymap;
+pub mod theme;
+pub mod ui;
+
+use std::time::Duration;
+
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+use crate::error::{Error, Result};
+use crate::ledger::Ledger;
+use app::{App, Effect, Header, Msg};
+use theme::Theme;
+
+/// How often the console asks whether anything changed (SPEC: about once a second).
+const POLL: Duration = Duration::from_millis(1000);
+const TICK: Duration = Duration::from_millis(150);
+
+/// Restores the terminal however the console ends (return, error or panic unwinding).
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// Runs the console until the operator quits.
+pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(Error::Invalid(
+            "the console needs a terminal; use settle list / show / stats in scripts".into(),
+        ));
+    }
+    // The sweep runs at every start of the console; an outage here shows in the header later.
+    let _ = ledger.sweep().await;
+    let theme = Theme::from_env();
+    let mut terminal = ratatui::try_init()
+        .map_err(|e| Error::Invalid(format!("cannot open the terminal: {e}")))?;
+    let _guard = TerminalGuard;
+    let (tx, mut rx) = unbounded_channel::<Msg>();
+    spawn_input(tx.clone());
+
+    let mut app = App::new(ledger.database(), operator);
+    let size = terminal.size().map_err(|e| Error::Invalid(e.to_string()))?;
+    app.update(Msg::Resized {
+        rows: list_rows(size.height),
+    });
+    let first = app.start();
+    let mut poll = tokio::time::interval(POLL);
+    let mut tick = tokio::time::interval(TICK);
+    draw(&mut terminal, &app, &theme)?;
+    for fx in first {
+        spawn(&ledger, fx, operator, &tx);
+    }
+    loop {
+        let msg = tokio::select! {
+            Some(m) = rx.recv() => m,
+            _ = tick.tick() => Msg::Tick,
+            _ = poll.tick() => {
+                spawn(&ledger, Effect::Poll, operator, &tx);
+                continue;
+            }
+        };
+        if let Msg::Resized { rows } = &msg {
+            let _ = rows;
+            let _ = terminal.autoresize();
+        }
+        for fx in app.update(msg) {
+            if fx == Effect::Quit {
+                return Ok(());
+            }
+            spawn(&ledger, fx, operator, &tx);
+        }
+        if app.quit {
+            return Ok(());
+        }
+        draw(&mut terminal, &app, &theme)?;
+    }
+}
+
+fn draw(terminal: &mut ratatui::DefaultTerminal, app: &App, theme: &Theme) -> Result<()> {
+    terminal
+        .draw(|f| ui::draw(f, app, theme))
+        .map(|_| ())
+        .map_err(|e| Error::Invalid(format!("cannot draw: {e}")))
+}
+
+/// The rows of the list that fit on a screen this high (for PgUp/PgDn).
+fn list_rows(height: u16) -> u16 {
+    (height.saturating_sub(6) / 2).saturating_sub(1).max(1)
+}
+
+/// Keys come from a thread of their own: crossterm's `read` blocks.
+fn spawn_input(tx: UnboundedSender<Msg>) {
+    std::thread::spawn(move || {
+        loop {
+            let msg = match event::read() {
+                Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Msg::Key(k),
+                Ok(Event::Resize(_, h)) => Msg::Resized { rows: list_rows(h) },
+                Ok(_) => continue,
+                Err(_) => return,
+            };
+            if tx.send(msg).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Runs one piece of database work in a task; its answer comes back as a `Msg`.
+fn spawn(ledger: &Ledger, fx: Effect, operator: &str, tx: &UnboundedSender<Msg>) {
+    let ledger = ledger.clone();
+    let tx = tx.clone();
+    let operator = operator.to_string();
+    tokio::spawn(async move {
+        let msg = run_effect(&ledger, fx, &operator).await;
+        if let Some(m) = msg {
+            let _ = tx.send(m);
+        }
+    });
+}
+
+pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<Msg> {
+    let s = |e: Error| e.to_string();
+    Some(match fx {
+        Effect::Page {
+            seq,
+            filter,
+            position,
+            limit,
+            place,
+        } => Msg::Page {
+            seq,
+            place,
+            page: ledger
+                .page(&filter, operator, &position, limit)
+                .await
+                .map_err(s),
+        },
+        Effect::Detail { key } => {
+            let detail = ledger.show(&key, operator).await.map(Box::new).map_err(s);
+            Msg::Detail { key, detail }
+        }
+        Effect::Header => {
+            let header = async {
+                Ok::<_, Error>(Header {
+                    stats: Some(ledger.stats().await?),
+                    mine: ledger.count_mine(operator).await?,
+                })
+            };
+            Msg::Header(header.await.map_err(s))
+        }
+        Effect::Activity { seq } => Msg::Activity {
+            seq,
+            events: ledger.activity(200).await.map_err(s),
+        },
+        Effect::Staff { key, action } => {
+            let what = staff_verb(&action);
+            let result = ledger.staff(&key, operator, action).await;
+            Msg::Acted(match result {
+                Ok(a) => {
+                    let mut text = match a.kind {
+                        None => format!("{key}: nothing to change"),
+                        Some(_) if a.from == a.to => format!("{key}: {what}"),
+                        Some(_) => format!("{key}: {what}: {} → {}", a.from, a.to),
+                    };
+                    if let Some(w) = a.warning {
+                        text.push_str(&format!(" (warning: {w})"));
+                    }
+                    Ok(text)
+                }
+                Err(e) => Err(format!("refused: {e}")),
+            })
+        }
+        Effect::Pause { workflow, reason } => {
+            Msg::Acted(match ledger.pause(&workflow, &reason, operator).await {
+                Ok(true) => Ok(format!("workflow {workflow} paused")),
+                Ok(false) => Ok(format!("workflow {workflow} was already paused")),
+                Err(e) => Err(format!("refused: {e}")),
+            })
+        }
+        Effect::Resume { workflow } => Msg::Acted(match ledger.resume(&workflow, operator).await {
+            Ok(true) => Ok(format!("workflow {workflow} resumed")),
+            Ok(false) => Ok(format!("workflow {workflow} was not paused")),
+            Err(e) => Err(format!("refused: {e}")),
+        }),
+        Effect::Poll => Msg::Polled(ledger.latest_event_id().await.map_err(s)),
+        Effect::Quit => return None,
+    })
+}
+
+fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
+    use crate::ledger::StaffAction::*;
+    match a {
+        Claim { .. } => "claimed",
+        Release => "released",
+        ReconcileFound { .. } | ReconcileAbsent { .. } => "reconciled",
+        Retry { .. } => "will be retried with the same key",
+        Close { .. } => "closed",
+        Note { .. } => "note added",
+    }
+}

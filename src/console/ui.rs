@@ -1,0 +1,620 @@
+//! Drawing: a pure function of the app state. Never touches the database; every text that came
+//! from the database goes through `escape_text` before it reaches a cell.
+
+use chrono::TimeDelta;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, Wrap};
+
+use super::app::{App, Focus, FormStep, Mode, View};
+use super::keymap::KEYMAP;
+use super::theme::{Meaning, Theme};
+use crate::domain::{State, escape_text, format_age};
+use crate::ledger::OperationView;
+
+const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];
+
+fn esc(s: &str) -> String {
+    escape_text(s).into_owned()
+}
+
+pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
+    let area = f.area();
+    let detail_height = if area.height >= 30 {
+        area.height / 2 - 2
+    } else {
+        (area.height.saturating_sub(6)) / 2
+    };
+    let [header, tabs, list, detail, status, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(detail_height),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_header(f, app, theme, header);
+    draw_tabs(f, app, theme, tabs);
+    if app.view == View::Activity {
+        draw_activity(f, app, theme, list.union(detail));
+    } else {
+        draw_list(f, app, theme, list);
+        draw_detail(f, app, theme, detail);
+    }
+    draw_status(f, app, theme, status);
+    draw_footer(f, app, theme, footer);
+    match &app.mode {
+        Mode::Help => draw_help(f, app, theme, area),
+        Mode::Form(_) => draw_form(f, app, theme, area),
+        _ => {}
+    }
+}
+
+fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let left = format!(" settle · {} · {}", esc(&app.database), esc(&app.operator));
+    let mut right: Vec<Span> = Vec::new();
+    if !app.online {
+        right.push(Span::styled(
+            "DATABASE UNREACHABLE ",
+            theme.style(Meaning::Critical),
+        ));
+    }
+    if let Some(s) = &app.header.stats {
+        let unknown = s.by_state.get(&State::Unknown).copied().unwrap_or(0);
+        right.push(Span::styled(
+            format!("{} exceptions", s.exceptions),
+            theme.style(Meaning::Title),
+        ));
+        right.push(Span::raw(format!(" · {unknown} unknown")));
+        if let Some(secs) = s.oldest_exception_seconds {
+            right.push(Span::raw(" · oldest "));
+            right.push(Span::styled(
+                format_age(TimeDelta::seconds(secs)),
+                age_style(app, theme, secs),
+            ));
+        }
+        if !s.paused_workflows.is_empty() {
+            right.push(Span::raw(" · "));
+            right.push(Span::styled(
+                format!("PAUSED: {}", esc(&s.paused_workflows.join(", "))),
+                theme.style(Meaning::Warning),
+            ));
+        }
+    }
+    if app.loading {
+        right.push(Span::styled(
+            format!(" {}", SPINNER[app.spinner % 4]),
+            theme.style(Meaning::Muted),
+        ));
+    }
+    right.push(Span::raw(" "));
+    let right_width: usize = right.iter().map(|s| s.width()).sum();
+    let [l, r] = Layout::horizontal([Constraint::Min(10), Constraint::Length(right_width as u16)])
+        .areas(area);
+    f.render_widget(Paragraph::new(left).style(theme.style(Meaning::Title)), l);
+    f.render_widget(Paragraph::new(Line::from(right)), r);
+}
+
+fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
+    let _ = app;
+    if secs >= 86_400 {
+        theme.style(Meaning::Critical)
+    } else if secs >= 3_600 {
+        theme.style(Meaning::Warning)
+    } else {
+        theme.style(Meaning::Normal)
+    }
+}
+
+fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let s = app.header.stats.as_ref();
+    let count = |states: &[State]| -> Option<i64> {
+        s.map(|s| {
+            states
+                .iter()
+                .map(|st| s.by_state.get(st).copied().unwrap_or(0))
+                .sum()
+        })
+    };
+    let mut spans = vec![Span::raw(" ")];
+    for (i, v) in View::ALL.iter().enumerate() {
+        let n = match v {
+            View::Exceptions => s.map(|s| s.exceptions),
+            View::Mine => s.map(|_| app.header.mine),
+            View::InProgress => count(&[State::Pending, State::InFlight, State::RetryWait]),
+            View::Closed => count(&[State::Succeeded, State::Closed]),
+            View::Activity => None,
+        };
+        let label = match n {
+            Some(n) => format!("[{} {} {n}]", i + 1, v.title()),
+            None => format!("[{} {}]", i + 1, v.title()),
+        };
+        let style = if *v == app.view {
+            theme.style(Meaning::Selected)
+        } else {
+            theme.style(Meaning::Normal)
+        };
+        spans.push(Span::styled(label, style));
+        spans.push(Span::raw(" "));
+    }
+    if app.sort != crate::ledger::Sort::Age {
+        spans.push(Span::styled(
+            format!("sort: {}", app.sort.label()),
+            theme.style(Meaning::Accent),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// Which columns fit: the essential ones always, the rest while there is room (narrow first out).
+fn columns(width: u16) -> Vec<(&'static str, u16)> {
+    let mut cols = vec![("AGE", 7), ("STATE", 10)];
+    let optional = [("WORKFLOW/STEP", 24), ("DEST", 9)];
+    let key = ("KEY", 16);
+    let claim = ("CLAIM", 8);
+    let min_next = 30u16;
+    let used = |c: &[(&str, u16)]| c.iter().map(|(_, w)| w + 1).sum::<u16>();
+    let mut chosen = cols.clone();
+    chosen.push(key);
+    if used(&chosen) + claim.1 + 1 + min_next <= width {
+        chosen.push(claim);
+    }
+    for o in optional {
+        if used(&chosen) + o.1 + 1 + min_next <= width {
+            chosen.push(o);
+        }
+    }
+    // keep the SPEC's order: AGE STATE WORKFLOW/STEP DEST KEY CLAIM
+    let order = ["AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"];
+    chosen.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
+    cols.clear();
+    cols.extend(chosen);
+    cols.push(("SAFE NEXT STEP", width.saturating_sub(used(&cols))));
+    cols
+}
+
+fn cell(v: &OperationView, name: &str, app: &App) -> String {
+    match name {
+        "AGE" => format_age(TimeDelta::seconds(v.age_seconds)),
+        "STATE" => v.state.as_str().to_string(),
+        "WORKFLOW/STEP" => esc(&format!("{}/{}", v.workflow, v.step)),
+        "DEST" => esc(&v.destination),
+        "KEY" => esc(&v.key),
+        "CLAIM" => match &v.claimed_by {
+            Some(c) if *c == app.operator => "you".into(),
+            Some(c) => esc(c),
+            None => "-".into(),
+        },
+        _ => esc(&v.next_step),
+    }
+}
+
+fn state_style(theme: &Theme, s: State) -> Style {
+    match s {
+        State::Unknown | State::Conflict => theme.style(Meaning::Critical),
+        State::Rejected | State::Failed => theme.style(Meaning::Warning),
+        State::Succeeded => theme.style(Meaning::Good),
+        State::Closed => theme.style(Meaning::Muted),
+        _ => theme.style(Meaning::Accent),
+    }
+}
+
+fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let cols = columns(area.width);
+    let header = Row::new(cols.iter().map(|(n, _)| *n)).style(theme.style(Meaning::Muted));
+    let body_height = area.height.saturating_sub(1) as usize;
+    let start = app
+        .selected
+        .saturating_sub(body_height.saturating_sub(1))
+        .min(app.rows.len());
+    let rows = app
+        .rows
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(body_height)
+        .map(|(i, v)| {
+            let cells = cols.iter().map(|(name, _)| {
+                let text = cell(v, name, app);
+                let style = match *name {
+                    "STATE" => state_style(theme, v.state),
+                    "AGE" if v.state.is_exception() || v.exception_since.is_some() => {
+                        age_style(app, theme, v.age_seconds)
+                    }
+                    _ => Style::default(),
+                };
+                ratatui::widgets::Cell::from(text).style(style)
+            });
+            let row = Row::new(cells);
+            if i == app.selected && app.focus == Focus::List {
+                row.style(theme.style(Meaning::Selected))
+            } else {
+                row
+            }
+        });
+    let widths: Vec<Constraint> = cols.iter().map(|(_, w)| Constraint::Length(*w)).collect();
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    f.render_widget(table, area);
+    if app.rows.is_empty() {
+        let text = if !app.loaded_once {
+            format!("{} loading…", SPINNER[app.spinner % 4])
+        } else if !app.filter.value().is_empty() {
+            "Nothing matches the filter (Esc clears it).".to_string()
+        } else if app.view == View::Exceptions {
+            "No exceptions: nothing needs a person right now.".to_string()
+        } else {
+            "Nothing here.".to_string()
+        };
+        let y = area.y + 1.min(area.height.saturating_sub(1));
+        f.render_widget(
+            Paragraph::new(format!(" {text}")).style(theme.style(Meaning::Muted)),
+            Rect {
+                y,
+                height: 1,
+                ..area
+            },
+        );
+    }
+}
+
+fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let title = match app.selected_row() {
+        Some(v) => format!(" {} ", esc(&v.key)),
+        None => String::new(),
+    };
+    let border = if app.focus == Focus::Detail {
+        theme.style(Meaning::Accent)
+    } else {
+        theme.style(Meaning::Muted)
+    };
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(title)
+        .border_style(border);
+    let Some(row) = app.selected_row() else {
+        f.render_widget(block, area);
+        return;
+    };
+    let label = |s: &'static str| Span::styled(format!("{s:<9}"), theme.style(Meaning::Muted));
+    let mut lines: Vec<Line> = Vec::new();
+    lines.push(Line::from(vec![
+        label("next"),
+        Span::styled(esc(&row.next_step), theme.style(Meaning::Title)),
+    ]));
+    let mut state = vec![
+        label("state"),
+        Span::styled(
+            row.state.as_str().to_string(),
+            state_style(theme, row.state),
+        ),
+    ];
+    if let Some(r) = &row.reason {
+        state.push(Span::raw(format!(" ({})", esc(r))));
+    }
+    state.push(Span::raw(format!(
+        " · {}/{} → {} {}",
+        esc(&row.workflow),
+        esc(&row.step),
+        esc(&row.destination),
+        esc(&row.action)
+    )));
+    lines.push(Line::from(state));
+    if let Some(by) = &row.claimed_by {
+        let until = row
+            .claim_expires_at
+            .map(|t| t.format("%H:%M UTC").to_string())
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            label("claim"),
+            Span::raw(format!("{} until {until}", esc(by))),
+        ]));
+    }
+    if let Some(r) = &row.reference {
+        lines.push(Line::from(vec![label("ref"), Span::raw(esc(r))]));
+    }
+    match app.detail.as_ref().filter(|d| d.op.key == row.key) {
+        None => lines.push(Line::from(Span::styled(
+            format!("{} loading…", SPINNER[app.spinner % 4]),
+            theme.style(Meaning::Muted),
+        ))),
+        Some(d) => {
+            let payload = serde_json::to_string_pretty(&d.payload).unwrap_or_default();
+            for (i, l) in payload.lines().enumerate() {
+                lines.push(Line::from(vec![
+                    if i == 0 {
+                        label("payload")
+                    } else {
+                        Span::raw(" ".repeat(9))
+                    },
+                    Span::raw(esc(l)),
+                ]));
+            }
+            if let Some(p) = &d.conflicting_payload {
+                lines.push(Line::from(vec![
+                    label("changed"),
+                    Span::styled(esc(&p.to_string()), theme.style(Meaning::Warning)),
+                ]));
+            }
+            if d.attempt_log.is_empty() {
+                lines.push(Line::from(vec![label("attempts"), Span::raw("none yet")]));
+            }
+            for (i, a) in d.attempt_log.iter().enumerate() {
+                let mut text = format!(
+                    "#{} {} {}",
+                    a.n,
+                    a.started_at.format("%m-%d %H:%M"),
+                    a.outcome.map_or("in flight", |o| o.as_str())
+                );
+                if let Some(s) = a.http_status {
+                    text.push_str(&format!(" HTTP {s}"));
+                }
+                if let Some(r) = &a.reference {
+                    text.push_str(&format!(" ref {}", esc(r)));
+                }
+                if let Some(e) = &a.error {
+                    text.push_str(&format!(": {}", esc(e)));
+                }
+                lines.push(Line::from(vec![
+                    if i == 0 {
+                        label("attempts")
+                    } else {
+                        Span::raw(" ".repeat(9))
+                    },
+                    Span::raw(text),
+                ]));
+            }
+            for (i, e) in d.history.iter().enumerate() {
+                let mut text = format!(
+                    "{} {} {}",
+                    e.at.format("%m-%d %H:%M"),
+                    esc(&e.actor),
+                    esc(&e.kind)
+                );
+                if let (Some(a), Some(b)) = (&e.from_state, &e.to_state) {
+                    if a != b {
+                        text.push_str(&format!(" {a}→{b}"));
+                    }
+                }
+                if let Some(note) = e
+                    .detail
+                    .get("text")
+                    .or_else(|| e.detail.get("note"))
+                    .and_then(|v| v.as_str())
+                {
+                    text.push_str(&format!(": {}", esc(note)));
+                }
+                lines.push(Line::from(vec![
+                    if i == 0 {
+                        label("history")
+                    } else {
+                        Span::raw(" ".repeat(9))
+                    },
+                    Span::raw(text),
+                ]));
+            }
+        }
+    }
+    let p = Paragraph::new(Text::from(lines))
+        .block(block)
+        .scroll((app.detail_scroll, 0))
+        .wrap(Wrap { trim: false });
+    f.render_widget(p, area);
+}
+
+fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let header = Row::new(["TIME", "ACTOR", "EVENT", "SUBJECT", "DETAIL"])
+        .style(theme.style(Meaning::Muted));
+    let body = area.height.saturating_sub(1) as usize;
+    let start = app.selected.saturating_sub(body.saturating_sub(1));
+    let rows = app
+        .activity
+        .iter()
+        .enumerate()
+        .skip(start)
+        .take(body)
+        .map(|(i, e)| {
+            let states = match (&e.from_state, &e.to_state) {
+                (Some(a), Some(b)) if a != b => format!("{} {a}→{b}", esc(&e.kind)),
+                _ => esc(&e.kind),
+            };
+            let detail = match &e.detail {
+                serde_json::Value::Object(m) if m.values().all(|v| v.is_null()) => String::new(),
+                v => esc(&v.to_string()),
+            };
+            let row = Row::new(vec![
+                e.at.format("%m-%d %H:%M:%S").to_string(),
+                esc(&e.actor),
+                states,
+                esc(e.subject.as_deref().unwrap_or("-")),
+                detail,
+            ]);
+            if i == app.selected {
+                row.style(theme.style(Meaning::Selected))
+            } else {
+                row
+            }
+        });
+    let widths = [
+        Constraint::Length(14),
+        Constraint::Length(10),
+        Constraint::Length(26),
+        Constraint::Length(18),
+        Constraint::Min(10),
+    ];
+    f.render_widget(
+        Table::new(rows, widths).header(header).column_spacing(1),
+        area,
+    );
+}
+
+fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let line = match (&app.mode, &app.status) {
+        (Mode::Filter, _) => Line::from(vec![
+            Span::styled(" / ", theme.style(Meaning::Accent)),
+            Span::raw(esc(app.filter.value())),
+            Span::styled("▏  Enter keeps · Esc clears", theme.style(Meaning::Muted)),
+        ]),
+        (_, Some((text, error))) => Span::styled(
+            format!(" {}", esc(text)),
+            theme.style(if *error {
+                Meaning::Critical
+            } else {
+                Meaning::Good
+            }),
+        )
+        .into(),
+        _ if !app.filter.value().is_empty() => Span::styled(
+            format!(" filter: {} (Esc clears)", esc(app.filter.value())),
+            theme.style(Meaning::Accent),
+        )
+        .into(),
+        _ => Line::default(),
+    };
+    f.render_widget(Paragraph::new(line), area);
+}
+
+fn draw_footer(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let mut spans = vec![Span::raw(" ")];
+    for b in KEYMAP
+        .iter()
+        .filter(|b| b.footer && app.footer_applies(b.when))
+    {
+        spans.push(Span::styled(b.keys, theme.style(Meaning::Accent)));
+        spans.push(Span::raw(format!(" {}  ", b.label)));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
+fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let mut lines = vec![Line::from(Span::styled(
+        "Keys",
+        theme.style(Meaning::Title),
+    ))];
+    for b in KEYMAP {
+        let applies = app.footer_applies(b.when);
+        let style = if applies {
+            theme.style(Meaning::Normal)
+        } else {
+            theme.style(Meaning::Muted)
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<11}", b.keys), theme.style(Meaning::Accent)),
+            Span::styled(b.help, style),
+        ]));
+    }
+    lines.push(Line::default());
+    lines.push(Line::from(Span::styled(
+        "Every action asks first: y or Enter confirms, n or Esc cancels.",
+        theme.style(Meaning::Muted),
+    )));
+    lines.push(Line::from(Span::styled(
+        "Any key closes this help.",
+        theme.style(Meaning::Muted),
+    )));
+    let r = centered(area, 72, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
+        r,
+    );
+}
+
+fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let Mode::Form(form) = &app.mode else { return };
+    let verb = match form.kind {
+        super::app::ActionKind::Claim => "Claim",
+        super::app::ActionKind::Release => "Release",
+        super::app::ActionKind::Reconcile => "Reconcile",
+        super::app::ActionKind::Retry => "Retry",
+        super::app::ActionKind::Close => "Close",
+        super::app::ActionKind::Note => "Note on",
+        super::app::ActionKind::Pause => "Pause workflow",
+        super::app::ActionKind::Resume => "Resume workflow",
+    };
+    let mut lines = vec![Line::from(Span::styled(
+        format!("{verb} {}", esc(&form.target)),
+        theme.style(Meaning::Title),
+    ))];
+    let mut summary = Vec::new();
+    if let Some(found) = form.found {
+        summary.push(if found {
+            "found".to_string()
+        } else {
+            "absent (confirmed not done)".to_string()
+        });
+    }
+    if let Some(r) = form.resolution {
+        summary.push(format!("resolution {}", r.as_str()));
+    }
+    if let Some(r) = &form.reference {
+        summary.push(format!("reference {}", esc(r)));
+    }
+    if let Some(k) = &form.new_key {
+        summary.push(format!("superseded by {}", esc(k)));
+    }
+    if let Some(t) = &form.text {
+        summary.push(format!("\"{}\"", esc(t)));
+    }
+    if !summary.is_empty() {
+        lines.push(Line::from(summary.join(" · ")));
+    }
+    match &form.step {
+        FormStep::Choose(options) => {
+            for (k, meaning) in options {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {k} "), theme.style(Meaning::Accent)),
+                    Span::raw(*meaning),
+                ]));
+            }
+            lines.push(Line::from(Span::styled(
+                "Esc cancels",
+                theme.style(Meaning::Muted),
+            )));
+        }
+        FormStep::Text { label, .. } => {
+            lines.push(Line::from(vec![
+                Span::styled(format!("{label}: "), theme.style(Meaning::Muted)),
+                Span::raw(esc(form.input.value())),
+                Span::raw("▏"),
+            ]));
+            lines.push(Line::from(Span::styled(
+                "Enter continues · Esc cancels",
+                theme.style(Meaning::Muted),
+            )));
+        }
+        FormStep::Confirm => {
+            lines.push(Line::from(Span::styled(
+                "y/Enter confirms · n/Esc cancels",
+                theme.style(Meaning::Accent),
+            )));
+        }
+    }
+    if let Some(h) = &form.hint {
+        lines.push(Line::from(Span::styled(
+            esc(h),
+            theme.style(Meaning::Warning),
+        )));
+    }
+    let r = centered(area, 70, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL)),
+        r,
+    );
+}

@@ -1,0 +1,472 @@
+//! Key handling on the console's app state: no terminal, no database. Each key of SPEC section
+//! 13, the confirm and cancel paths of every action, and a refused action.
+
+use chrono::Utc;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use settle::console::app::{App, Effect, Focus, Mode, Msg, Place, View};
+use settle::domain::next_step::StepKind;
+use settle::ledger::{Cursor, OperationView, Page, Position, Sort, StaffAction};
+use settle::{Resolution, State};
+
+fn row(i: i64, state: State) -> OperationView {
+    OperationView {
+        key: format!("op-{i}"),
+        state,
+        workflow: "onboarding".into(),
+        step: "create-task".into(),
+        destination: "projects".into(),
+        action: "create_task".into(),
+        created_at: Utc::now(),
+        age_seconds: 3600 - i,
+        attempts: 1,
+        claimed_by: None,
+        claim_expires_at: None,
+        reference: None,
+        next_step: "Check projects for this request".into(),
+        next_step_kind: StepKind::CheckDestination,
+        exception_since: Some(Utc::now()),
+        next_attempt_at: None,
+        reason: None,
+        last_error: None,
+        resolution: None,
+        superseded_by: None,
+        workflow_paused: false,
+        cursor: Cursor {
+            group: None,
+            at: i,
+            id: i,
+        },
+    }
+}
+
+fn key(c: char) -> Msg {
+    Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn code(c: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(c, KeyModifiers::NONE))
+}
+
+/// An app whose first page (of `n` rows, `more` after) has arrived.
+fn loaded(n: i64, more: bool) -> App {
+    let mut app = App::new("sqlite://t.db", "alice");
+    let fx = app.start();
+    let Some(Effect::Page { seq, .. }) = fx.first().cloned() else {
+        panic!("first effect loads a page: {fx:?}")
+    };
+    assert!(fx.contains(&Effect::Header));
+    let items = (0..n).map(|i| row(i, State::Unknown)).collect();
+    app.update(Msg::Page {
+        seq,
+        place: Place::Replace { select_last: false },
+        page: Ok(Page {
+            items,
+            more_before: false,
+            more_after: more,
+            next: None,
+        }),
+    });
+    app
+}
+
+fn selected(app: &App) -> String {
+    app.selected_row()
+        .map(|r| r.key.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn movement_keys() {
+    let mut app = loaded(20, false);
+    app.update(Msg::Resized { rows: 5 });
+    app.update(key('j'));
+    app.update(code(KeyCode::Down));
+    assert_eq!(selected(&app), "op-2");
+    app.update(key('k'));
+    app.update(code(KeyCode::Up));
+    assert_eq!(selected(&app), "op-0");
+    app.update(code(KeyCode::PageDown));
+    assert_eq!(selected(&app), "op-5");
+    app.update(code(KeyCode::PageUp));
+    assert_eq!(selected(&app), "op-0");
+    app.update(key('G'));
+    assert_eq!(selected(&app), "op-19");
+    app.update(key('g'));
+    assert_eq!(selected(&app), "op-0");
+}
+
+#[test]
+fn moving_near_the_end_fetches_the_next_page_by_keyset() {
+    let mut app = loaded(10, true);
+    let mut asked = Vec::new();
+    for _ in 0..6 {
+        asked.extend(app.update(key('j')));
+    }
+    let page = asked.iter().find_map(|e| match e {
+        Effect::Page {
+            position, place, ..
+        } => Some((position.clone(), *place)),
+        _ => None,
+    });
+    assert_eq!(
+        page,
+        Some((
+            Position::After(Cursor {
+                group: None,
+                at: 9,
+                id: 9
+            }),
+            Place::Append
+        ))
+    );
+    // G with more after asks for the last page instead of walking there
+    let fx = app.update(key('G'));
+    assert!(
+        fx.iter().any(|e| matches!(
+            e,
+            Effect::Page {
+                position: Position::Last,
+                ..
+            }
+        )),
+        "{fx:?}"
+    );
+}
+
+#[test]
+fn enter_tab_and_esc_move_focus() {
+    let mut app = loaded(3, false);
+    app.update(code(KeyCode::Enter));
+    assert_eq!(app.focus, Focus::Detail);
+    app.update(key('j'));
+    assert_eq!(
+        (app.detail_scroll, selected(&app).as_str()),
+        (1, "op-0"),
+        "j scrolls the detail"
+    );
+    app.update(code(KeyCode::Esc));
+    assert_eq!(app.focus, Focus::List);
+    app.update(code(KeyCode::Tab));
+    assert_eq!(app.focus, Focus::Detail);
+}
+
+#[test]
+fn number_keys_switch_views() {
+    let mut app = loaded(3, false);
+    for (c, view) in [
+        ('2', View::Mine),
+        ('3', View::InProgress),
+        ('4', View::Closed),
+        ('5', View::Activity),
+        ('1', View::Exceptions),
+    ] {
+        let fx = app.update(key(c));
+        assert_eq!(app.view, view);
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::Page { .. } | Effect::Activity { .. })),
+            "{c}: {fx:?}"
+        );
+    }
+}
+
+#[test]
+fn filter_typing_narrows_at_once_enter_keeps_esc_clears() {
+    let mut app = loaded(3, false);
+    app.update(key('/'));
+    assert!(matches!(app.mode, Mode::Filter));
+    let fx = app.update(key('c'));
+    let Some(Effect::Page {
+        filter, position, ..
+    }) = fx.first()
+    else {
+        panic!("typing reloads: {fx:?}")
+    };
+    assert_eq!(
+        (filter.text.as_deref(), position),
+        (Some("c"), &Position::First)
+    );
+    app.update(key('r'));
+    app.update(key('m'));
+    app.update(code(KeyCode::Enter));
+    assert!(matches!(app.mode, Mode::Normal));
+    assert_eq!(app.list_filter().text.as_deref(), Some("crm"));
+    let fx = app.update(code(KeyCode::Esc));
+    assert_eq!(app.list_filter().text, None);
+    assert!(!fx.is_empty());
+    // Esc while typing clears too
+    app.update(key('/'));
+    app.update(key('x'));
+    app.update(code(KeyCode::Esc));
+    assert_eq!(app.list_filter().text, None);
+}
+
+#[test]
+fn s_cycles_the_sort() {
+    let mut app = loaded(3, false);
+    let mut seen = vec![app.sort];
+    for _ in 0..4 {
+        let fx = app.update(key('s'));
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::Page { filter, .. } if filter.sort == app.sort))
+        );
+        seen.push(app.sort);
+    }
+    assert_eq!(
+        seen,
+        [
+            Sort::Age,
+            Sort::State,
+            Sort::Workflow,
+            Sort::Destination,
+            Sort::Age
+        ]
+    );
+}
+
+#[test]
+fn help_opens_and_any_key_closes() {
+    let mut app = loaded(3, false);
+    app.update(key('?'));
+    assert!(matches!(app.mode, Mode::Help));
+    let fx = app.update(key('c'));
+    assert!(
+        fx.is_empty() && matches!(app.mode, Mode::Normal),
+        "the key only closes the help"
+    );
+}
+
+fn staff(fx: &[Effect]) -> Option<(String, StaffAction)> {
+    fx.iter().find_map(|e| match e {
+        Effect::Staff { key, action } => Some((key.clone(), action.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn every_action_confirms_or_cancels() {
+    // (keys typed after the action key, expected action)
+    let cases: Vec<(char, Vec<Msg>, StaffAction)> = vec![
+        (
+            'c',
+            vec![key('y')],
+            StaffAction::Claim { force_reason: None },
+        ),
+        ('u', vec![code(KeyCode::Enter)], StaffAction::Release),
+        ('R', vec![key('y')], StaffAction::Retry { note: None }),
+        (
+            'r',
+            vec![key('a'), key('y')],
+            StaffAction::ReconcileAbsent { note: None },
+        ),
+        (
+            'r',
+            vec![
+                key('f'),
+                key('T'),
+                key('-'),
+                key('9'),
+                code(KeyCode::Enter),
+                key('y'),
+            ],
+            StaffAction::ReconcileFound {
+                reference: "T-9".into(),
+                note: None,
+            },
+        ),
+        (
+            'n',
+            vec![key('h'), key('i'), code(KeyCode::Enter), key('y')],
+            StaffAction::Note { text: "hi".into() },
+        ),
+        (
+            'x',
+            vec![key('3'), key('o'), key('k'), code(KeyCode::Enter), key('y')],
+            StaffAction::Close {
+                resolution: Resolution::Abandoned,
+                reference: None,
+                superseded_by: None,
+                note: "ok".into(),
+            },
+        ),
+        (
+            'x',
+            vec![
+                key('1'),
+                key('R'),
+                key('1'),
+                code(KeyCode::Enter),
+                key('d'),
+                code(KeyCode::Enter),
+                code(KeyCode::Enter),
+            ],
+            StaffAction::Close {
+                resolution: Resolution::DoneElsewhere,
+                reference: Some("R1".into()),
+                superseded_by: None,
+                note: "d".into(),
+            },
+        ),
+        (
+            'x',
+            vec![
+                key('2'),
+                key('k'),
+                key('2'),
+                code(KeyCode::Enter),
+                key('d'),
+                code(KeyCode::Enter),
+                key('y'),
+            ],
+            StaffAction::Close {
+                resolution: Resolution::Superseded,
+                reference: None,
+                superseded_by: Some("k2".into()),
+                note: "d".into(),
+            },
+        ),
+    ];
+    for (c, keys, want) in cases {
+        // confirm path
+        let mut app = loaded(3, false);
+        assert!(
+            app.update(key(c)).is_empty(),
+            "{c}: nothing is written before confirming"
+        );
+        let mut fx = Vec::new();
+        for k in keys {
+            assert!(staff(&fx).is_none(), "{c}: wrote before the confirmation");
+            fx = app.update(k);
+        }
+        assert_eq!(staff(&fx), Some(("op-0".into(), want.clone())), "{c}");
+        // cancel path: Esc at the first step, and n at the confirmation
+        let mut app = loaded(3, false);
+        app.update(key(c));
+        let fx = app.update(code(KeyCode::Esc));
+        assert!(
+            staff(&fx).is_none() && matches!(app.mode, Mode::Normal),
+            "{c}: Esc cancels"
+        );
+        assert!(app.status.as_ref().unwrap().0.contains("cancelled"));
+    }
+    let mut app = loaded(3, false);
+    app.update(key('c'));
+    let fx = app.update(key('n'));
+    assert!(
+        staff(&fx).is_none() && matches!(app.mode, Mode::Normal),
+        "n cancels the confirmation"
+    );
+}
+
+#[test]
+fn a_required_text_cannot_be_empty() {
+    let mut app = loaded(3, false);
+    app.update(key('n'));
+    let fx = app.update(code(KeyCode::Enter));
+    assert!(fx.is_empty());
+    let Mode::Form(form) = &app.mode else {
+        panic!("still asking")
+    };
+    assert!(form.hint.as_deref().unwrap().contains("required"));
+}
+
+#[test]
+fn pause_and_resume_the_selected_workflow() {
+    let mut app = loaded(3, false);
+    app.update(key('P'));
+    for c in "maint".chars() {
+        app.update(key(c));
+    }
+    app.update(code(KeyCode::Enter));
+    let fx = app.update(key('y'));
+    assert_eq!(
+        fx,
+        vec![Effect::Pause {
+            workflow: "onboarding".into(),
+            reason: "maint".into()
+        }]
+    );
+    let mut app = loaded(3, false);
+    app.rows[0].workflow_paused = true;
+    app.update(key('P'));
+    let fx = app.update(key('y'));
+    assert_eq!(
+        fx,
+        vec![Effect::Resume {
+            workflow: "onboarding".into()
+        }]
+    );
+}
+
+#[test]
+fn a_refused_action_shows_the_refusal_and_refreshes() {
+    let mut app = loaded(3, false);
+    app.update(key('c'));
+    app.update(key('y'));
+    let fx = app.update(Msg::Acted(Err(
+        "refused: op-0 is claimed by bob until 10:32 UTC".into(),
+    )));
+    let (text, error) = app.status.clone().unwrap();
+    assert!(error && text.contains("claimed by bob"));
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Page { .. })),
+        "the list is reloaded as it is"
+    );
+}
+
+#[test]
+fn actions_are_off_while_the_database_is_unreachable() {
+    let mut app = loaded(3, false);
+    app.update(Msg::Polled(Err("connection refused".into())));
+    assert!(!app.online);
+    let fx = app.update(key('c'));
+    assert!(fx.is_empty() && matches!(app.mode, Mode::Normal));
+    assert!(app.status.as_ref().unwrap().0.contains("actions are off"));
+    // back: refresh by itself
+    let fx = app.update(Msg::Polled(Ok(7)));
+    assert!(app.online && fx.iter().any(|e| matches!(e, Effect::Page { .. })));
+}
+
+#[test]
+fn live_changes_refresh_without_moving_the_selection() {
+    let mut app = loaded(5, false);
+    app.update(Msg::Polled(Ok(10)));
+    app.update(key('j'));
+    app.update(key('j'));
+    assert_eq!(selected(&app), "op-2");
+    let fx = app.update(Msg::Polled(Ok(11)));
+    let Some(Effect::Page { seq, .. }) = fx
+        .iter()
+        .find(|e| matches!(e, Effect::Page { .. }))
+        .cloned()
+    else {
+        panic!("{fx:?}")
+    };
+    // the refreshed page has a new row at the top: the selection follows op-2
+    let mut items: Vec<_> = (0..5).map(|i| row(i, State::Unknown)).collect();
+    items.insert(0, row(99, State::Failed));
+    app.update(Msg::Page {
+        seq,
+        place: Place::Replace { select_last: false },
+        page: Ok(Page {
+            items,
+            ..Default::default()
+        }),
+    });
+    assert_eq!(selected(&app), "op-2");
+    // an unchanged poll does nothing
+    assert!(app.update(Msg::Polled(Ok(11))).is_empty());
+}
+
+#[test]
+fn q_and_ctrl_c_quit() {
+    let mut app = loaded(1, false);
+    assert_eq!(app.update(key('q')), vec![Effect::Quit]);
+    let mut app = loaded(1, false);
+    let fx = app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    )));
+    assert_eq!(fx, vec![Effect::Quit]);
+}
