@@ -878,15 +878,33 @@ impl App {
         vec![Effect::Staff { key, action }]
     }
 
-    /// Keys that apply to the selected item right now, for the footer.
-    pub fn footer_applies(&self, when: super::keymap::When) -> bool {
+    /// Whether a binding applies to the selected item right now (footer and help).
+    pub fn applies(&self, b: &super::keymap::Binding) -> bool {
         use super::keymap::When;
-        match when {
+        let row = self.selected_row().filter(|_| self.online);
+        let mine = row.is_some_and(|r| r.claimed_by.as_deref() == Some(self.operator.as_str()));
+        let open = row.is_some_and(|r| !r.state.is_terminal());
+        match b.when {
             When::Always => true,
-            When::Row => self.selected_row().is_some() && self.online,
-            When::Open => {
-                self.selected_row().is_some_and(|r| !r.state.is_terminal()) && self.online
-            }
+            When::Row => row.is_some(),
+            When::Open => match b.keys {
+                "c" => open && !mine,
+                "u" => mine,
+                "r" => {
+                    mine && row.is_some_and(|r| {
+                        matches!(
+                            r.state,
+                            State::Unknown | State::Failed | State::Conflict | State::InFlight
+                        )
+                    })
+                }
+                "R" => {
+                    mine && row.is_some_and(|r| {
+                        matches!(r.state, State::Failed | State::Rejected | State::Unknown)
+                    })
+                }
+                _ => open && mine,
+            },
         }
     }
 

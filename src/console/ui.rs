@@ -54,11 +54,11 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
 }
 
 fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let left = format!(" settle · {} · {}", esc(&app.database), esc(&app.operator));
+    let width = area.width as usize;
     let mut right: Vec<Span> = Vec::new();
     if !app.online {
         right.push(Span::styled(
-            "DATABASE UNREACHABLE ",
+            "DATABASE UNREACHABLE · ",
             theme.style(Meaning::Critical),
         ));
     }
@@ -84,18 +84,31 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             ));
         }
     }
-    if app.loading {
-        right.push(Span::styled(
-            format!(" {}", SPINNER[app.spinner % 4]),
-            theme.style(Meaning::Muted),
-        ));
-    }
-    right.push(Span::raw(" "));
+    right.push(Span::raw(if app.loading {
+        format!(" {} ", SPINNER[app.spinner % 4])
+    } else {
+        "   ".into()
+    }));
     let right_width: usize = right.iter().map(|s| s.width()).sum();
-    let [l, r] = Layout::horizontal([Constraint::Min(10), Constraint::Length(right_width as u16)])
-        .areas(area);
+    // The left side gives way first: the database, then the operator's name.
+    let candidates = [
+        format!(" settle · {} · {}", esc(&app.database), esc(&app.operator)),
+        format!(" settle · {}", esc(&app.operator)),
+        " settle".to_string(),
+    ];
+    let left = candidates
+        .iter()
+        .find(|l| l.chars().count() + 2 + right_width <= width)
+        .cloned()
+        .unwrap_or_else(|| candidates[2].clone());
+    let left_width = left.chars().count() as u16;
+    let [l, r] =
+        Layout::horizontal([Constraint::Length(left_width), Constraint::Min(0)]).areas(area);
     f.render_widget(Paragraph::new(left).style(theme.style(Meaning::Title)), l);
-    f.render_widget(Paragraph::new(Line::from(right)), r);
+    f.render_widget(
+        Paragraph::new(Line::from(right)).alignment(ratatui::layout::Alignment::Right),
+        r,
+    );
 }
 
 fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
@@ -477,13 +490,34 @@ fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 fn draw_footer(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let mut spans = vec![Span::raw(" ")];
-    for b in KEYMAP
+    // The keys that apply now, in the keymap's order, as many as fit; `? help` and `q quit`
+    // always keep their place at the end.
+    let item =
+        |b: &super::keymap::Binding| (b.keys, b.label, b.keys.chars().count() + b.label.len() + 3);
+    let applicable: Vec<_> = KEYMAP
         .iter()
-        .filter(|b| b.footer && app.footer_applies(b.when))
-    {
-        spans.push(Span::styled(b.keys, theme.style(Meaning::Accent)));
-        spans.push(Span::raw(format!(" {}  ", b.label)));
+        .filter(|b| b.footer && app.applies(b))
+        .collect();
+    let tail: Vec<_> = applicable
+        .iter()
+        .filter(|b| matches!(b.keys, "?" | "q"))
+        .map(|b| item(b))
+        .collect();
+    let mut room =
+        (area.width as usize).saturating_sub(1 + tail.iter().map(|t| t.2).sum::<usize>());
+    let mut shown = Vec::new();
+    for b in applicable.iter().filter(|b| !matches!(b.keys, "?" | "q")) {
+        let it = item(b);
+        if it.2 <= room {
+            room -= it.2;
+            shown.push(it);
+        }
+    }
+    shown.extend(tail);
+    let mut spans = vec![Span::raw(" ")];
+    for (keys, label, _) in shown {
+        spans.push(Span::styled(keys, theme.style(Meaning::Accent)));
+        spans.push(Span::raw(format!(" {label}  ")));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
@@ -505,7 +539,7 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         theme.style(Meaning::Title),
     ))];
     for b in KEYMAP {
-        let applies = app.footer_applies(b.when);
+        let applies = app.applies(b);
         let style = if applies {
             theme.style(Meaning::Normal)
         } else {
