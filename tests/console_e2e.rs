@@ -1,0 +1,466 @@
+//! The real binary in a real terminal (tmux gives it a pseudo-terminal) against a real database:
+//! keys in, screens out, then the database is checked.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TestDb;
+
+const BIN: &str = env!("CARGO_BIN_EXE_settle");
+
+/// A tmux server of the test's own, so parallel tests and the user's tmux never meet.
+struct Tmux {
+    socket: String,
+    dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    fn new(name: &str) -> Tmux {
+        let socket = format!(
+            "settle-{name}-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        );
+        Tmux {
+            socket,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("tmux");
+        String::from_utf8_lossy(&out.stdout).into()
+    }
+
+    /// Opens a window running a shell, in which the console is started (so that after `q` the
+    /// screen is the shell's again).
+    fn open(&self, window: &str, db: &str, operator: &str) {
+        let log = self.dir.path().join("settle.log");
+        let cmd = format!(
+            "env SETTLE_OPERATOR={operator} SETTLE_LOG_FILE={} XDG_CONFIG_HOME={} {BIN} --db '{db}'; echo SETTLE-EXITED-$?; sleep 60",
+            log.display(),
+            self.dir.path().display()
+        );
+        if self.run(&["has-session"]).is_empty() && window == "a" {
+            self.run(&[
+                "new-session",
+                "-d",
+                "-s",
+                "t",
+                "-n",
+                window,
+                "-x",
+                "100",
+                "-y",
+                "30",
+                "sh",
+            ]);
+        } else {
+            self.run(&["new-window", "-t", "t", "-n", window, "sh"]);
+            self.run(&[
+                "resize-window",
+                "-t",
+                &format!("t:{window}"),
+                "-x",
+                "100",
+                "-y",
+                "30",
+            ]);
+        }
+        self.run(&["send-keys", "-t", &format!("t:{window}"), &cmd, "Enter"]);
+    }
+
+    fn keys(&self, window: &str, keys: &[&str]) {
+        for k in keys {
+            self.run(&["send-keys", "-t", &format!("t:{window}"), k]);
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+
+    fn literal(&self, window: &str, text: &str) {
+        self.run(&["send-keys", "-t", &format!("t:{window}"), "-l", text]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    fn screen(&self, window: &str) -> String {
+        self.run(&["capture-pane", "-p", "-t", &format!("t:{window}")])
+    }
+
+    /// Waits until the screen satisfies `ok`; returns how long it took.
+    fn wait(&self, window: &str, what: &str, ok: impl Fn(&str) -> bool) -> Duration {
+        let start = Instant::now();
+        loop {
+            let s = self.screen(window);
+            if ok(&s) {
+                return start.elapsed();
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                panic!("waited for {what}; the screen is:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+fn settle(db: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("SETTLE_OPERATOR", "seed")
+        .env("SETTLE_LOG_FILE", "/dev/null")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "settle {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into()
+}
+
+fn seed(db: &str) {
+    for (key, wf) in [
+        ("e2e-1", "onboarding"),
+        ("e2e-2", "onboarding"),
+        ("e2e-3", "crm-sync"),
+        ("other-4", "crm-sync"),
+    ] {
+        settle(
+            db,
+            &[
+                "record",
+                "--key",
+                key,
+                "--workflow",
+                wf,
+                "--destination",
+                "crm",
+                "--action",
+                "upsert",
+                "--payload",
+                "{\"n\":1}",
+            ],
+        );
+        settle(
+            db,
+            &[
+                "attempt",
+                "--key",
+                key,
+                "--outcome",
+                "unknown",
+                "--error",
+                "read timeout after 30s",
+            ],
+        );
+    }
+}
+
+fn json(db: &str, key: &str) -> serde_json::Value {
+    serde_json::from_str(&settle(db, &["show", key, "--json"])).unwrap()
+}
+
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn work_an_incident(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    seed(url);
+    let t = Tmux::new("incident");
+    t.open("a", url, "alice");
+    t.wait("a", "the first data frame", |s| {
+        s.contains("e2e-1") && s.contains("exceptions")
+    });
+    // filter, claim, reconcile found
+    t.keys("a", &["/"]);
+    t.literal("a", "e2e-2");
+    t.wait("a", "the filter to narrow the list", |s| {
+        s.contains("e2e-2") && !s.contains("e2e-1 ")
+    });
+    t.keys("a", &["Enter", "c"]);
+    t.wait("a", "the confirmation", |s| s.contains("confirms"));
+    t.keys("a", &["y"]);
+    t.wait("a", "the claim", |s| s.contains("e2e-2: claimed"));
+    t.keys("a", &["r", "f"]);
+    t.literal("a", "REF-7");
+    t.keys("a", &["Enter", "y"]);
+    t.wait("a", "the reconcile", |s| s.contains("reconciled"));
+    // another: claim, close as abandoned
+    t.keys("a", &["Escape", "/"]);
+    t.literal("a", "e2e-3");
+    t.wait("a", "e2e-3", |s| {
+        s.contains("e2e-3") && !s.contains("e2e-2 ")
+    });
+    t.keys("a", &["Enter", "c", "y"]);
+    t.wait("a", "the second claim", |s| s.contains("e2e-3: claimed"));
+    t.keys("a", &["x", "3"]);
+    t.literal("a", "customer cancelled");
+    t.keys("a", &["Enter", "y"]);
+    t.wait("a", "the close", |s| s.contains("e2e-3: closed"));
+    t.keys("a", &["q"]);
+    let after = t.screen("a");
+    t.wait("a", "the console to exit", |s| {
+        s.contains("SETTLE-EXITED-0")
+    });
+    let after_q = t.screen("a");
+    assert!(
+        !after_q.contains("[1 Exceptions") && !after_q.contains("SAFE NEXT STEP"),
+        "the shell's screen is back:\n{after_q}\n(before: {after})"
+    );
+
+    // the database holds exactly those changes, by alice
+    let two = json(url, "e2e-2");
+    assert_eq!(
+        (two["state"].as_str(), two["reference"].as_str()),
+        (Some("succeeded"), Some("REF-7"))
+    );
+    let kinds: Vec<(String, String)> = two["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        &kinds[2..],
+        [
+            ("alice".to_string(), "claimed".to_string()),
+            ("alice".to_string(), "reconciled".to_string())
+        ]
+    );
+    let three = json(url, "e2e-3");
+    assert_eq!(three["state"], "closed");
+    assert_eq!(
+        three["history"].as_array().unwrap().last().unwrap()["actor"],
+        "alice"
+    );
+    for untouched in ["e2e-1", "other-4"] {
+        let v = json(url, untouched);
+        assert_eq!(
+            (v["state"].as_str(), v["history"].as_array().unwrap().len()),
+            (Some("unknown"), 2),
+            "{untouched}"
+        );
+    }
+}
+
+#[test]
+fn an_incident_worked_with_keys_on_sqlite() {
+    work_an_incident(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incident_worked_with_keys_on_postgres() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    tokio::task::spawn_blocking(move || work_an_incident(&db))
+        .await
+        .unwrap();
+}
+
+/// Two consoles on one PostgreSQL database: a claim in one shows in the other within 2 seconds;
+/// both claiming the same item leaves one holder and a clear refusal in the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_consoles_on_postgres() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    tokio::task::spawn_blocking(move || {
+        assert!(have_tmux());
+        let url = db.url.as_str();
+        seed(url);
+        let t = Tmux::new("two");
+        t.open("a", url, "alice");
+        t.open("b", url, "bob");
+        for w in ["a", "b"] {
+            t.wait(w, "the first data frame", |s| s.contains("e2e-1"));
+        }
+        t.keys("a", &["c", "y"]);
+        t.wait("a", "alice's claim", |s| s.contains("e2e-1: claimed"));
+        let seen = t.wait("b", "alice's claim in bob's console", |s| {
+            s.lines()
+                .any(|l| l.contains("e2e-1") && l.contains("alice"))
+        });
+        assert!(seen < Duration::from_secs(2), "shown after {seen:?}");
+        println!("a claim in one console showed in the other after {seen:?}");
+        // both press c on e2e-2
+        for w in ["a", "b"] {
+            t.keys(w, &["j", "c"]);
+            t.wait(w, "the confirmation", |s| s.contains("confirms"));
+        }
+        t.keys("a", &["y"]);
+        t.keys("b", &["y"]);
+        let a = t.wait("a", "a's answer", |s| {
+            s.contains("e2e-2: claimed") || s.contains("refused")
+        });
+        let _ = a;
+        t.wait("b", "b's answer", |s| {
+            s.contains("e2e-2: claimed") || s.contains("refused")
+        });
+        let (sa, sb) = (t.screen("a"), t.screen("b"));
+        let won = [sa.contains("e2e-2: claimed"), sb.contains("e2e-2: claimed")];
+        assert_eq!(
+            won.iter().filter(|w| **w).count(),
+            1,
+            "one holder:\n{sa}\n{sb}"
+        );
+        let loser = if won[0] { &sb } else { &sa };
+        assert!(
+            loser.contains("refused: e2e-2 is claimed by"),
+            "a clear refusal:\n{loser}"
+        );
+        let v = json(url, "e2e-2");
+        let claims = v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "claimed")
+            .count();
+        assert_eq!(claims, 1);
+    })
+    .await
+    .unwrap();
+}
+
+/// A TCP proxy in front of PostgreSQL that the test can cut and restore: a real outage as the
+/// console sees it, without stopping the server the other tests share.
+struct Proxy {
+    port: u16,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(port: u16, upstream: &str) -> Proxy {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (t, up) = (tasks.clone(), upstream.to_string());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let up = up.clone();
+                let conn = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(up).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                t.lock().unwrap().push(conn);
+            }
+        });
+        tasks.lock().unwrap().push(accept);
+        Proxy { port, tasks }
+    }
+
+    fn cut(&self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// Stopping the database under a running console: it shows the outage, keeps running with
+/// actions off, and after the database is back it refreshes and actions work; nothing was
+/// half-written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_rides_out_a_database_outage() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    let (host_port, rest) = {
+        let after_at = db.url.split_once('@').unwrap().1;
+        let (hp, rest) = after_at.split_once('/').unwrap();
+        (hp.to_string(), rest.to_string())
+    };
+    let proxy = Proxy::start(0, &host_port).await;
+    let via_proxy = format!("postgres://postgres@127.0.0.1:{}/{rest}", proxy.port);
+    let url = db.url.clone();
+    let t = tokio::task::spawn_blocking({
+        let via = via_proxy.clone();
+        move || {
+            seed(&url);
+            let t = Tmux::new("outage");
+            t.open("a", &via, "alice");
+            t.wait("a", "the first data frame", |s| s.contains("e2e-1"));
+            t
+        }
+    })
+    .await
+    .unwrap();
+    proxy.cut();
+    let t = tokio::task::spawn_blocking(move || {
+        t.wait("a", "the outage in the header", |s| {
+            s.contains("DATABASE UNREACHABLE")
+        });
+        t.keys("a", &["c"]);
+        t.wait("a", "actions refused while down", |s| {
+            s.contains("actions are off")
+        });
+        t
+    })
+    .await
+    .unwrap();
+    let back = Proxy::start(proxy.port, &host_port).await;
+    let url = db.url.clone();
+    tokio::task::spawn_blocking(move || {
+        t.wait("a", "the recovery", |s| {
+            !s.contains("DATABASE UNREACHABLE") && s.contains("reachable again")
+        });
+        t.keys("a", &["c", "y"]);
+        t.wait("a", "a claim after the outage", |s| {
+            s.contains("e2e-1: claimed")
+        });
+        t.keys("a", &["q"]);
+        t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+        let v = json(&url, "e2e-1");
+        assert_eq!(v["claimed_by"], "alice");
+        let kinds: Vec<_> = v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["recorded", "attempt", "claimed"],
+            "exactly one claim, nothing half-written"
+        );
+    })
+    .await
+    .unwrap();
+    back.cut();
+}
