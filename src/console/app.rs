@@ -181,6 +181,8 @@ pub enum Msg {
     },
     Acted(Result<String, String>),
     Polled(Result<i64, String>),
+    /// Another writer changed something (a PostgreSQL notification).
+    Changed,
 }
 
 pub struct App {
@@ -379,6 +381,7 @@ impl App {
                 }
                 self.refresh()
             }
+            Msg::Changed => vec![Effect::Poll],
             Msg::Polled(result) => match result {
                 Ok(id) => {
                     let back = !self.online;

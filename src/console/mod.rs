@@ -48,6 +48,7 @@ pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
     let _guard = TerminalGuard;
     let (tx, mut rx) = unbounded_channel::<Msg>();
     spawn_input(tx.clone());
+    spawn_watch(ledger.clone(), tx.clone());
 
     let mut app = App::new(ledger.database(), operator);
     let size = terminal.size().map_err(|e| Error::Invalid(e.to_string()))?;
@@ -112,6 +113,29 @@ fn spawn_input(tx: UnboundedSender<Msg>) {
             if tx.send(msg).is_err() {
                 return;
             }
+        }
+    });
+}
+
+/// On PostgreSQL, changes by others arrive as notifications at once (the poll stays as the
+/// fallback and the outage detector); SQLite is polled.
+fn spawn_watch(ledger: Ledger, tx: UnboundedSender<Msg>) {
+    if ledger.backend() != crate::store::Backend::Postgres {
+        return;
+    }
+    tokio::spawn(async move {
+        loop {
+            if let Some(mut l) = ledger.listen().await {
+                while l.next().await {
+                    if tx.send(Msg::Changed).is_err() {
+                        return;
+                    }
+                }
+            }
+            if tx.is_closed() {
+                return;
+            }
+            tokio::time::sleep(POLL).await;
         }
     });
 }

@@ -25,7 +25,7 @@ use crate::store::{self, AttemptWrite, NewEvent, Store};
 
 pub use crate::store::Cursor;
 pub use ingest::{IngestProblem, IngestReport};
-pub use read::{ListFilter, Page, Position, Scope, Sort};
+pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
 pub use views::*;
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).

@@ -199,7 +199,7 @@ impl Ledger {
                     Sort::Destination => Some(op.destination.clone()),
                 };
                 self.view(
-                    &op,
+                    op,
                     Cursor {
                         group,
                         at: ms(at),
@@ -243,7 +243,7 @@ impl Ledger {
 
     pub(crate) fn view(
         &self,
-        op: &Op,
+        op: Op,
         cursor: Cursor,
         viewer: &str,
         paused: bool,
@@ -254,7 +254,7 @@ impl Ledger {
             .scrubber(&op.destination, &op.action, &op.payload);
         let policy = self.config.destination(&op.destination);
         let step = safe_next_step(
-            op,
+            &op,
             &policy,
             viewer,
             paused,
@@ -267,29 +267,33 @@ impl Ledger {
         } else {
             op.created_at
         };
-        let live_claim = op.claim.as_ref().filter(|c| c.is_live(now));
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
+        let (reference, reason, last_error) =
+            (text(&op.reference), text(&op.reason), text(&op.last_error));
+        let next_step = red.text(&step.text);
+        // Moved, not cloned: a list page builds fifty of these.
+        let live_claim = op.claim.filter(|c| c.is_live(now));
         OperationView {
-            key: op.key.clone(),
+            key: op.key,
             state: op.state,
-            workflow: op.workflow.clone(),
-            step: op.step.clone(),
-            destination: op.destination.clone(),
-            action: op.action.clone(),
+            workflow: op.workflow,
+            step: op.step,
+            destination: op.destination,
+            action: op.action,
             created_at: op.created_at,
             age_seconds: (now - since).num_seconds().max(0),
             attempts: op.attempts,
-            claimed_by: live_claim.map(|c| c.by.clone()),
-            claim_expires_at: live_claim.map(|c| c.expires),
-            reference: text(&op.reference),
-            next_step: red.text(&step.text),
+            claim_expires_at: live_claim.as_ref().map(|c| c.expires),
+            claimed_by: live_claim.map(|c| c.by),
+            reference,
+            next_step,
             next_step_kind: step.kind,
             exception_since: op.exception_since.filter(|_| exception),
             next_attempt_at: op.next_attempt_at,
-            reason: text(&op.reason),
-            last_error: text(&op.last_error),
+            reason,
+            last_error,
             resolution: op.resolution,
-            superseded_by: op.superseded_by.clone(),
+            superseded_by: op.superseded_by,
             workflow_paused: paused,
             cursor,
         }
@@ -319,7 +323,7 @@ impl Ledger {
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         Ok(OperationDetail {
             op: self.view(
-                &op,
+                op.clone(),
                 Cursor {
                     group: None,
                     at: ms(op.created_at),
@@ -416,6 +420,12 @@ impl Ledger {
             .collect())
     }
 
+    /// A listener for changes by others (PostgreSQL `LISTEN settle_events`); `None` on SQLite,
+    /// which is polled instead, or when the listener cannot connect now.
+    pub async fn listen(&self) -> Option<ChangeListener> {
+        self.store.listener().await.map(ChangeListener)
+    }
+
     /// The id of the newest audit event: cheap to poll for "has anything changed?".
     pub async fn latest_event_id(&self) -> Result<i64> {
         let mut conn = self.read_conn().await?;
@@ -446,4 +456,14 @@ fn view_matches(v: &OperationView, text: &str) -> bool {
         || has(&v.destination)
         || v.state.as_str().contains(text)
         || v.last_error.as_deref().is_some_and(has)
+}
+
+/// Notifications that something changed in the ledger.
+pub struct ChangeListener(sqlx::postgres::PgListener);
+
+impl ChangeListener {
+    /// Waits for the next change; `false` when the connection is gone.
+    pub async fn next(&mut self) -> bool {
+        self.0.try_recv().await.is_ok_and(|n| n.is_some())
+    }
 }

@@ -12,14 +12,22 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sqlite: include_str!("../../assets/migrations/sqlite/0001_ledger.sql"),
-    postgres: include_str!("../../assets/migrations/postgres/0001_ledger.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sqlite: include_str!("../../assets/migrations/sqlite/0001_ledger.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0001_ledger.sql"),
+    },
+    Migration {
+        version: 2,
+        sqlite: include_str!("../../assets/migrations/sqlite/0002_console.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0002_console.sql"),
+    },
+];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
     let mut tx = store.begin().await?;

@@ -86,6 +86,8 @@ pub struct Store {
     read: ReadPool,
     backend: Backend,
     shown_url: String,
+    /// The URL as given (it may hold a password): for a listener connection, never printed.
+    url: String,
 }
 
 /// WAL lets readers (the console) run beside a writer; the busy timeout makes concurrent writers
@@ -161,6 +163,7 @@ impl Store {
             read,
             backend,
             shown_url,
+            url: url.to_string(),
         };
         migrate::migrate(&store).await?;
         Ok(store)
@@ -177,6 +180,17 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// Waits for the next change notification (PostgreSQL `LISTEN settle_events`); `None` on
+    /// SQLite, which is polled instead, or when the listener cannot connect.
+    pub(crate) async fn listener(&self) -> Option<sqlx::postgres::PgListener> {
+        if self.backend != Backend::Postgres {
+            return None;
+        }
+        let mut l = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
+        l.listen("settle_events").await.ok()?;
+        Some(l)
     }
 
     pub(crate) fn read_pool(&self) -> &ReadPool {

@@ -1,0 +1,207 @@
+//! `cargo bench --bench console`: the console on SQLite at 1,000 and 1,000,000 operations (a tenth
+//! of them exceptions). Each size runs in a child process of its own, so its peak memory is its own.
+//!
+//! Reports: start to first frame and to first data frame; p50/p99 from keystroke to the redrawn
+//! frame (target p99 within one 60 Hz frame, 16.7 ms) and to the frame with the key's data, for
+//! `j`, `G`, `/` filter typing and a view switch; peak memory at both sizes (target ratio <= 1.2x).
+
+use std::time::{Duration, Instant};
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use settle::console::app::{App, Effect, Msg};
+use settle::console::theme::Theme;
+use settle::console::{run_effect, ui};
+use settle::{Config, Ledger};
+
+fn seed_lines(n: usize) -> String {
+    let mut text = String::with_capacity(n * 220);
+    for i in 0..n {
+        text.push_str(&format!(
+            r#"{{"type":"intent","key":"bench-{i:08}","workflow":"wf-{}","step":"upsert","destination":"dest-{}","action":"upsert","payload":{{"customer":{{"id":{i},"email":"c{i}@example.com"}}}}}}"#,
+            i % 7,
+            i % 5
+        ));
+        text.push('\n');
+        if i % 10 == 0 {
+            let outcome = ["unknown", "rejected"][i / 10 % 2];
+            text.push_str(&format!(r#"{{"type":"attempt","key":"bench-{i:08}","attempt":1,"outcome":"{outcome}","error":"read timeout after 30s"}}"#));
+            text.push('\n');
+        }
+    }
+    text
+}
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+fn pct(v: &mut [Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i].as_secs_f64() * 1e3
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The child: opens the console's state on `url` and drives it with keys.
+async fn child(url: &str, started: Instant) {
+    let ledger = Ledger::open(url, Config::default()).await.unwrap();
+    let theme = Theme { color: true };
+    let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    let mut app = App::new(ledger.database(), "bench");
+    app.update(Msg::Resized { rows: 20 });
+    term.draw(|f| ui::draw(f, &app, &theme)).unwrap();
+    let first_frame = started.elapsed();
+    let fx = app.start();
+    resolve(&mut app, &ledger, fx).await;
+    term.draw(|f| ui::draw(f, &app, &theme)).unwrap();
+    let first_data = started.elapsed();
+    assert!(!app.rows.is_empty());
+
+    // (name, keys): each key is timed to its redrawn frame, and to the frame with its data.
+    let mut typing = Vec::new();
+    for _ in 0..10 {
+        typing.push(key(KeyCode::Char('/')));
+        for c in "wf-3".chars() {
+            typing.push(key(KeyCode::Char(c)));
+        }
+        typing.push(key(KeyCode::Esc));
+    }
+    let scenarios: Vec<(&str, Vec<Msg>)> = vec![
+        ("j", (0..300).map(|_| key(KeyCode::Char('j'))).collect()),
+        (
+            "G",
+            (0..30)
+                .flat_map(|_| [key(KeyCode::Char('G')), key(KeyCode::Char('g'))])
+                .collect(),
+        ),
+        ("/ typing", typing),
+        (
+            "view switch",
+            (0..20)
+                .flat_map(|_| {
+                    "2341"
+                        .chars()
+                        .map(|c| key(KeyCode::Char(c)))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        ),
+    ];
+    let mut report = Vec::new();
+    for (name, keys) in scenarios {
+        let (mut frame, mut data) = (Vec::new(), Vec::new());
+        for k in keys {
+            let t = Instant::now();
+            let fx = app.update(k);
+            term.draw(|f| ui::draw(f, &app, &theme)).unwrap();
+            frame.push(t.elapsed());
+            resolve(&mut app, &ledger, fx).await;
+            term.draw(|f| ui::draw(f, &app, &theme)).unwrap();
+            data.push(t.elapsed());
+        }
+        report.push(format!(
+            "{name}:{:.2}:{:.2}:{:.2}:{:.2}",
+            pct(&mut frame, 0.5),
+            pct(&mut frame, 0.99),
+            pct(&mut data, 0.5),
+            pct(&mut data, 0.99)
+        ));
+    }
+    println!(
+        "RESULT {:.1} {:.1} {} {}",
+        first_frame.as_secs_f64() * 1e3,
+        first_data.as_secs_f64() * 1e3,
+        peak_rss_kib(),
+        report.join(" ")
+    );
+}
+
+/// Runs the effects as the event loop would, until the app asks for nothing more.
+async fn resolve(app: &mut App, ledger: &Ledger, mut fx: Vec<Effect>) {
+    for _ in 0..10 {
+        let mut next = Vec::new();
+        for e in fx {
+            if let Some(m) = run_effect(ledger, e, "bench").await {
+                next.extend(app.update(m));
+            }
+        }
+        if next.is_empty() {
+            return;
+        }
+        fx = next;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let started = Instant::now();
+    if let Ok(url) = std::env::var("SETTLE_BENCH_CHILD") {
+        child(&url, started).await;
+        return;
+    }
+    let big: usize = std::env::var("SETTLE_BENCH_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    for n in [1_000, big] {
+        let url = format!("sqlite://{}", dir.path().join(format!("c{n}.db")).display());
+        let ledger = Ledger::open(&url, Config::default()).await.unwrap();
+        ledger
+            .ingest(seed_lines(n).as_bytes(), "bench")
+            .await
+            .unwrap();
+        ledger.close().await;
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .env("SETTLE_BENCH_CHILD", &url)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("RESULT "))
+            .unwrap_or_else(|| panic!("child: {text} {}", String::from_utf8_lossy(&out.stderr)));
+        rows.push((n, line.trim_start_matches("RESULT ").to_string()));
+    }
+    println!("console on SQLite, 160x48, a tenth of the operations exceptions");
+    let mut rss = Vec::new();
+    for (n, line) in &rows {
+        let parts: Vec<&str> = line.split(' ').collect();
+        println!(
+            "\n{n} operations: first frame {} ms, first data frame {} ms, peak memory {} MiB",
+            parts[0],
+            parts[1],
+            parts[2].parse::<u64>().unwrap_or(0) / 1024
+        );
+        rss.push(parts[2].parse::<f64>().unwrap_or(0.0));
+        println!(
+            "  {:<12} {:>12} {:>12} {:>14} {:>14}",
+            "key", "frame p50", "frame p99", "data p50", "data p99"
+        );
+        for s in &parts[3..] {
+            let f: Vec<&str> = s.split(':').collect();
+            println!(
+                "  {:<12} {:>9} ms {:>9} ms {:>11} ms {:>11} ms",
+                f[0], f[1], f[2], f[3], f[4]
+            );
+        }
+    }
+    println!(
+        "\npeak memory ratio {}x / 1k ops: {:.2}x (target <= 1.2x)",
+        big / 1000,
+        rss[1] / rss[0]
+    );
+}
