@@ -86,9 +86,9 @@ async fn child(url: &str, started: Instant) {
                 .flat_map(|_| [key(KeyCode::Char('G')), key(KeyCode::Char('g'))])
                 .collect(),
         ),
-        ("/ typing", typing),
+        ("/typing", typing),
         (
-            "view switch",
+            "view-switch",
             (0..20)
                 .flat_map(|_| {
                     "2341"

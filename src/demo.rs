@@ -282,7 +282,7 @@ pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Resu
     }
     // From here on the real clock: the week is written, the console shows it live.
     ledger.close().await;
-    let ledger = Ledger::open(url, live_config).await?;
+    let ledger = Ledger::open_console(url, live_config).await?;
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
         let result = crate::console::run(ledger.clone(), operator).await;

@@ -464,3 +464,63 @@ async fn the_console_rides_out_a_database_outage() {
     .unwrap();
     back.cut();
 }
+
+/// A payload holding `ESC ] 0 ; owned BEL` and `ESC [ 2 J` neither retitles the terminal nor
+/// clears the screen: the console shows it escaped.
+#[test]
+fn escape_sequences_in_stored_text_never_reach_the_terminal() {
+    assert!(have_tmux());
+    let db = common::sqlite();
+    let url = db.url.as_str();
+    let payload = r#"{"title":"\u001b]0;owned\u0007\u001b[2J"}"#;
+    settle(
+        url,
+        &[
+            "record",
+            "--key",
+            "esc-1",
+            "--workflow",
+            "w",
+            "--destination",
+            "crm",
+            "--action",
+            "a",
+            "--payload",
+            payload,
+        ],
+    );
+    settle(
+        url,
+        &[
+            "attempt",
+            "--key",
+            "esc-1",
+            "--outcome",
+            "unknown",
+            "--error",
+            "boom \u{1b}]0;owned\u{7}\u{1b}[2J",
+        ],
+    );
+    let t = Tmux::new("escape");
+    t.open("a", url, "alice");
+    t.wait("a", "the payload in the detail pane", |s| {
+        s.contains("owned") && s.contains("esc-1")
+    });
+    let screen = t.screen("a");
+    assert!(
+        screen.contains("\\u001b]0;owned\\u0007\\u001b[2J"),
+        "payload shown escaped:\n{screen}"
+    );
+    assert!(
+        screen.contains("\\x1b]0;owned\\x07"),
+        "error shown escaped:\n{screen}"
+    );
+    assert!(
+        screen.contains("[1 Exceptions"),
+        "the screen was not cleared:\n{screen}"
+    );
+    let title = t.run(&["display-message", "-p", "-t", "t:a", "#{pane_title}"]);
+    assert_ne!(title.trim(), "owned", "the terminal title did not change");
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+}

@@ -54,7 +54,7 @@ fn loaded(n: i64, more: bool) -> App {
     let Some(Effect::Page { seq, .. }) = fx.first().cloned() else {
         panic!("first effect loads a page: {fx:?}")
     };
-    assert!(fx.contains(&Effect::Header));
+    assert!(fx.contains(&Effect::Header { full: true }));
     let items = (0..n).map(|i| row(i, State::Unknown)).collect();
     app.update(Msg::Page {
         seq,
@@ -469,4 +469,41 @@ fn q_and_ctrl_c_quit() {
         KeyModifiers::CONTROL,
     )));
     assert_eq!(fx, vec![Effect::Quit]);
+}
+
+#[test]
+fn a_quick_header_refresh_keeps_the_last_full_counts() {
+    use settle::console::app::Header;
+    use settle::ledger::Stats;
+    let mut app = loaded(3, false);
+    let stats = |pairs: &[(State, i64)], exceptions| Stats {
+        by_state: pairs.iter().cloned().collect(),
+        exceptions,
+        oldest_exception_seconds: Some(60),
+        paused_workflows: vec![],
+    };
+    app.update(Msg::Header(Ok(Header {
+        stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),
+        mine: 1,
+        full: true,
+    })));
+    app.update(Msg::Header(Ok(Header {
+        stats: Some(stats(&[(State::Unknown, 8)], 24)),
+        mine: 2,
+        full: false,
+    })));
+    let s = app.header.stats.as_ref().unwrap();
+    assert_eq!(
+        (
+            s.exceptions,
+            s.by_state[&State::Unknown],
+            s.by_state[&State::Closed],
+            app.header.mine
+        ),
+        (24, 8, 180, 2)
+    );
+    // a live refresh asks for the quick header while the full one is fresh
+    app.update(Msg::Polled(Ok(1)));
+    let fx = app.update(Msg::Polled(Ok(2)));
+    assert!(fx.contains(&Effect::Header { full: false }), "{fx:?}");
 }

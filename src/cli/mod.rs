@@ -230,7 +230,8 @@ async fn execute(cli: Cli) -> Result<i32> {
     crate::logging::init(&config);
     let actor = operator(&cli);
     let Some(command) = &cli.command else {
-        let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+        let ledger =
+            Ledger::open_console(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
         let result = crate::console::run(ledger.clone(), &actor).await;
         ledger.close().await;
         return result.map(|()| 0);

@@ -122,7 +122,11 @@ pub enum Effect {
     Detail {
         key: String,
     },
-    Header,
+    /// The header's numbers; `full` counts every state (the tabs), which at a million rows is a
+    /// scan, so it is asked for at start and then at most every `FULL_COUNT_EVERY`.
+    Header {
+        full: bool,
+    },
     Activity {
         seq: u64,
     },
@@ -156,7 +160,12 @@ pub enum Place {
 pub struct Header {
     pub stats: Option<Stats>,
     pub mine: i64,
+    /// `stats.by_state` counts every state (else only `unknown`).
+    pub full: bool,
 }
+
+/// How stale the tabs' counts of every state may get (the header's own numbers never are).
+const FULL_COUNT_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
 #[derive(Debug)]
 pub enum Msg {
@@ -211,6 +220,9 @@ pub struct App {
     /// Rows of the list that fit on screen (for PgUp/PgDn).
     pub viewport: usize,
     pub now: DateTime<Utc>,
+    /// Ages turn warning-coloured past this many seconds, critical past the second.
+    pub age_thresholds: (i64, i64),
+    last_full: Option<DateTime<Utc>>,
     seq: u64,
     last_event: Option<i64>,
     pub quit: bool,
@@ -234,13 +246,18 @@ impl App {
             detail: None,
             detail_scroll: 0,
             header: Header::default(),
-            status: None,
+            status: Some((
+                "oldest exceptions first · j/k move · Tab details · c claim · ? all keys".into(),
+                false,
+            )),
             online: true,
             loading: true,
             loaded_once: false,
             spinner: 0,
             viewport: 10,
             now: Utc::now(),
+            age_thresholds: (3_600, 86_400),
+            last_full: None,
             seq: 0,
             last_event: None,
             quit: false,
@@ -250,7 +267,7 @@ impl App {
     /// The work to do before the first key: the first page, the header.
     pub fn start(&mut self) -> Vec<Effect> {
         let mut fx = self.reload(Position::First, false);
-        fx.push(Effect::Header);
+        fx.push(Effect::Header { full: true });
         fx
     }
 
@@ -310,7 +327,10 @@ impl App {
                 place: Place::Replace { select_last: false },
             }]
         };
-        fx.push(Effect::Header);
+        let full = self
+            .last_full
+            .is_none_or(|t| self.now - t > FULL_COUNT_EVERY);
+        fx.push(Effect::Header { full });
         if let Some(k) = self.selected_row().map(|r| r.key.clone()) {
             fx.push(Effect::Detail { key: k });
         }
@@ -354,7 +374,25 @@ impl App {
             }
             Msg::Header(h) => {
                 match h {
-                    Ok(h) => self.header = h,
+                    Ok(h) if h.full => {
+                        self.last_full = Some(self.now);
+                        self.header = h;
+                    }
+                    Ok(h) => {
+                        // keep the last full count of the other states; take the fresh rest
+                        let mut stats = h.stats;
+                        if let (Some(new), Some(old)) = (stats.as_mut(), self.header.stats.as_ref())
+                        {
+                            for (state, n) in &old.by_state {
+                                new.by_state.entry(*state).or_insert(*n);
+                            }
+                        }
+                        self.header = Header {
+                            stats,
+                            mine: h.mine,
+                            full: self.header.full,
+                        };
+                    }
                     Err(e) => self.went_offline(e),
                 }
                 Vec::new()

@@ -51,6 +51,11 @@ pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
     spawn_watch(ledger.clone(), tx.clone());
 
     let mut app = App::new(ledger.database(), operator);
+    let c = ledger.config();
+    app.age_thresholds = (
+        c.warn_after.as_secs() as i64,
+        c.critical_after.as_secs() as i64,
+    );
     let size = terminal.size().map_err(|e| Error::Invalid(e.to_string()))?;
     app.update(Msg::Resized {
         rows: list_rows(size.height),
@@ -174,11 +179,17 @@ pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<M
             let detail = ledger.show(&key, operator).await.map(Box::new).map_err(s);
             Msg::Detail { key, detail }
         }
-        Effect::Header => {
+        Effect::Header { full } => {
             let header = async {
+                let stats = if full {
+                    ledger.stats().await?
+                } else {
+                    ledger.header_stats().await?
+                };
                 Ok::<_, Error>(Header {
-                    stats: Some(ledger.stats().await?),
+                    stats: Some(stats),
                     mine: ledger.count_mine(operator).await?,
+                    full,
                 })
             };
             Msg::Header(header.await.map_err(s))

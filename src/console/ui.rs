@@ -112,10 +112,10 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
-    let _ = app;
-    if secs >= 86_400 {
+    let (warn, critical) = app.age_thresholds;
+    if secs >= critical {
         theme.style(Meaning::Critical)
-    } else if secs >= 3_600 {
+    } else if secs >= warn {
         theme.style(Meaning::Warning)
     } else {
         theme.style(Meaning::Normal)

@@ -534,11 +534,13 @@ fn luhn(digits: &str) -> bool {
 }
 
 fn find_bearer_tokens(text: &str) -> Vec<Range<usize>> {
-    let lower = text.to_ascii_lowercase();
     let b = text.as_bytes();
     let mut out = Vec::new();
-    for (at, _) in lower.match_indices("bearer") {
-        let mut j = at + "bearer".len();
+    for at in 0..b.len().saturating_sub(5) {
+        if !b[at..at + 6].eq_ignore_ascii_case(b"bearer") {
+            continue;
+        }
+        let mut j = at + 6;
         let spaces = j;
         while j < b.len() && b[j] == b' ' {
             j += 1;

@@ -167,7 +167,16 @@ fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
 impl Ledger {
     /// Opens (and migrates) the database at `url`.
     pub async fn open(url: &str, config: Config) -> Result<Ledger> {
-        let store = Store::open(url).await?;
+        Ledger::open_with(url, config, store::Profile::Batch).await
+    }
+
+    /// Opens the ledger for the console: a long-running reader whose memory stays flat.
+    pub async fn open_console(url: &str, config: Config) -> Result<Ledger> {
+        Ledger::open_with(url, config, store::Profile::Console).await
+    }
+
+    async fn open_with(url: &str, config: Config, profile: store::Profile) -> Result<Ledger> {
+        let store = Store::open_with(url, profile).await?;
         Ok(Ledger {
             store,
             redactor: Arc::new(config.redactor()),

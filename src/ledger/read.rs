@@ -252,6 +252,19 @@ impl Ledger {
         let red = self
             .redactor
             .scrubber(&op.destination, &op.action, &op.payload);
+        let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
+        let reason = text(&op.reason);
+        // the error usually is the reason: redact it once
+        let last_error = if op.last_error == op.reason {
+            reason.clone()
+        } else {
+            text(&op.last_error)
+        };
+        let reference = text(&op.reference);
+        // The safe next step quotes the reason (a rejection's error): built from the redacted
+        // one, its text needs no second pass.
+        let mut op = op;
+        op.reason = reason.clone();
         let policy = self.config.destination(&op.destination);
         let step = safe_next_step(
             &op,
@@ -261,16 +274,13 @@ impl Ledger {
             self.config.attempt_timeout,
             now,
         );
+        let next_step = step.text;
         let exception = op.is_exception(now);
         let since = if exception {
             op.exception_since.unwrap_or(op.created_at)
         } else {
             op.created_at
         };
-        let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
-        let (reference, reason, last_error) =
-            (text(&op.reference), text(&op.reason), text(&op.last_error));
-        let next_step = red.text(&step.text);
         // Moved, not cloned: a list page builds fifty of these.
         let live_claim = op.claim.filter(|c| c.is_live(now));
         OperationView {
@@ -369,6 +379,23 @@ impl Ledger {
         let paused = store::paused_workflows(&mut conn).await?;
         Ok(Stats {
             by_state,
+            exceptions,
+            oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
+            paused_workflows: paused.into_iter().map(|w| w.name).collect(),
+        })
+    }
+
+    /// The console header's numbers without counting every state: exceptions, their oldest, the
+    /// unknown ones and the paused workflows come from the exception indexes. `by_state` holds
+    /// only `unknown`; `stats` (every state) is the full count the console asks for now and then.
+    pub async fn header_stats(&self) -> Result<Stats> {
+        let now = self.now();
+        let mut conn = self.read_conn().await?;
+        let (exceptions, oldest) = store::exception_summary(&mut conn, None, now).await?;
+        let unknown = store::count_exceptions_in(&mut conn, State::Unknown, now).await?;
+        let paused = store::paused_workflows(&mut conn).await?;
+        Ok(Stats {
+            by_state: BTreeMap::from([(State::Unknown, unknown)]),
             exceptions,
             oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
             paused_workflows: paused.into_iter().map(|w| w.name).collect(),

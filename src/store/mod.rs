@@ -90,6 +90,25 @@ pub struct Store {
     url: String,
 }
 
+/// How a process uses the database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Commands, ingest, the demo: SQLite's default page cache.
+    Batch,
+    /// The console: small caches, few connections.
+    Console,
+}
+
+impl Profile {
+    /// `PRAGMA cache_size` in KiB (negative, as SQLite reads it).
+    fn sqlite_cache(self) -> &'static str {
+        match self {
+            Profile::Batch => "-2000",
+            Profile::Console => "-256",
+        }
+    }
+}
+
 /// WAL lets readers (the console) run beside a writer; the busy timeout makes concurrent writers
 /// queue for the lock instead of failing.
 const SQLITE_PRAGMAS: [&str; 4] = [
@@ -104,6 +123,12 @@ pub(crate) type Tx = Transaction<'static, Any>;
 impl Store {
     /// Opens the database and applies the embedded migrations.
     pub async fn open(url: &str) -> Result<Store> {
+        Store::open_with(url, Profile::Batch).await
+    }
+
+    /// Opens the database for a long-running reader (the console): fewer connections and a small
+    /// SQLite page cache each, so its memory stays flat however large the ledger grows.
+    pub async fn open_with(url: &str, profile: Profile) -> Result<Store> {
         install_default_drivers();
         let backend = Backend::of_url(url)?;
         let shown_url = display_url(url);
@@ -120,15 +145,19 @@ impl Store {
             ),
             Backend::Postgres => (url.to_string(), 8),
         };
+        let max = if profile == Profile::Console { 2 } else { max };
+        let cache = format!("PRAGMA cache_size = {}", profile.sqlite_cache());
         let pool = AnyPoolOptions::new()
             .max_connections(max)
             .acquire_timeout(Duration::from_secs(5))
             .after_connect(move |conn, _meta| {
+                let cache = cache.clone();
                 Box::pin(async move {
                     if backend == Backend::Sqlite {
                         for pragma in SQLITE_PRAGMAS {
                             sqlx::query(pragma).execute(&mut *conn).await?;
                         }
+                        sqlx::query(&cache).execute(&mut *conn).await?;
                     }
                     Ok(())
                 })
@@ -140,7 +169,8 @@ impl Store {
             Backend::Sqlite => {
                 let options = sqlx::sqlite::SqliteConnectOptions::from_str(&connect_url)
                     .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?
-                    .busy_timeout(Duration::from_secs(15));
+                    .busy_timeout(Duration::from_secs(15))
+                    .pragma("cache_size", profile.sqlite_cache());
                 ReadPool::Sqlite(
                     sqlx::sqlite::SqlitePoolOptions::new()
                         .max_connections(2)

@@ -571,3 +571,19 @@ pub(crate) async fn recent_events(
         })
         .collect()
 }
+
+/// Exceptions in one state (through the partial index of exceptions by state).
+pub(crate) async fn count_exceptions_in(
+    conn: &mut AnyConnection,
+    state: State,
+    now: DateTime<Utc>,
+) -> Result<i64> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM operations WHERE state = $1 AND exception_since IS NOT NULL AND exception_since <= $2",
+    )
+    .bind(state.as_str())
+    .bind(ms(now))
+    .fetch_one(conn)
+    .await
+    .map_err(db)
+}
