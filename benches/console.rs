@@ -56,7 +56,7 @@ fn peak_rss_kib() -> u64 {
 
 /// The child: opens the console's state on `url` and drives it with keys.
 async fn child(url: &str, started: Instant) {
-    let ledger = Ledger::open(url, Config::default()).await.unwrap();
+    let ledger = Ledger::open_console(url, Config::default()).await.unwrap();
     let theme = Theme { color: true };
     let mut term = Terminal::new(TestBackend::new(160, 48)).unwrap();
     let mut app = App::new(ledger.database(), "bench");
