@@ -19,4 +19,6 @@ pub use policy::{DestinationPolicy, RetryPolicy};
 pub use redact::{Redactor, escape_text};
 pub use state::{Outcome, Resolution, State};
 pub use time::{format_age, parse_duration};
-pub use transition::{AttemptEffect, Claim, Command, Ctx, Op, Refusal, Transition, apply};
+pub use transition::{
+    AttemptEffect, Claim, Command, Ctx, Op, Refusal, StaffAction, Transition, apply,
+};

@@ -147,6 +147,23 @@ pub enum Command {
     },
     /// An open attempt past its timeout.
     Sweep,
+    /// A person works the item (SPEC section 5).
+    Staff(StaffAction),
+}
+
+impl Command {
+    /// Commands made by automation (which a live claim keeps away) rather than by a person.
+    pub fn is_automatic(&self) -> bool {
+        matches!(
+            self,
+            Command::StartAttempt | Command::FinishAttempt { .. } | Command::Sweep
+        )
+    }
+}
+
+/// A staff action on one operation (SPEC section 5).
+#[derive(Clone, Debug, PartialEq)]
+pub enum StaffAction {
     Claim {
         force_reason: Option<String>,
     },
@@ -170,16 +187,6 @@ pub enum Command {
     Note {
         text: String,
     },
-}
-
-impl Command {
-    /// Commands made by automation (which a live claim keeps away) rather than by a person.
-    pub fn is_automatic(&self) -> bool {
-        matches!(
-            self,
-            Command::StartAttempt | Command::FinishAttempt { .. } | Command::Sweep
-        )
-    }
 }
 
 /// The clock, the actor and the destination's rules for one decision.
@@ -243,7 +250,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
     let key = &op.key;
     if op.state.is_terminal() {
         return match cmd {
-            Command::Note { .. } => note(op, cmd, ctx).map(Some),
+            Command::Staff(StaffAction::Note { .. }) => note(op, cmd, ctx).map(Some),
             Command::Record { fingerprint, .. } if *fingerprint == op.fingerprint => Ok(None),
             Command::Record { .. } => refuse(format!(
                 "{key} is {}: its contents cannot change (the recorded contents are kept)",
@@ -407,7 +414,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "swept";
             detail = json!({ "attempt": op.attempts, "reason": "interrupted" });
         }
-        Command::Claim { force_reason } => {
+        Command::Staff(StaffAction::Claim { force_reason }) => {
             match (op.claimed_by_other(ctx.actor, now), force_reason) {
                 (Some(c), None) => {
                     return refuse(format!(
@@ -437,7 +444,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                 expires: now + lease(ctx),
             });
         }
-        Command::Release => {
+        Command::Staff(StaffAction::Release) => {
             match &op.claim {
                 Some(c) if c.by == ctx.actor => {}
                 Some(c) if c.is_live(now) => {
@@ -448,7 +455,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             next.claim = None;
             kind = "released";
         }
-        Command::ReconcileFound { reference, note } => {
+        Command::Staff(StaffAction::ReconcileFound { reference, note }) => {
             hold(op, ctx)?;
             let stuck = op.is_stuck(now, ctx.attempt_timeout);
             if !(matches!(op.state, State::Unknown | State::Failed | State::Conflict) || stuck) {
@@ -467,7 +474,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "reconciled";
             detail = json!({ "found": true, "reference": reference, "note": note });
         }
-        Command::ReconcileAbsent { note } => {
+        Command::Staff(StaffAction::ReconcileAbsent { note }) => {
             hold(op, ctx)?;
             if !(op.state == State::Unknown || op.is_stuck(now, ctx.attempt_timeout)) {
                 return refuse(format!(
@@ -484,7 +491,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "reconciled";
             detail = json!({ "found": false, "note": note });
         }
-        Command::Retry { note } => {
+        Command::Staff(StaffAction::Retry { note }) => {
             hold(op, ctx)?;
             match op.state {
                 State::Failed => {}
@@ -522,12 +529,12 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "retry_requested";
             detail = json!({ "requested_by": ctx.actor, "note": note });
         }
-        Command::Close {
+        Command::Staff(StaffAction::Close {
             resolution,
             reference,
             superseded_by,
             note,
-        } => {
+        }) => {
             hold(op, ctx)?;
             if op.state == State::InFlight && !op.is_stuck(now, ctx.attempt_timeout) {
                 return refuse(format!(
@@ -563,7 +570,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             detail = json!({ "resolution": resolution.as_str(), "reference": reference,
                              "superseded_by": superseded_by, "note": note });
         }
-        Command::Note { .. } => return note(op, cmd, ctx).map(Some),
+        Command::Staff(StaffAction::Note { .. }) => return note(op, cmd, ctx).map(Some),
     }
 
     settle_bookkeeping(op, &mut next, ctx);
@@ -645,7 +652,7 @@ fn finish_attempt(
 }
 
 fn note(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Transition, Refusal> {
-    let Command::Note { text } = cmd else {
+    let Command::Staff(StaffAction::Note { text }) = cmd else {
         unreachable!("note() is only called with a note")
     };
     if text.trim().is_empty() {

@@ -137,31 +137,37 @@ fn commands(op: &Op) -> Vec<(&'static str, Command)> {
         ("transient", finish(Outcome::Transient)),
         ("unknown", finish(Outcome::Unknown)),
         ("sweep", Command::Sweep),
-        ("claim", Command::Claim { force_reason: None }),
-        ("release", Command::Release),
+        (
+            "claim",
+            Command::Staff(StaffAction::Claim { force_reason: None }),
+        ),
+        ("release", Command::Staff(StaffAction::Release)),
         (
             "found",
-            Command::ReconcileFound {
+            Command::Staff(StaffAction::ReconcileFound {
                 reference: "T-9".into(),
                 note: None,
-            },
+            }),
         ),
-        ("absent", Command::ReconcileAbsent { note: None }),
-        ("retry", Command::Retry { note: None }),
+        (
+            "absent",
+            Command::Staff(StaffAction::ReconcileAbsent { note: None }),
+        ),
+        ("retry", Command::Staff(StaffAction::Retry { note: None })),
         (
             "close",
-            Command::Close {
+            Command::Staff(StaffAction::Close {
                 resolution: Resolution::Abandoned,
                 reference: None,
                 superseded_by: None,
                 note: "gone".into(),
-            },
+            }),
         ),
         (
             "note",
-            Command::Note {
+            Command::Staff(StaffAction::Note {
                 text: "looked at it".into(),
-            },
+            }),
         ),
     ]
 }
@@ -220,17 +226,27 @@ fn the_whole_transition_table() {
 fn refusals_change_nothing_and_name_the_reason() {
     let policy = DestinationPolicy::default();
     let op = op_in(State::Unknown, false);
-    let err = apply(&op, &Command::Retry { note: None }, &ctx(&policy, "alice")).unwrap_err();
+    let err = apply(
+        &op,
+        &Command::Staff(StaffAction::Retry { note: None }),
+        &ctx(&policy, "alice"),
+    )
+    .unwrap_err();
     assert!(err.0.contains("claim onb-42-task first"), "{err}");
     let held = with_claim(op, "alice");
     let err = apply(
         &held,
-        &Command::Retry { note: None },
+        &Command::Staff(StaffAction::Retry { note: None }),
         &ctx(&policy, "alice"),
     )
     .unwrap_err();
     assert!(err.0.contains("does not deduplicate"), "{err}");
-    let err = apply(&held, &Command::Release, &ctx(&policy, "bob")).unwrap_err();
+    let err = apply(
+        &held,
+        &Command::Staff(StaffAction::Release),
+        &ctx(&policy, "bob"),
+    )
+    .unwrap_err();
     assert!(err.0.contains("claimed by alice"), "{err}");
 }
 
@@ -410,7 +426,7 @@ fn claims_exclude_automation_and_other_people() {
     );
     let err = apply(
         &op,
-        &Command::Claim { force_reason: None },
+        &Command::Staff(StaffAction::Claim { force_reason: None }),
         &ctx(&policy, "bob"),
     )
     .unwrap_err();
@@ -420,9 +436,9 @@ fn claims_exclude_automation_and_other_people() {
     );
     let t = apply(
         &op,
-        &Command::Claim {
+        &Command::Staff(StaffAction::Claim {
             force_reason: Some("alice is off shift".into()),
-        },
+        }),
         &ctx(&policy, "bob"),
     )
     .unwrap()
@@ -434,9 +450,9 @@ fn claims_exclude_automation_and_other_people() {
     assert!(
         apply(
             &op,
-            &Command::Claim {
+            &Command::Staff(StaffAction::Claim {
                 force_reason: Some(" ".into())
-            },
+            }),
             &ctx(&policy, "bob")
         )
         .is_err()
@@ -447,7 +463,7 @@ fn claims_exclude_automation_and_other_people() {
     assert!(
         apply(
             &expired,
-            &Command::Claim { force_reason: None },
+            &Command::Staff(StaffAction::Claim { force_reason: None }),
             &ctx(&policy, "bob")
         )
         .is_ok()
@@ -455,7 +471,7 @@ fn claims_exclude_automation_and_other_people() {
     assert!(
         apply(
             &expired,
-            &Command::Retry { note: None },
+            &Command::Staff(StaffAction::Retry { note: None }),
             &ctx(&policy, "alice")
         )
         .unwrap_err()
@@ -495,7 +511,7 @@ fn staff_retry_and_close_rules() {
     let unknown = with_claim(op_in(State::Unknown, false), "alice");
     let t = apply(
         &unknown,
-        &Command::Retry { note: None },
+        &Command::Staff(StaffAction::Retry { note: None }),
         &ctx(&dedupe, "alice"),
     )
     .unwrap()
@@ -512,7 +528,7 @@ fn staff_retry_and_close_rules() {
     let rejected = with_claim(op_in(State::Rejected, false), "alice");
     let t = apply(
         &rejected,
-        &Command::Retry { note: None },
+        &Command::Staff(StaffAction::Retry { note: None }),
         &ctx(&dedupe, "alice"),
     )
     .unwrap()
@@ -520,13 +536,14 @@ fn staff_retry_and_close_rules() {
     assert!(t.warning.unwrap().contains("may reject it again"));
 
     let policy = DestinationPolicy::default();
-    let close =
-        |resolution, reference: Option<&str>, sup: Option<&str>, note: &str| Command::Close {
+    let close = |resolution, reference: Option<&str>, sup: Option<&str>, note: &str| {
+        Command::Staff(StaffAction::Close {
             resolution,
             reference: reference.map(Into::into),
             superseded_by: sup.map(Into::into),
             note: note.into(),
-        };
+        })
+    };
     let failed = with_claim(op_in(State::Failed, false), "alice");
     let c = ctx(&policy, "alice");
     assert!(

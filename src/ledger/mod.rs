@@ -17,12 +17,11 @@ use sqlx::AnyConnection;
 
 use crate::config::Config;
 use crate::domain::fingerprint::canonical_json;
-use crate::domain::{
-    Command, Ctx, Op, Outcome, Redactor, Resolution, State, apply, fingerprint, validate_key,
-};
+use crate::domain::{Command, Ctx, Op, Outcome, Redactor, State, apply, fingerprint, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, AttemptWrite, NewEvent, Store};
 
+pub use crate::domain::StaffAction;
 pub use crate::store::Cursor;
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
@@ -94,34 +93,6 @@ pub struct AttemptReport {
     pub error: Option<String>,
     pub http_status: Option<u16>,
     pub retry_after: Option<Duration>,
-}
-
-/// A staff action on one operation.
-#[derive(Clone, Debug, PartialEq)]
-pub enum StaffAction {
-    Claim {
-        force_reason: Option<String>,
-    },
-    Release,
-    ReconcileFound {
-        reference: String,
-        note: Option<String>,
-    },
-    ReconcileAbsent {
-        note: Option<String>,
-    },
-    Retry {
-        note: Option<String>,
-    },
-    Close {
-        resolution: Resolution,
-        reference: Option<String>,
-        superseded_by: Option<String>,
-        note: String,
-    },
-    Note {
-        text: String,
-    },
 }
 
 enum Ask<'a> {
@@ -305,32 +276,14 @@ impl Ledger {
     pub async fn staff(&self, key: &str, actor: &str, action: StaffAction) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
         check_name("operator", actor, false)?;
-        let cmd = match action {
-            StaffAction::Claim { force_reason } => Command::Claim { force_reason },
-            StaffAction::Release => Command::Release,
-            StaffAction::ReconcileFound { reference, note } => {
-                Command::ReconcileFound { reference, note }
-            }
-            StaffAction::ReconcileAbsent { note } => Command::ReconcileAbsent { note },
-            StaffAction::Retry { note } => Command::Retry { note },
-            StaffAction::Close {
-                resolution,
-                reference,
-                superseded_by,
-                note,
-            } => {
-                if let Some(k) = &superseded_by {
-                    validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
-                }
-                Command::Close {
-                    resolution,
-                    reference,
-                    superseded_by,
-                    note,
-                }
-            }
-            StaffAction::Note { text } => Command::Note { text },
-        };
+        if let StaffAction::Close {
+            superseded_by: Some(k),
+            ..
+        } = &action
+        {
+            validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
+        }
+        let cmd = Command::Staff(action);
         self.act(key, actor, Ask::Cmd(cmd)).await
     }
 
