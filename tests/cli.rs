@@ -205,14 +205,20 @@ fn a_database_from_a_newer_settle_is_refused() {
     let db = common::sqlite();
     let dir = tempfile::tempdir().unwrap();
     ok(&settle(&db.url, dir.path(), &["init"]));
-    let path = db.url.strip_prefix("sqlite://").unwrap();
-    let status = Command::new("sqlite3")
-        .arg(path)
-        .arg("INSERT INTO settle_schema VALUES (99, 0)")
-        .status();
-    if !status.map(|s| s.success()).unwrap_or(false) {
-        panic!("sqlite3 is needed to forge a newer schema");
-    }
+    // a newer settle would have recorded its schema version: forge one
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use sqlx::Connection;
+        sqlx::any::install_default_drivers();
+        let mut c = sqlx::AnyConnection::connect(&db.url).await.unwrap();
+        sqlx::query("INSERT INTO settle_schema VALUES (99, 0)")
+            .execute(&mut c)
+            .await
+            .unwrap();
+    });
     let r = settle(&db.url, dir.path(), &["list"]);
     one_line(&r, 4, "newer schema");
     assert!(r.stderr.contains("newer than this settle"), "{}", r.stderr);
