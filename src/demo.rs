@@ -44,14 +44,13 @@ const PEOPLE: [(&str, &str, &str); 12] = [
 
 /// The demo's own destinations and workflows, used when the config names none.
 fn demo_config(mut config: Config) -> Config {
-    if config.destinations.is_empty() {
-        if let Ok(example) =
+    if config.destinations.is_empty()
+        && let Ok(example) =
             Config::parse(include_str!("../assets/settle.toml"), "assets/settle.toml")
-        {
-            config.destinations = example.destinations;
-            config.workflows = example.workflows;
-            config.redaction = example.redaction;
-        }
+    {
+        config.destinations = example.destinations;
+        config.workflows = example.workflows;
+        config.redaction = example.redaction;
     }
     config
 }

@@ -522,30 +522,27 @@ impl App {
             None => self.detail = None,
         }
         if self.view != View::Activity && !self.loading {
-            if self.more_after && self.selected + 5 >= self.rows.len() {
-                if let Some(last) = self.rows.last().map(|r| r.cursor.clone()) {
-                    let seq = self.next_seq();
-                    self.loading = true;
-                    fx.push(Effect::Page {
-                        seq,
-                        filter: self.list_filter(),
-                        position: Position::After(last),
-                        limit: PAGE,
-                        place: Place::Append,
-                    });
-                }
+            let edge = if self.more_after && self.selected + 5 >= self.rows.len() {
+                self.rows
+                    .last()
+                    .map(|r| (Position::After(r.cursor.clone()), Place::Append))
             } else if self.more_before && self.selected == 0 {
-                if let Some(first) = self.rows.first().map(|r| r.cursor.clone()) {
-                    let seq = self.next_seq();
-                    self.loading = true;
-                    fx.push(Effect::Page {
-                        seq,
-                        filter: self.list_filter(),
-                        position: Position::Before(first),
-                        limit: PAGE,
-                        place: Place::Prepend,
-                    });
-                }
+                self.rows
+                    .first()
+                    .map(|r| (Position::Before(r.cursor.clone()), Place::Prepend))
+            } else {
+                None
+            };
+            if let Some((position, place)) = edge {
+                let seq = self.next_seq();
+                self.loading = true;
+                fx.push(Effect::Page {
+                    seq,
+                    filter: self.list_filter(),
+                    position,
+                    limit: PAGE,
+                    place,
+                });
             }
         }
         fx

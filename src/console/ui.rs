@@ -386,10 +386,10 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     esc(&e.actor),
                     esc(&e.kind)
                 );
-                if let (Some(a), Some(b)) = (&e.from_state, &e.to_state) {
-                    if a != b {
-                        text.push_str(&format!(" {a}→{b}"));
-                    }
+                if let (Some(a), Some(b)) = (&e.from_state, &e.to_state)
+                    && a != b
+                {
+                    text.push_str(&format!(" {a}→{b}"));
                 }
                 if let Some(note) = e
                     .detail

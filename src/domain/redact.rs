@@ -530,7 +530,7 @@ fn luhn(digits: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 fn find_bearer_tokens(text: &str) -> Vec<Range<usize>> {
