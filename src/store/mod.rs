@@ -100,6 +100,15 @@ pub enum Profile {
 }
 
 impl Profile {
+    /// How long to wait for a connection: a command may wait out a busy moment; the console
+    /// must notice an outage within a couple of seconds and say so.
+    fn acquire_timeout(self) -> Duration {
+        match self {
+            Profile::Batch => Duration::from_secs(5),
+            Profile::Console => Duration::from_secs(2),
+        }
+    }
+
     /// `PRAGMA cache_size` in KiB (negative, as SQLite reads it).
     fn sqlite_cache(self) -> &'static str {
         match self {
@@ -149,7 +158,7 @@ impl Store {
         let cache = format!("PRAGMA cache_size = {}", profile.sqlite_cache());
         let pool = AnyPoolOptions::new()
             .max_connections(max)
-            .acquire_timeout(Duration::from_secs(5))
+            .acquire_timeout(profile.acquire_timeout())
             .after_connect(move |conn, _meta| {
                 let cache = cache.clone();
                 Box::pin(async move {
@@ -176,14 +185,14 @@ impl Store {
                         .max_connections(2)
                         // a local file needs no ping before each page
                         .test_before_acquire(false)
-                        .acquire_timeout(Duration::from_secs(5))
+                        .acquire_timeout(profile.acquire_timeout())
                         .connect_lazy_with(options),
                 )
             }
             Backend::Postgres => ReadPool::Postgres(
                 sqlx::postgres::PgPoolOptions::new()
                     .max_connections(2)
-                    .acquire_timeout(Duration::from_secs(5))
+                    .acquire_timeout(profile.acquire_timeout())
                     .connect_lazy(&connect_url)
                     .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?,
             ),
