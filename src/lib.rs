@@ -23,6 +23,7 @@ pub mod domain;
 pub mod error;
 pub mod ledger;
 pub mod logging;
+pub mod sim;
 pub mod store;
 
 pub use config::Config;

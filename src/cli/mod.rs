@@ -40,6 +40,32 @@ enum Cmd {
         #[arg(long)]
         reset: bool,
     },
+    /// A task system that misbehaves on purpose, for recovery drills (needs no database)
+    Sim {
+        /// Address to listen on (port 0 picks a free one; the first line printed says which)
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        listen: String,
+        /// Keep the created tasks in this file, across restarts
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// Do not honour Idempotency-Key (every request creates a task)
+        #[arg(long)]
+        no_dedupe: bool,
+        /// How long a key is remembered, e.g. 24h
+        #[arg(long, default_value = "24h")]
+        key_retention: String,
+        /// A fault for every create: reject, drop, late, unavailable or error
+        #[arg(long)]
+        fault: Option<String>,
+        /// Chance of a random fault per create (0 to 1), from a schedule seeded by --seed
+        #[arg(long, default_value_t = 0.0)]
+        fault_rate: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How long a `late` answer waits
+        #[arg(long, default_value = "10s")]
+        late: String,
+    },
     /// Create or migrate the database
     Init,
     /// Record an intended operation
@@ -236,6 +262,35 @@ async fn execute(cli: Cli) -> Result<i32> {
         ledger.close().await;
         return result.map(|()| 0);
     };
+    if let Cmd::Sim {
+        listen,
+        state,
+        no_dedupe,
+        key_retention,
+        fault,
+        fault_rate,
+        seed,
+        late,
+    } = command
+    {
+        if !(0.0..=1.0).contains(fault_rate) {
+            return Err(invalid("--fault-rate must be between 0 and 1".into()));
+        }
+        let profile = crate::sim::Profile {
+            dedupe: !no_dedupe,
+            key_retention: parse_duration(key_retention).map_err(invalid)?,
+            fault: fault
+                .as_deref()
+                .map(crate::sim::Fault::parse)
+                .transpose()
+                .map_err(invalid)?,
+            fault_rate: *fault_rate,
+            seed: *seed,
+            late: parse_duration(late).map_err(invalid)?,
+        };
+        crate::sim::run(listen, state.clone(), profile).await?;
+        return Ok(0);
+    }
     if let Cmd::Demo { reset } = command {
         let url = database_url(&cli, &Config::default(), crate::demo::DEMO_DATABASE);
         return crate::demo::run(&url, config, *reset, &actor).await;
@@ -250,7 +305,7 @@ async fn execute(cli: Cli) -> Result<i32> {
 
 async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
     match command {
-        Cmd::Demo { .. } => unreachable!("handled before the database is opened"),
+        Cmd::Demo { .. } | Cmd::Sim { .. } => unreachable!("handled before the database is opened"),
         Cmd::Init => {
             say!(
                 "{} is ready (schema version {})",
