@@ -5,6 +5,7 @@
 //! spinner, and the last data stays on screen while the next loads.
 
 pub mod app;
+mod form;
 pub mod keymap;
 pub mod theme;
 pub mod ui;

@@ -6,6 +6,7 @@
 pub mod fingerprint;
 pub mod key;
 pub mod next_step;
+pub mod patterns;
 pub mod policy;
 pub mod redact;
 pub mod state;

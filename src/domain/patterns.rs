@@ -1,0 +1,330 @@
+//! Sensitive values in free text (emails, card numbers, bearer tokens, phone numbers,
+//! `secret=value` pairs), and terminal escapes: found by scanning bytes, no regex engine.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use super::redact::sensitive_key;
+
+pub const REDACTED: &str = "[redacted]";
+
+/// Replaces every sensitive value pattern in a free text with `[redacted]`.
+pub fn redact_text(text: &str) -> String {
+    redact_cow(text).into_owned()
+}
+
+pub(super) fn redact_cow(text: &str) -> Cow<'_, str> {
+    // Fast path: every pattern needs a digit, an `@`, a `=`/`:` or the word "bearer".
+    let b = text.as_bytes();
+    if !b
+        .iter()
+        .any(|c| c.is_ascii_digit() || matches!(c, b'@' | b'=' | b':'))
+        && !b.windows(6).any(|w| w.eq_ignore_ascii_case(b"bearer"))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut ranges = Vec::new();
+    ranges.extend(find_emails(text));
+    ranges.extend(find_card_numbers(text));
+    ranges.extend(find_bearer_tokens(text));
+    ranges.extend(find_phone_numbers(text));
+    ranges.extend(find_secret_pairs(text));
+    if ranges.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    ranges.sort_by_key(|r| r.start);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for r in ranges {
+        if r.start < at {
+            // overlaps the previous match: widen it, one marker for both
+            at = at.max(r.end);
+            continue;
+        }
+        out.push_str(&text[at..r.start]);
+        out.push_str(REDACTED);
+        at = r.end;
+    }
+    out.push_str(&text[at..]);
+    Cow::Owned(out)
+}
+
+fn is_email_local(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'%' | b'+' | b'-')
+}
+
+fn is_domain(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')
+}
+
+fn find_emails(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices('@') {
+        let mut start = at;
+        while start > 0 && is_email_local(b[start - 1]) {
+            start -= 1;
+        }
+        let mut end = at + 1;
+        while end < b.len() && is_domain(b[end]) {
+            end += 1;
+        }
+        while end > at + 1 && matches!(b[end - 1], b'.' | b'-') {
+            end -= 1;
+        }
+        let domain = &text[at + 1..end];
+        if start < at && domain.contains('.') && !domain.starts_with('.') {
+            out.push(start..end);
+        }
+    }
+    out
+}
+
+/// Digit groups separated by single spaces or dashes; any span of whole groups holding 13-19 digits
+/// that passes the Luhn check is a card-like number.
+pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        // Collect the groups of one run.
+        let mut groups: Vec<Range<usize>> = Vec::new();
+        let mut j = i;
+        loop {
+            let g = j;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            groups.push(g..j);
+            if j + 1 < b.len() && matches!(b[j], b' ' | b'-') && b[j + 1].is_ascii_digit() {
+                j += 1;
+            } else {
+                break;
+            }
+        }
+        let mut g = 0;
+        while g < groups.len() {
+            let mut digits = String::new();
+            let mut found = None;
+            for (h, group) in groups.iter().enumerate().skip(g) {
+                digits.push_str(&text[group.clone()]);
+                if digits.len() > 19 {
+                    break;
+                }
+                if digits.len() >= 13 && luhn(&digits) {
+                    found = Some(h);
+                }
+            }
+            match found {
+                Some(h) => {
+                    out.push(groups[g].start..groups[h].end);
+                    g = h + 1;
+                }
+                None => g += 1,
+            }
+        }
+        i = j;
+    }
+    out
+}
+
+fn luhn(digits: &str) -> bool {
+    let sum: u32 = digits
+        .bytes()
+        .rev()
+        .enumerate()
+        .map(|(i, d)| {
+            let d = u32::from(d - b'0');
+            if i % 2 == 1 {
+                if d * 2 > 9 { d * 2 - 9 } else { d * 2 }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
+fn find_bearer_tokens(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    for at in 0..b.len().saturating_sub(5) {
+        if !b[at..at + 6].eq_ignore_ascii_case(b"bearer") {
+            continue;
+        }
+        let mut j = at + 6;
+        let spaces = j;
+        while j < b.len() && b[j] == b' ' {
+            j += 1;
+        }
+        let start = j;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b"._~+/=-".contains(&b[j])) {
+            j += 1;
+        }
+        if j > start && start > spaces {
+            out.push(start..j);
+        }
+    }
+    out
+}
+
+/// Phone numbers in free text: `+` and 8-15 digits (`+44 7700 900123`), or a national number that
+/// starts with `0` or `(` and has 10-15 digits (`07700 900123`, `(555) 010-4477`). Plain digit
+/// runs without those marks are left alone: they are far more often ids, amounts or dates.
+fn find_phone_numbers(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let starts = (b[i] == b'+' || b[i] == b'(' || b[i] == b'0')
+            && (i == 0 || !b[i - 1].is_ascii_alphanumeric())
+            && b.get(i + 1)
+                .is_some_and(|c| c.is_ascii_digit() || b[i] == b'0');
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        let mut digits = 0;
+        let mut last_digit = i;
+        while j < b.len() && (b[j].is_ascii_digit() || b" -.()+".contains(&b[j])) {
+            if b[j].is_ascii_digit() {
+                digits += 1;
+                last_digit = j;
+            }
+            if b[j] == b'+' && j != i {
+                break;
+            }
+            j += 1;
+        }
+        let enough = if b[i] == b'+' {
+            (8..=15).contains(&digits)
+        } else {
+            (10..=15).contains(&digits)
+        };
+        if enough && !text[i..=last_digit].contains("..") {
+            out.push(i..last_digit + 1);
+            i = last_digit + 1;
+        } else {
+            i = j.max(i + 1);
+        }
+    }
+    out
+}
+
+/// `password=...`, `api_key: ...`, `"token":"..."` in free text: the value goes.
+fn find_secret_pairs(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !(b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && (b[i].is_ascii_alphanumeric() || b"_-".contains(&b[i])) {
+            i += 1;
+        }
+        let word = &text[start..i];
+        let mut j = i;
+        if j < b.len() && b[j] == b'"' {
+            j += 1;
+        }
+        if j < b.len() && (b[j] == b'=' || b[j] == b':') && sensitive_key(word) {
+            j += 1;
+            while j < b.len() && (b[j] == b' ' || b[j] == b'"' || b[j] == b'\'') {
+                j += 1;
+            }
+            let v = j;
+            while j < b.len() && !b" \"',;&}".contains(&b[j]) {
+                j += 1;
+            }
+            if j > v {
+                out.push(v..j);
+            }
+            i = j;
+        }
+    }
+    out
+}
+
+/// Shows control characters and terminal escape sequences as `\xNN` (or `\u{...}` for the Unicode
+/// controls that reorder or hide text), so stored text can never drive the terminal.
+pub fn escape_text(text: &str) -> Cow<'_, str> {
+    fn needs(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    }
+    if !text.chars().any(needs) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !needs(c) {
+            out.push(c);
+        } else if (c as u32) < 0x100 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_patterns_go_from_free_text() {
+        let text = "mail ada@example.com, card 4111 1111 1111 1111 and 4012-8888-8888-1881, \
+                    Authorization: Bearer abc.def-123; call +44 7700 900123 or (555) 010-4477 or 07700 900123; password=hunter2";
+        let out = redact_text(text);
+        for s in [
+            "ada@example.com",
+            "4111",
+            "4012",
+            "abc.def-123",
+            "7700",
+            "010-4477",
+            "hunter2",
+        ] {
+            assert!(!out.contains(s), "{s} survived in {out}");
+        }
+        assert!(
+            out.starts_with("mail [redacted], card [redacted] and [redacted]"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn ordinary_text_is_left_alone() {
+        for text in [
+            "read timeout after 30s",
+            "HTTP 503 at 2026-12-01 10:02:03",
+            "task 1234567812345678 created",
+            "order 20261201 total 99.50",
+            "v1.2.3",
+            "retry after 120 seconds",
+            "no @ here",
+            "a@b",
+        ] {
+            assert_eq!(redact_text(text), text);
+        }
+    }
+
+    #[test]
+    fn escapes_terminal_sequences() {
+        assert_eq!(
+            escape_text("\u{1b}]0;owned\u{7}x\u{1b}[2J"),
+            "\\x1b]0;owned\\x07x\\x1b[2J"
+        );
+        assert_eq!(escape_text("line\nnext\u{202e}"), "line\\x0anext\\u{202e}");
+        assert!(matches!(escape_text("plain é"), Cow::Borrowed(_)));
+    }
+}
