@@ -95,6 +95,24 @@ pub struct DestinationConfig {
     pub base: Option<Duration>,
     #[serde(default, deserialize_with = "opt_duration")]
     pub cap: Option<Duration>,
+    /// For `settle dispatch`: where the request is POSTed (JSON payload, `Idempotency-Key`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// For `settle dispatch`: where a key is looked up; `{key}` is replaced by the key.
+    #[serde(default)]
+    pub lookup_url: Option<String>,
+    /// For `settle dispatch`: how long an attempt may take before its outcome is unknown.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub timeout: Option<Duration>,
+}
+
+/// How `settle dispatch` reaches a destination.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpDestination {
+    pub name: String,
+    pub url: String,
+    pub lookup_url: Option<String>,
+    pub timeout: Duration,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -189,6 +207,21 @@ impl Config {
                 cap: d.cap.unwrap_or(defaults.cap),
             },
         }
+    }
+
+    /// The destinations `settle dispatch` can send to (those with a `url`).
+    pub fn http_destinations(&self) -> Vec<HttpDestination> {
+        self.destinations
+            .iter()
+            .filter_map(|(name, d)| {
+                Some(HttpDestination {
+                    name: name.clone(),
+                    url: d.url.clone()?,
+                    lookup_url: d.lookup_url.clone(),
+                    timeout: d.timeout.unwrap_or(Duration::from_secs(10)),
+                })
+            })
+            .collect()
     }
 
     pub fn redactor(&self) -> Redactor {

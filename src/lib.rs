@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod demo;
+pub mod dispatch;
 pub mod domain;
 pub mod error;
 pub mod ledger;

@@ -82,6 +82,8 @@ pub struct Profile {
     pub seed: u64,
     /// How long a `late` answer waits.
     pub late: Duration,
+    /// The profile's fault hits only the first request of each key (a drill's lost response).
+    pub fault_first_only: bool,
 }
 
 impl Default for Profile {
@@ -93,6 +95,7 @@ impl Default for Profile {
             fault_rate: 0.0,
             seed: 1,
             late: Duration::from_secs(10),
+            fault_first_only: false,
         }
     }
 }
@@ -118,6 +121,8 @@ struct Sim {
     running: Mutex<Vec<String>>,
     rng: Mutex<StdRng>,
     state_file: Option<PathBuf>,
+    /// Keys that have been asked for at least once (for `fault_first_only`).
+    seen: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Sim {
@@ -131,7 +136,17 @@ impl Sim {
         }
     }
 
-    fn fault_for(&self, headers: &HeaderMap) -> std::result::Result<Option<Fault>, String> {
+    fn has_task(&self, key: Option<&str>) -> bool {
+        let Some(k) = key else { return false };
+        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        records.tasks.iter().any(|t| t.key.as_deref() == Some(k))
+    }
+
+    fn fault_for(
+        &self,
+        headers: &HeaderMap,
+        key: Option<&str>,
+    ) -> std::result::Result<Option<Fault>, String> {
         if let Some(v) = headers.get("x-sim-fault") {
             let text = v
                 .to_str()
@@ -143,6 +158,11 @@ impl Sim {
             };
         }
         if let Some(f) = self.profile.fault {
+            if self.profile.fault_first_only {
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                let first = key.is_none_or(|k| seen.insert(k.to_string()));
+                return Ok(first.then_some(f));
+            }
             return Ok(Some(f));
         }
         if self.profile.fault_rate > 0.0 {
@@ -189,14 +209,14 @@ async fn create(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
-    let fault = match sim.fault_for(&headers) {
-        Ok(f) => f,
-        Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
-    };
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let fault = match sim.fault_for(&headers, key.as_deref()) {
+        Ok(f) => f,
+        Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
+    };
     match fault {
         Some(Fault::Unavailable) => {
             let mut r = answer(
@@ -207,7 +227,8 @@ async fn create(
                 .insert("retry-after", axum::http::HeaderValue::from_static("1"));
             return r;
         }
-        Some(Fault::Reject) => {
+        // Validation runs on new work; a deduplicated replay gets the stored answer instead.
+        Some(Fault::Reject) if !(sim.profile.dedupe && sim.has_task(key.as_deref())) => {
             return answer(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 json!({ "error": "rejected: due date is in the past" }),
@@ -355,6 +376,7 @@ pub async fn run(listen: &str, state_file: Option<PathBuf>, profile: Profile) ->
         records: Mutex::new(records),
         running: Mutex::new(Vec::new()),
         state_file,
+        seen: Mutex::new(std::collections::HashSet::new()),
     });
     let app = axum::Router::new()
         .route("/tasks", post(create).get(lookup))

@@ -1,46 +1,15 @@
 //! `settle sim`, the fault-injecting task system, through the real binary and a real HTTP client.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::Duration;
+
+use common::Sim;
 
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_settle");
-
-struct Sim {
-    child: Child,
-    base: String,
-}
-
-impl Sim {
-    fn start(args: &[&str]) -> Sim {
-        let mut child = Command::new(BIN)
-            .args(["sim", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start settle sim");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("first line names the address")
-            .to_string();
-        Sim { child, base }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn client(timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder().timeout(timeout).build().unwrap()

@@ -65,6 +65,18 @@ enum Cmd {
         /// How long a `late` answer waits
         #[arg(long, default_value = "10s")]
         late: String,
+        /// Apply the fault only to the first request of each key
+        #[arg(long)]
+        fault_first_only: bool,
+    },
+    /// Run due operations of the HTTP destinations in the config (Ctrl-C stops cleanly)
+    Dispatch {
+        /// Requests in flight at once
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Stop when nothing automation may move is left
+        #[arg(long)]
+        until_settled: bool,
     },
     /// Create or migrate the database
     Init,
@@ -271,6 +283,7 @@ async fn execute(cli: Cli) -> Result<i32> {
         fault_rate,
         seed,
         late,
+        fault_first_only,
     } = command
     {
         if !(0.0..=1.0).contains(fault_rate) {
@@ -287,6 +300,7 @@ async fn execute(cli: Cli) -> Result<i32> {
             fault_rate: *fault_rate,
             seed: *seed,
             late: parse_duration(late).map_err(invalid)?,
+            fault_first_only: *fault_first_only,
         };
         crate::sim::run(listen, state.clone(), profile).await?;
         return Ok(0);
@@ -306,6 +320,25 @@ async fn execute(cli: Cli) -> Result<i32> {
 async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
     match command {
         Cmd::Demo { .. } | Cmd::Sim { .. } => unreachable!("handled before the database is opened"),
+        Cmd::Dispatch {
+            concurrency,
+            until_settled,
+        } => {
+            let options = crate::dispatch::Options {
+                concurrency: *concurrency,
+                until_settled: *until_settled,
+                ..Default::default()
+            };
+            let t = crate::dispatch::run(ledger.clone(), options).await?;
+            say!(
+                "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waits for the retry budget",
+                t.attempts,
+                t.retries,
+                t.succeeded,
+                t.looked_up,
+                t.budget_waits
+            );
+        }
         Cmd::Init => {
             say!(
                 "{} is ready (schema version {})",

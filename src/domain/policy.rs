@@ -79,6 +79,9 @@ impl RetryBudget {
     pub const RETRY_COST: u32 = 5;
     pub const TIMEOUT_RETRY_COST: u32 = 10;
     pub const SUCCESS_REFUND: u32 = 1;
+    /// Tokens regained per second. The SPEC gives the bucket's size and costs but no rate; without
+    /// one, a destination that had one bad hour would never be retried again.
+    pub const REFILL_PER_SECOND: f64 = 5.0;
 
     pub fn full() -> Self {
         RetryBudget {
@@ -96,6 +99,14 @@ impl RetryBudget {
         self.tokens
             .checked_sub(cost)
             .map(|tokens| RetryBudget { tokens })
+    }
+
+    /// The tokens regained over `elapsed`, up to the capacity.
+    pub fn refill(self, elapsed: Duration) -> Self {
+        let gained = (elapsed.as_secs_f64() * Self::REFILL_PER_SECOND) as u32;
+        RetryBudget {
+            tokens: self.tokens.saturating_add(gained).min(Self::CAPACITY),
+        }
     }
 
     /// A first-try success refunds a token, up to the capacity.
@@ -162,5 +173,17 @@ mod tests {
         assert_eq!(b.refund().tokens, 500);
         assert_eq!(RetryBudget { tokens: 9 }.take(true), None);
         assert_eq!(RetryBudget { tokens: 9 }.take(false).unwrap().tokens, 4);
+        assert_eq!(
+            RetryBudget { tokens: 0 }
+                .refill(Duration::from_secs(2))
+                .tokens,
+            10
+        );
+        assert_eq!(
+            RetryBudget { tokens: 499 }
+                .refill(Duration::from_secs(60))
+                .tokens,
+            500
+        );
     }
 }

@@ -147,6 +147,9 @@ pub enum Command {
     },
     /// An open attempt past its timeout.
     Sweep,
+    /// The dispatcher asked a destination with lookup whether the work for the key exists:
+    /// `Some(reference)` found, `None` absent.
+    Lookup { found: Option<String> },
     /// A person works the item (SPEC section 5).
     Staff(StaffAction),
 }
@@ -156,7 +159,10 @@ impl Command {
     pub fn is_automatic(&self) -> bool {
         matches!(
             self,
-            Command::StartAttempt | Command::FinishAttempt { .. } | Command::Sweep
+            Command::StartAttempt
+                | Command::FinishAttempt { .. }
+                | Command::Sweep
+                | Command::Lookup { .. }
         )
     }
 }
@@ -413,6 +419,28 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             };
             kind = "swept";
             detail = json!({ "attempt": op.attempts, "reason": "interrupted" });
+        }
+        Command::Lookup { found } => {
+            if op.state != State::Unknown {
+                return refuse(format!(
+                    "{key} is {}: a lookup settles only an unknown outcome",
+                    op.state
+                ));
+            }
+            match found {
+                Some(reference) => {
+                    next.state = State::Succeeded;
+                    next.reference = Some(reference.clone());
+                    next.reason = None;
+                }
+                None => {
+                    next.state = State::Failed;
+                    next.reason = Some(format!("looked up: not at {}", op.destination));
+                    next.ambiguous = false;
+                }
+            }
+            kind = "looked_up";
+            detail = json!({ "found": found.is_some(), "reference": found });
         }
         Command::Staff(StaffAction::Claim { force_reason }) => {
             match (op.claimed_by_other(ctx.actor, now), force_reason) {

@@ -817,3 +817,61 @@ fn step_terminal() {
         );
     }
 }
+
+/// The dispatcher's lookup, against every state: only an unknown outcome is settled by it.
+#[test]
+fn a_lookup_settles_only_an_unknown_outcome() {
+    let policy = DestinationPolicy {
+        lookup: true,
+        ..Default::default()
+    };
+    for state in State::ALL {
+        for stuck in [false, true] {
+            let op = op_in(state, stuck);
+            let found = run(
+                &op,
+                &Command::Lookup {
+                    found: Some("T-5".into()),
+                },
+                &ctx(&policy, "settle"),
+            );
+            let absent = run(
+                &op,
+                &Command::Lookup { found: None },
+                &ctx(&policy, "settle"),
+            );
+            if state == State::Unknown {
+                assert_eq!(
+                    (found, absent),
+                    (To(State::Succeeded), To(State::Failed)),
+                    "{state}"
+                );
+            } else {
+                assert_eq!((found, absent), (Refused, Refused), "{state}");
+            }
+        }
+    }
+    let claimed = with_claim(op_in(State::Unknown, false), "alice");
+    assert_eq!(
+        run(
+            &claimed,
+            &Command::Lookup { found: None },
+            &ctx(&policy, "settle")
+        ),
+        Refused,
+        "a live claim keeps it away"
+    );
+    let t = apply(
+        &op_in(State::Unknown, false),
+        &Command::Lookup {
+            found: Some("T-5".into()),
+        },
+        &ctx(&policy, "settle"),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (t.kind, t.op.reference.as_deref(), t.op.exception_since),
+        ("looked_up", Some("T-5"), None)
+    );
+}

@@ -272,6 +272,12 @@ impl Ledger {
         self.act(key, actor, Ask::Cmd(Command::StartAttempt)).await
     }
 
+    /// Settles an unknown outcome by what the destination's lookup said (actor `settle`).
+    pub async fn lookup(&self, key: &str, found: Option<String>) -> Result<Applied> {
+        self.act(key, SYSTEM_ACTOR, Ask::Cmd(Command::Lookup { found }))
+            .await
+    }
+
     /// A staff action by `actor`: claim, release, reconcile, retry, close or note.
     pub async fn staff(&self, key: &str, actor: &str, action: StaffAction) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;

@@ -417,6 +417,23 @@ impl Ledger {
             .collect())
     }
 
+    /// Operations the dispatcher may attempt now, with their raw payload (crate only: nothing
+    /// else reads a raw payload).
+    pub(crate) async fn due(
+        &self,
+        destinations: &[String],
+        limit: usize,
+    ) -> Result<Vec<store::DueRow>> {
+        let mut conn = self.read_conn().await?;
+        store::due_ops(&mut conn, destinations, self.now(), limit as i64).await
+    }
+
+    /// How many operations of these destinations automation may still move.
+    pub async fn unsettled(&self, destinations: &[String]) -> Result<i64> {
+        let mut conn = self.read_conn().await?;
+        store::count_unsettled(&mut conn, destinations, self.now()).await
+    }
+
     /// How many live claims `who` holds (the console's "Mine" count).
     pub async fn count_mine(&self, who: &str) -> Result<i64> {
         let mut conn = self.read_conn().await?;

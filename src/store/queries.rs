@@ -587,3 +587,87 @@ pub(crate) async fn count_exceptions_in(
     .await
     .map_err(db)
 }
+
+/// An operation the dispatcher may attempt now.
+#[derive(Clone, Debug)]
+pub(crate) struct DueRow {
+    pub key: String,
+    pub destination: String,
+    /// Raw: the dispatcher is the one reader that sends it.
+    pub payload: String,
+    /// A retry (an attempt of the current budget was made before).
+    pub retry: bool,
+    /// The last outcome was ambiguous (a retry after a timeout costs more).
+    pub after_unknown: bool,
+}
+
+fn dest_marks(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
+/// workflow not paused. (Starting the attempt is a compare-and-set: two dispatchers never both
+/// start one.)
+pub(crate) async fn due_ops(
+    conn: &mut AnyConnection,
+    destinations: &[String],
+    now: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<DueRow>> {
+    if destinations.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT key, destination, payload, attempts, budget_start, ambiguous FROM operations \
+         WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
+         AND (claimed_by IS NULL OR claim_expires_at <= $1) \
+         AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
+         AND destination IN ({}) ORDER BY next_attempt_at, id LIMIT $2",
+        dest_marks(3, destinations.len())
+    );
+    let mut q = sqlx::query(&sql).bind(ms(now)).bind(limit);
+    for d in destinations {
+        q = q.bind(d.as_str());
+    }
+    let rows = q.fetch_all(conn).await.map_err(db)?;
+    rows.iter()
+        .map(|r| {
+            let attempts: i64 = get(r, "attempts")?;
+            let budget_start: i64 = get(r, "budget_start")?;
+            let ambiguous: i64 = get(r, "ambiguous")?;
+            Ok(DueRow {
+                key: get(r, "key")?,
+                destination: get(r, "destination")?,
+                payload: get(r, "payload")?,
+                retry: attempts > budget_start,
+                after_unknown: ambiguous != 0,
+            })
+        })
+        .collect()
+}
+
+/// Operations of these destinations that automation may still move: pending, retry_wait or in
+/// flight, not claimed, workflow not paused.
+pub(crate) async fn count_unsettled(
+    conn: &mut AnyConnection,
+    destinations: &[String],
+    now: DateTime<Utc>,
+) -> Result<i64> {
+    if destinations.is_empty() {
+        return Ok(0);
+    }
+    let sql = format!(
+        "SELECT COUNT(*) FROM operations WHERE state IN ('pending', 'retry_wait', 'in_flight') \
+         AND (claimed_by IS NULL OR claim_expires_at <= $1) \
+         AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) AND destination IN ({})",
+        dest_marks(2, destinations.len())
+    );
+    let mut q = sqlx::query_scalar(&sql).bind(ms(now));
+    for d in destinations {
+        q = q.bind(d.as_str());
+    }
+    q.fetch_one(conn).await.map_err(db)
+}

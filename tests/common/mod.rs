@@ -137,3 +137,63 @@ macro_rules! both_backends {
         }
     };
 }
+
+/// `settle sim` running in the background on a free port.
+pub struct Sim {
+    child: std::process::Child,
+    pub base: String,
+}
+
+impl Sim {
+    pub fn start(args: &[&str]) -> Sim {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+            .args(["sim", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start settle sim");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect("first line names the address")
+            .to_string();
+        Sim { child, base }
+    }
+
+    /// Tasks the simulator really created, per key.
+    pub fn tasks(&self) -> (u64, std::collections::BTreeMap<String, u64>) {
+        let url = format!("{}/stats", self.base);
+        // a thread of its own: callers may be inside a runtime already
+        let v: serde_json::Value = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
+        })
+        .join()
+        .unwrap();
+        let by_key = v["by_key"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (v["tasks"].as_u64().unwrap_or(0), by_key)
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

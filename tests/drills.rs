@@ -1,0 +1,370 @@
+//! The recovery drills (issue 4): the real binary, the real simulator and a real database,
+//! counting the destination's actual business records, not the ledger's green ticks.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Sim, TestDb};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_settle");
+
+struct Drill {
+    db: String,
+    config: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A config whose destination `tasks` is the simulator, with fast retries.
+fn drill(db: &TestDb, sim: &Sim, dedupes: bool, lookup: bool, extra: &str) -> Drill {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("settle.toml");
+    let lookup_url = if lookup {
+        format!("lookup_url = \"{}/tasks?key={{key}}\"\n", sim.base)
+    } else {
+        String::new()
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "attempt_timeout = \"2s\"\n[destinations.tasks]\nurl = \"{}/tasks\"\n{lookup_url}dedupes = {dedupes}\nkey_retention = \"1h\"\n\
+             lookup = {lookup}\nmax_attempts = 4\nbase = \"10ms\"\ncap = \"50ms\"\ntimeout = \"1s\"\n{extra}",
+            sim.base
+        ),
+    )
+    .unwrap();
+    Drill {
+        db: db.url.clone(),
+        config,
+        _dir: dir,
+    }
+}
+
+impl Drill {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--db")
+            .arg(&self.db)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args);
+        c.env("SETTLE_OPERATOR", "alice")
+            .env("SETTLE_LOG_FILE", self.config.with_extension("log"));
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "settle {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into()
+    }
+
+    fn record(&self, key: &str) {
+        self.run(&[
+            "record",
+            "--key",
+            key,
+            "--workflow",
+            "onboarding",
+            "--destination",
+            "tasks",
+            "--action",
+            "create_task",
+            "--payload",
+            "{\"title\":\"Kickoff call\"}",
+        ]);
+    }
+
+    fn show(&self, key: &str) -> Value {
+        serde_json::from_str(&self.run(&["show", key, "--json"])).unwrap()
+    }
+
+    fn dispatch_until_settled(&self) -> String {
+        self.run(&["dispatch", "--until-settled"])
+    }
+}
+
+fn attempts(v: &Value) -> usize {
+    v["attempt_log"].as_array().unwrap().len()
+}
+
+#[test]
+fn drill_1_a_rejection_is_final_and_creates_nothing() {
+    let db = common::sqlite();
+    let sim = Sim::start(&["--fault", "reject"]);
+    let d = drill(&db, &sim, true, true, "");
+    d.record("onb-1-task");
+    d.dispatch_until_settled();
+    let v = d.show("onb-1-task");
+    assert_eq!(v["state"], "rejected");
+    assert!(v["reason"].as_str().unwrap().contains("HTTP 422"), "{v}");
+    assert_eq!(attempts(&v), 1, "no retry is sent");
+    assert_eq!(sim.tasks().0, 0);
+}
+
+#[test]
+fn drill_2a_lost_response_at_a_deduplicating_destination() {
+    let db = common::sqlite();
+    let sim = Sim::start(&["--fault", "drop", "--fault-first-only"]);
+    let d = drill(&db, &sim, true, false, "");
+    d.record("onb-2a-task");
+    d.dispatch_until_settled();
+    let v = d.show("onb-2a-task");
+    assert_eq!(
+        (v["state"].as_str(), v["reference"].as_str()),
+        (Some("succeeded"), Some("T-1")),
+        "{v}"
+    );
+    assert_eq!(v["attempt_log"][0]["outcome"], "unknown");
+    assert_eq!(sim.tasks().1.get("onb-2a-task"), Some(&1));
+}
+
+#[test]
+fn drill_2b_lost_response_settled_by_lookup() {
+    let db = common::sqlite();
+    let sim = Sim::start(&["--no-dedupe", "--fault", "drop", "--fault-first-only"]);
+    let d = drill(&db, &sim, false, true, "");
+    d.record("onb-2b-task");
+    d.dispatch_until_settled();
+    let v = d.show("onb-2b-task");
+    assert_eq!(
+        (v["state"].as_str(), v["reference"].as_str()),
+        (Some("succeeded"), Some("T-1")),
+        "{v}"
+    );
+    assert_eq!(attempts(&v), 1, "settled by lookup, not by a second send");
+    assert_eq!(
+        v["history"].as_array().unwrap().last().unwrap()["kind"],
+        "looked_up"
+    );
+    assert_eq!(sim.tasks().1.get("onb-2b-task"), Some(&1));
+}
+
+#[test]
+fn drill_2c_lost_response_with_neither_waits_for_a_person() {
+    let db = common::sqlite();
+    let sim = Sim::start(&["--no-dedupe", "--fault", "drop", "--fault-first-only"]);
+    let d = drill(&db, &sim, false, false, "");
+    d.record("onb-2c-task");
+    d.dispatch_until_settled();
+    let v = d.show("onb-2c-task");
+    assert_eq!(v["state"], "unknown");
+    assert!(
+        v["next_step"]
+            .as_str()
+            .unwrap()
+            .starts_with("Check tasks for this request (onb-2c-task"),
+        "{v}"
+    );
+    assert_eq!(attempts(&v), 1, "no retry is sent");
+    d.run(&["claim", "onb-2c-task"]);
+    d.run(&["reconcile", "onb-2c-task", "--found", "T-1"]);
+    assert_eq!(d.show("onb-2c-task")["state"], "succeeded");
+    assert_eq!(sim.tasks().1.get("onb-2c-task"), Some(&1));
+}
+
+#[test]
+fn drill_5_an_operator_and_the_automation_at_once() {
+    let db = common::sqlite();
+    let sim = Sim::start(&[
+        "--no-dedupe",
+        "--fault",
+        "unavailable",
+        "--fault-first-only",
+    ]);
+    let d = drill(&db, &sim, false, false, "");
+    // a claimed operation gets no automatic attempt
+    d.record("held-1");
+    d.run(&["claim", "held-1"]);
+    // this one is refused once (503), with one attempt allowed: failed, confirmed not done
+    let cfg = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("max_attempts = 4", "max_attempts = 1");
+    std::fs::write(&d.config, cfg).unwrap();
+    d.record("retry-1");
+    d.dispatch_until_settled();
+    let held = d.show("held-1");
+    assert_eq!(
+        (held["state"].as_str(), attempts(&held)),
+        (Some("pending"), 0)
+    );
+    assert_eq!(d.show("retry-1")["state"], "failed");
+    // a manual retry while the dispatcher runs: exactly one task
+    let mut dispatcher = d
+        .cmd(&["dispatch"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    d.run(&["claim", "retry-1"]);
+    d.run(&["retry", "retry-1"]);
+    let start = Instant::now();
+    while d.show("retry-1")["state"] != "succeeded" {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the dispatcher ran the retry"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = dispatcher.kill();
+    let _ = dispatcher.wait();
+    let (_, by_key) = sim.tasks();
+    assert_eq!(
+        (by_key.get("retry-1"), by_key.get("held-1")),
+        (Some(&1), None)
+    );
+}
+
+/// Repeated delivery: the same intent ingested three times, two dispatchers started together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_3_repeated_delivery_and_two_dispatchers_on_postgres() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    tokio::task::spawn_blocking(move || {
+        let sim = Sim::start(&["--no-dedupe"]);
+        let d = drill(&db, &sim, false, false, "");
+        let file = d.config.with_extension("jsonl");
+        let mut text = String::new();
+        for i in 0..50 {
+            text.push_str(&format!(
+                "{{\"type\":\"intent\",\"key\":\"rep-{i}\",\"workflow\":\"onboarding\",\"destination\":\"tasks\",\"action\":\"create_task\",\"payload\":{{\"n\":{i}}}}}\n"
+            ));
+        }
+        std::fs::write(&file, text.repeat(3)).unwrap();
+        d.run(&["ingest", file.to_str().unwrap()]);
+        let a = d.cmd(&["dispatch", "--until-settled"]).stdout(Stdio::null()).spawn().unwrap();
+        let b = d.cmd(&["dispatch", "--until-settled"]).stdout(Stdio::null()).spawn().unwrap();
+        for mut c in [a, b] {
+            assert!(c.wait().unwrap().success());
+        }
+        let (total, by_key) = sim.tasks();
+        assert_eq!(total, 50, "exactly one task per intent");
+        assert!(by_key.values().all(|n| *n == 1));
+    })
+    .await
+    .unwrap();
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ok() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "waited for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Interruption during recovery: kill -9 the dispatcher while attempts are in flight.
+#[test]
+fn drill_4_kill_9_while_attempts_are_in_flight() {
+    let db = common::sqlite();
+    for dedupes in [true, false] {
+        let sim = Sim::start(&if dedupes {
+            vec!["--fault", "late", "--late", "3s"]
+        } else {
+            vec!["--no-dedupe", "--fault", "late", "--late", "3s"]
+        });
+        let d = drill(&db, &sim, dedupes, false, "");
+        let cfg = std::fs::read_to_string(&d.config)
+            .unwrap()
+            .replace("timeout = \"1s\"", "timeout = \"10s\"");
+        std::fs::write(&d.config, cfg).unwrap();
+        let keys: Vec<String> = (0..5).map(|i| format!("kill-{dedupes}-{i}")).collect();
+        for k in &keys {
+            d.record(k);
+        }
+        let mut dispatcher = d
+            .cmd(&["dispatch"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("attempts in flight", || {
+            keys.iter().all(|k| d.show(k)["state"] == "in_flight")
+        });
+        Command::new("kill")
+            .arg("-9")
+            .arg(dispatcher.id().to_string())
+            .status()
+            .unwrap();
+        let _ = dispatcher.wait();
+        // after the attempt timeout (2s), the next start sweeps them
+        std::thread::sleep(Duration::from_millis(2200));
+        d.dispatch_until_settled();
+        std::thread::sleep(Duration::from_millis(1200)); // let the late commits land
+        let (_, by_key) = sim.tasks();
+        for k in &keys {
+            let v = d.show(k);
+            assert_eq!(
+                v["state"], "unknown",
+                "{k}: interrupted, in the exception queue"
+            );
+            assert_eq!(v["reason"], "interrupted");
+            assert_eq!(attempts(&v), 1, "{k}: never retried blindly");
+            assert_eq!(by_key.get(k.as_str()), Some(&1), "{k}: exactly one task");
+        }
+    }
+}
+
+fn soak(db: &TestDb) {
+    let sim = Sim::start(&["--fault-rate", "0.1", "--seed", "42", "--late", "1500ms"]);
+    let d = drill(db, &sim, true, true, "");
+    let cfg = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("max_attempts = 4", "max_attempts = 6");
+    std::fs::write(&d.config, cfg).unwrap();
+    let file = d.config.with_extension("jsonl");
+    let text: String = (0..1000)
+        .map(|i| format!("{{\"type\":\"intent\",\"key\":\"soak-{i}\",\"workflow\":\"onboarding\",\"destination\":\"tasks\",\"action\":\"create_task\",\"payload\":{{\"n\":{i}}}}}\n"))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    d.run(&["ingest", file.to_str().unwrap()]);
+    let summary = d.dispatch_until_settled();
+    let (tasks, by_key) = sim.tasks();
+    let list: Value = serde_json::from_str(&d.run(&["list", "--all", "--json"])).unwrap();
+    let ops = list.as_array().unwrap();
+    assert_eq!(ops.len(), 1000);
+    let mut states = std::collections::BTreeMap::new();
+    for op in ops {
+        let key = op["key"].as_str().unwrap();
+        let state = op["state"].as_str().unwrap();
+        *states.entry(state.to_string()).or_insert(0) += 1;
+        let made = by_key.get(key).copied().unwrap_or(0);
+        assert!(made <= 1, "{key}: {made} tasks");
+        match state {
+            "succeeded" => assert_eq!(made, 1, "{key}: succeeded means one task"),
+            "rejected" => assert_eq!(made, 0, "{key}: a rejection creates nothing"),
+            "unknown" | "failed" => assert!(!op["next_step"].as_str().unwrap().is_empty()),
+            other => panic!("{key} ended {other}"),
+        }
+    }
+    println!(
+        "soak on {}: {summary} tasks {tasks}; states {states:?}",
+        db.backend
+    );
+}
+
+#[test]
+fn drill_6_soak_on_sqlite() {
+    soak(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_6_soak_on_postgres() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    tokio::task::spawn_blocking(move || soak(&db))
+        .await
+        .unwrap();
+}
