@@ -311,10 +311,12 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             stop.notify_waiters();
         });
     }
+    let name = format!("{}-{}", hostname(), std::process::id());
     loop {
         if stopping.load(std::sync::atomic::Ordering::SeqCst) {
             break;
         }
+        ledger.heartbeat(&name).await?;
         let due = ledger.due(&names, options.concurrency.max(1) * 4).await?;
         if due.is_empty() {
             if options.until_settled && ledger.unsettled(&names).await? == 0 {
@@ -378,4 +380,10 @@ async fn shutdown_signal() {
     {
         let _ = ctrl_c.await;
     }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "dispatcher".into())
 }

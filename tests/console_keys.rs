@@ -485,11 +485,13 @@ fn a_quick_header_refresh_keeps_the_last_full_counts() {
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),
         mine: 1,
+        dispatcher_seen: None,
         full: true,
     })));
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Unknown, 8)], 24)),
         mine: 2,
+        dispatcher_seen: None,
         full: false,
     })));
     let s = app.header.stats.as_ref().unwrap();

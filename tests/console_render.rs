@@ -136,6 +136,7 @@ fn fixture() -> App {
             paused_workflows: vec!["crm-sync".into()],
         }),
         mine: 2,
+        dispatcher_seen: Some(2),
         full: true,
     })));
     let detail = OperationDetail {

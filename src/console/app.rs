@@ -122,6 +122,8 @@ pub enum Place {
 pub struct Header {
     pub stats: Option<Stats>,
     pub mine: i64,
+    /// Seconds since a dispatcher last said it was alive (`None`: none ever ran here).
+    pub dispatcher_seen: Option<i64>,
     /// `stats.by_state` counts every state (else only `unknown`).
     pub full: bool,
 }
@@ -352,6 +354,7 @@ impl App {
                         self.header = Header {
                             stats,
                             mine: h.mine,
+                            dispatcher_seen: h.dispatcher_seen,
                             full: self.header.full,
                         };
                     }

@@ -190,6 +190,7 @@ pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<M
                 Ok::<_, Error>(Header {
                     stats: Some(stats),
                     mine: ledger.count_mine(operator).await?,
+                    dispatcher_seen: ledger.dispatcher_seen().await?,
                     full,
                 })
             };

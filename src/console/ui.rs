@@ -84,6 +84,19 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             ));
         }
     }
+    match app.header.dispatcher_seen {
+        Some(secs) if secs <= 10 => {
+            right.push(Span::styled(" · dispatcher ok", theme.style(Meaning::Good)))
+        }
+        Some(secs) => right.push(Span::styled(
+            format!(
+                " · dispatcher silent {}",
+                format_age(TimeDelta::seconds(secs))
+            ),
+            theme.style(Meaning::Warning),
+        )),
+        None => {}
+    }
     right.push(Span::raw(if app.loading {
         format!(" {} ", SPINNER[app.spinner % 4])
     } else {

@@ -434,6 +434,21 @@ impl Ledger {
         store::count_unsettled(&mut conn, destinations, self.now()).await
     }
 
+    /// Records that the dispatcher `name` is alive (not audited: it is not a change of state).
+    pub async fn heartbeat(&self, name: &str) -> Result<()> {
+        let mut conn = self.read_conn().await?;
+        store::heartbeat(&mut conn, name, self.now()).await
+    }
+
+    /// How long ago a dispatcher last said it was alive (`None`: never).
+    pub async fn dispatcher_seen(&self) -> Result<Option<i64>> {
+        let now = self.now();
+        let mut conn = self.read_conn().await?;
+        Ok(store::last_heartbeat(&mut conn)
+            .await?
+            .map(|t| (now - t).num_seconds().max(0)))
+    }
+
     /// How many live claims `who` holds (the console's "Mine" count).
     pub async fn count_mine(&self, who: &str) -> Result<i64> {
         let mut conn = self.read_conn().await?;

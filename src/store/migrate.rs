@@ -23,10 +23,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0002_console.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0002_console.sql"),
     },
+    Migration {
+        version: 3,
+        sqlite: include_str!("../../assets/migrations/sqlite/0003_dispatchers.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0003_dispatchers.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -671,3 +671,27 @@ pub(crate) async fn count_unsettled(
     }
     q.fetch_one(conn).await.map_err(db)
 }
+
+/// A dispatcher says it is alive.
+pub(crate) async fn heartbeat(
+    conn: &mut AnyConnection,
+    name: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    sqlx::query("INSERT INTO dispatchers (name, seen_at) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET seen_at = $2")
+        .bind(name)
+        .bind(ms(now))
+        .execute(conn)
+        .await
+        .map_err(db)?;
+    Ok(())
+}
+
+/// When any dispatcher last said it was alive.
+pub(crate) async fn last_heartbeat(conn: &mut AnyConnection) -> Result<Option<DateTime<Utc>>> {
+    let t: Option<i64> = sqlx::query_scalar("SELECT MAX(seen_at) FROM dispatchers")
+        .fetch_one(conn)
+        .await
+        .map_err(db)?;
+    Ok(t.map(time))
+}
