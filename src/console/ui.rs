@@ -53,8 +53,9 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     }
 }
 
-fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let width = area.width as usize;
+/// The header's right side; `detail` 0 is everything, higher levels leave out the least
+/// needed first (the unknown count, then a healthy dispatcher, then the paused names).
+fn header_right<'a>(app: &App, theme: &Theme, detail: u8) -> Vec<Span<'a>> {
     let mut right: Vec<Span> = Vec::new();
     if !app.online {
         right.push(Span::styled(
@@ -63,12 +64,14 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         ));
     }
     if let Some(s) = &app.header.stats {
-        let unknown = s.by_state.get(&State::Unknown).copied().unwrap_or(0);
         right.push(Span::styled(
             format!("{} exceptions", s.exceptions),
             theme.style(Meaning::Title),
         ));
-        right.push(Span::raw(format!(" · {unknown} unknown")));
+        if detail < 1 {
+            let unknown = s.by_state.get(&State::Unknown).copied().unwrap_or(0);
+            right.push(Span::raw(format!(" · {unknown} unknown")));
+        }
         if let Some(secs) = s.oldest_exception_seconds {
             right.push(Span::raw(" · oldest "));
             right.push(Span::styled(
@@ -77,16 +80,20 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             ));
         }
         if !s.paused_workflows.is_empty() {
+            let paused = if detail < 3 {
+                format!("PAUSED: {}", esc(&s.paused_workflows.join(", ")))
+            } else {
+                format!("PAUSED: {}", s.paused_workflows.len())
+            };
             right.push(Span::raw(" · "));
-            right.push(Span::styled(
-                format!("PAUSED: {}", esc(&s.paused_workflows.join(", "))),
-                theme.style(Meaning::Warning),
-            ));
+            right.push(Span::styled(paused, theme.style(Meaning::Warning)));
         }
     }
     match app.header.dispatcher_seen {
         Some(secs) if secs <= 10 => {
-            right.push(Span::styled(" · dispatcher ok", theme.style(Meaning::Good)))
+            if detail < 2 {
+                right.push(Span::styled(" · dispatcher ok", theme.style(Meaning::Good)));
+            }
         }
         Some(secs) => right.push(Span::styled(
             format!(
@@ -102,8 +109,20 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     } else {
         "   ".into()
     }));
+    right
+}
+
+fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let width = area.width as usize;
+    let fits = |spans: &[Span], left: usize| {
+        spans.iter().map(|s| s.width()).sum::<usize>() + left + 2 <= width
+    };
+    // The right side gives way first, down to what matters most; then the left side.
+    let right = (0..4)
+        .map(|d| header_right(app, theme, d))
+        .find(|r| fits(r, " settle · ".len() + app.operator.chars().count()))
+        .unwrap_or_else(|| header_right(app, theme, 3));
     let right_width: usize = right.iter().map(|s| s.width()).sum();
-    // The left side gives way first: the database, then the operator's name.
     let candidates = [
         format!(" settle · {} · {}", esc(&app.database), esc(&app.operator)),
         format!(" settle · {}", esc(&app.operator)),
