@@ -84,6 +84,8 @@ pub struct Profile {
     pub late: Duration,
     /// The profile's fault hits only the first request of each key (a drill's lost response).
     pub fault_first_only: bool,
+    /// How long every create takes (a real destination is not instant).
+    pub latency: Duration,
 }
 
 impl Default for Profile {
@@ -96,6 +98,7 @@ impl Default for Profile {
             seed: 1,
             late: Duration::from_secs(10),
             fault_first_only: false,
+            latency: Duration::ZERO,
         }
     }
 }
@@ -209,6 +212,9 @@ async fn create(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
+    if !sim.profile.latency.is_zero() {
+        tokio::time::sleep(sim.profile.latency).await;
+    }
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())

@@ -68,6 +68,9 @@ enum Cmd {
         /// Apply the fault only to the first request of each key
         #[arg(long)]
         fault_first_only: bool,
+        /// How long every create takes, e.g. 20ms
+        #[arg(long, default_value = "0s")]
+        latency: String,
     },
     /// Run due operations of the HTTP destinations in the config (Ctrl-C stops cleanly)
     Dispatch {
@@ -284,6 +287,7 @@ async fn execute(cli: Cli) -> Result<i32> {
         seed,
         late,
         fault_first_only,
+        latency,
     } = command
     {
         if !(0.0..=1.0).contains(fault_rate) {
@@ -301,6 +305,7 @@ async fn execute(cli: Cli) -> Result<i32> {
             seed: *seed,
             late: parse_duration(late).map_err(invalid)?,
             fault_first_only: *fault_first_only,
+            latency: parse_duration(latency).map_err(invalid)?,
         };
         crate::sim::run(listen, state.clone(), profile).await?;
         return Ok(0);

@@ -90,11 +90,10 @@ fn header_right<'a>(app: &App, theme: &Theme, detail: u8) -> Vec<Span<'a>> {
         }
     }
     match app.header.dispatcher_seen {
-        Some(secs) if secs <= 10 => {
-            if detail < 2 {
-                right.push(Span::styled(" · dispatcher ok", theme.style(Meaning::Good)));
-            }
+        Some(secs) if secs <= 10 && detail < 2 => {
+            right.push(Span::styled(" · dispatcher ok", theme.style(Meaning::Good)));
         }
+        Some(secs) if secs <= 10 => {}
         Some(secs) => right.push(Span::styled(
             format!(
                 " · dispatcher silent {}",

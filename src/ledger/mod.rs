@@ -295,9 +295,7 @@ impl Ledger {
 
     async fn act(&self, key: &str, actor: &str, ask: Ask<'_>) -> Result<Applied> {
         let applied = in_transaction!(self, |conn| self.act_in(conn, key, actor, &ask).await)?;
-        if applied.to != applied.from
-            && (applied.to.is_exception() || applied.to == State::InFlight)
-        {
+        if applied.to != applied.from && applied.to.is_exception() {
             self.check_threshold(&applied.workflow).await?;
         }
         Ok(applied)
