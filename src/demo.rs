@@ -239,7 +239,13 @@ impl Demo {
 }
 
 /// Fills the database at `url` with the demo week and prints its totals.
-pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Result<i32> {
+pub async fn run(
+    url: &str,
+    config: Config,
+    reset: bool,
+    live: bool,
+    operator: &str,
+) -> Result<i32> {
     let config = demo_config(config);
     if reset {
         let Some(path) = url
@@ -257,6 +263,7 @@ pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Resu
     }
     let clock = Arc::new(Mutex::new(Utc::now()));
     let live_config = config.clone();
+    let dispatch_config = config.clone();
     let ledger = {
         let c = clock.clone();
         Ledger::open(url, config)
@@ -282,6 +289,9 @@ pub async fn run(url: &str, config: Config, reset: bool, operator: &str) -> Resu
     // From here on the real clock: the week is written, the console shows it live.
     ledger.close().await;
     let ledger = Ledger::open_console(url, live_config).await?;
+    if live {
+        start_live(url, dispatch_config).await?;
+    }
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
         let result = crate::console::run(ledger.clone(), operator).await;
@@ -412,5 +422,70 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         }
     }
     demo.at(now);
+    Ok(())
+}
+
+/// `settle demo --live`: two simulated destinations (one deduplicating), a dispatcher and a
+/// trickle of new work, in this process, so the console shows operations moving and failing.
+async fn start_live(url: &str, mut config: Config) -> Result<()> {
+    use crate::sim::{self, Profile};
+    let profile = |dedupe, seed| Profile {
+        dedupe,
+        fault_rate: 0.15,
+        seed,
+        latency: std::time::Duration::from_millis(80),
+        late: std::time::Duration::from_secs(3),
+        ..Profile::default()
+    };
+    let dedupes = sim::spawn(profile(true, 7)).await?;
+    let plain = sim::spawn(profile(false, 8)).await?;
+    for (name, base) in [
+        ("projects", &dedupes),
+        ("email", &dedupes),
+        ("crm", &plain),
+        ("sms", &plain),
+    ] {
+        if let Some(d) = config.destinations.get_mut(name) {
+            d.url = Some(format!("{base}/tasks"));
+            d.timeout = Some(std::time::Duration::from_secs(2));
+            if d.lookup {
+                d.lookup_url = Some(format!("{base}/tasks?key={{key}}"));
+            }
+        }
+    }
+    let ledger = Ledger::open(url, config).await?;
+    let dispatcher = ledger.clone();
+    tokio::spawn(async move {
+        let options = crate::dispatch::Options {
+            concurrency: 4,
+            ..Default::default()
+        };
+        if let Err(e) = crate::dispatch::run(dispatcher, options).await {
+            tracing::warn!(error = %e, "demo dispatcher stopped");
+        }
+    });
+    tokio::spawn(async move {
+        let kinds = [
+            ("onboarding", "create-task", "projects", "create_task"),
+            ("notifications", "welcome-sms", "sms", "send_sms"),
+            ("notifications", "welcome-email", "email", "send_email"),
+        ];
+        for n in 0.. {
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+            let (name, email, phone) = PEOPLE[n % PEOPLE.len()];
+            let (workflow, step, destination, action) = kinds[n % kinds.len()];
+            let intent = Intent {
+                key: format!("live-{n}-{destination}"),
+                workflow: workflow.into(),
+                step: step.into(),
+                destination: destination.into(),
+                action: action.into(),
+                payload: json!({"customer": {"name": name, "email": email, "phone": phone}, "template": "welcome"}),
+            };
+            if ledger.record(&intent, workflow).await.is_err() {
+                return;
+            }
+        }
+    });
     Ok(())
 }

@@ -366,6 +366,37 @@ async fn stats(State(sim): State<Arc<Sim>>) -> Response {
 
 /// Serves until interrupted. Prints `listening on http://ADDR` first, for scripts and tests.
 pub async fn run(listen: &str, state_file: Option<PathBuf>, profile: Profile) -> Result<()> {
+    let (listener, app) = bind(listen, state_file, profile).await?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    crate::say!("listening on http://{addr}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| Error::Invalid(format!("simulator stopped: {e}")))
+}
+
+/// Starts a simulator in this process on a free local port (`settle demo --live`); returns its
+/// base URL. It serves until the process ends.
+pub async fn spawn(profile: Profile) -> Result<String> {
+    let (listener, app) = bind("127.0.0.1:0", None, profile).await?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}"))
+}
+
+async fn bind(
+    listen: &str,
+    state_file: Option<PathBuf>,
+    profile: Profile,
+) -> Result<(tokio::net::TcpListener, axum::Router)> {
     let records = match &state_file {
         Some(p) if p.exists() => {
             let text = std::fs::read_to_string(p)
@@ -391,14 +422,5 @@ pub async fn run(listen: &str, state_file: Option<PathBuf>, profile: Profile) ->
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Error::Invalid(format!("cannot listen on {listen}: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::Invalid(e.to_string()))?;
-    crate::say!("listening on http://{addr}");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| Error::Invalid(format!("simulator stopped: {e}")))
+    Ok((listener, app))
 }

@@ -39,6 +39,9 @@ enum Cmd {
         /// Start from an empty demo database
         #[arg(long)]
         reset: bool,
+        /// Also run two simulated destinations and a dispatcher, with new work every 2 seconds
+        #[arg(long)]
+        live: bool,
     },
     /// A task system that misbehaves on purpose, for recovery drills (needs no database)
     Sim {
@@ -310,9 +313,9 @@ async fn execute(cli: Cli) -> Result<i32> {
         crate::sim::run(listen, state.clone(), profile).await?;
         return Ok(0);
     }
-    if let Cmd::Demo { reset } = command {
+    if let Cmd::Demo { reset, live } = command {
         let url = database_url(&cli, &Config::default(), crate::demo::DEMO_DATABASE);
-        return crate::demo::run(&url, config, *reset, &actor).await;
+        return crate::demo::run(&url, config, *reset, *live, &actor).await;
     }
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
