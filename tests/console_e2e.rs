@@ -524,3 +524,42 @@ fn escape_sequences_in_stored_text_never_reach_the_terminal() {
     t.keys("a", &["q"]);
     t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
 }
+
+/// `settle demo --live`: the console shows a live dispatcher and new work moving.
+#[test]
+fn the_live_demo_moves() {
+    assert!(have_tmux());
+    let db = common::sqlite();
+    let t = Tmux::new("live");
+    let log = t.dir.path().join("settle.log");
+    let cmd = format!(
+        "cd {} && env SETTLE_OPERATOR=alice SETTLE_LOG_FILE={} {BIN} --db '{}' demo --live; echo SETTLE-EXITED-$?; sleep 60",
+        env!("CARGO_MANIFEST_DIR"),
+        log.display(),
+        db.url
+    );
+    t.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-n",
+        "a",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        "sh",
+    ]);
+    t.run(&["send-keys", "-t", "t:a", &cmd, "Enter"]);
+    t.wait("a", "the console with a live dispatcher", |s| {
+        s.contains("dispatcher ok")
+    });
+    t.keys("a", &["5"]);
+    t.wait("a", "new work dispatched", |s| {
+        s.lines()
+            .any(|l| l.contains("dispatcher") && l.contains("live-"))
+    });
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+}
