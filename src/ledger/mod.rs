@@ -405,7 +405,7 @@ impl Ledger {
         }
         let redaction = self
             .redactor
-            .for_operation(&op.destination, &op.action, &op.payload);
+            .scrubber(&op.destination, &op.action, &op.payload);
         let detail = redaction.json(&t.detail).to_string();
         store::insert_event(
             conn,
