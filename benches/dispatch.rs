@@ -2,36 +2,13 @@
 //! beside a plain loop of the same HTTP client sending the same requests (target: at least half
 //! as fast). SQLite; SETTLE_BENCH_OPS operations (default 2,000).
 
-use std::io::BufRead;
 use std::time::Instant;
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use settle::dispatch::{self, Options};
 use settle::{Config, Ledger};
-
-fn start_sim(latency: &str) -> (std::process::Child, String) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
-        .args([
-            "sim",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-dedupe",
-            "--latency",
-            latency,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("settle sim");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
-    (child, base)
-}
 
 async fn dispatched(base: &str, n: usize, concurrency: usize) -> f64 {
     let dir = tempfile::tempdir().unwrap();
@@ -98,7 +75,8 @@ async fn main() {
     println!("dispatch of {n} operations to the simulator (no faults), SQLite, in one run");
     // An instant destination shows settle's own cost; 20 ms is a destination as SaaS APIs answer.
     for latency in ["0s", "20ms"] {
-        let (mut sim, base) = start_sim(latency);
+        let sim = common::Sim::start(&["--no-dedupe", "--latency", latency]);
+        let base = sim.base.clone();
         for concurrency in [1, 16] {
             let n = if latency == "0s" { n } else { n / 10 };
             let p = plain(&base, n, concurrency).await;
@@ -108,6 +86,6 @@ async fn main() {
                 d / p
             );
         }
-        let _ = sim.kill();
+        drop(sim);
     }
 }

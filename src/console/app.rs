@@ -10,7 +10,7 @@ use tui_input::backend::crossterm::EventHandler;
 
 use crate::domain::State;
 use crate::ledger::{
-    Cursor, EventView, ListFilter, OperationDetail, OperationView, Page, Position, Scope, Sort,
+    EventView, ListFilter, OperationDetail, OperationView, Page, Position, Scope, Sort,
     StaffAction, Stats,
 };
 
@@ -698,10 +698,5 @@ impl App {
                 _ => open && mine,
             },
         }
-    }
-
-    /// The cursor where the window starts, for tests and the header.
-    pub fn first_cursor(&self) -> Option<&Cursor> {
-        self.rows.first().map(|r| &r.cursor)
     }
 }

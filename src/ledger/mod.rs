@@ -229,20 +229,9 @@ impl Ledger {
         op.next_attempt_at = Some(now);
         if let Some(id) = store::insert_op(conn, &op).await? {
             let detail = json!({ "fingerprint": op.fingerprint }).to_string();
-            store::insert_event(
-                conn,
-                &NewEvent {
-                    operation_id: Some(id),
-                    workflow: None,
-                    at: now,
-                    actor,
-                    kind: "recorded",
-                    from_state: None,
-                    to_state: Some(State::Pending),
-                    detail: &detail,
-                },
-            )
-            .await?;
+            let event =
+                NewEvent::on_operation(id, now, actor, "recorded", None, State::Pending, &detail);
+            store::insert_event(conn, &event).await?;
             return Ok(Tried::Done(Recorded::Created));
         }
         let cmd = Command::Record {
@@ -407,20 +396,9 @@ impl Ledger {
             .redactor
             .scrubber(&op.destination, &op.action, &op.payload);
         let detail = redaction.json(&t.detail).to_string();
-        store::insert_event(
-            conn,
-            &NewEvent {
-                operation_id: Some(id),
-                workflow: None,
-                at: now,
-                actor,
-                kind: t.kind,
-                from_state: Some(op.state),
-                to_state: Some(t.op.state),
-                detail: &detail,
-            },
-        )
-        .await?;
+        let event =
+            NewEvent::on_operation(id, now, actor, t.kind, Some(op.state), t.op.state, &detail);
+        store::insert_event(conn, &event).await?;
         Ok(Tried::Done(Applied {
             key: key.into(),
             workflow: op.workflow.clone(),

@@ -121,6 +121,30 @@ pub(crate) struct NewEvent<'a> {
     pub detail: &'a str,
 }
 
+impl<'a> NewEvent<'a> {
+    /// The event of a change to one operation.
+    pub(crate) fn on_operation(
+        id: i64,
+        at: DateTime<Utc>,
+        actor: &'a str,
+        kind: &'a str,
+        from_state: Option<State>,
+        to_state: State,
+        detail: &'a str,
+    ) -> NewEvent<'a> {
+        NewEvent {
+            operation_id: Some(id),
+            workflow: None,
+            at,
+            actor,
+            kind,
+            from_state,
+            to_state: Some(to_state),
+            detail,
+        }
+    }
+}
+
 pub(crate) async fn insert_event(conn: &mut AnyConnection, e: &NewEvent<'_>) -> Result<()> {
     sqlx::query(
         "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) \
