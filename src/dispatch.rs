@@ -7,18 +7,18 @@
 //! touched (the due query leaves them out; starting an attempt re-checks under the lock).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::config::HttpDestination;
 use crate::domain::Outcome;
-use crate::domain::policy::RetryBudget;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
-use crate::ledger::{AttemptReport, Ledger};
+use crate::ledger::{AttemptReport, Finished, Ledger, Started};
 use crate::store::DueRow;
 
 /// The actor named on attempts the dispatcher runs.
@@ -146,142 +146,77 @@ pub async fn classify(
     }
 }
 
-struct Dispatcher {
-    ledger: Ledger,
-    client: reqwest::Client,
-    destinations: HashMap<String, HttpDestination>,
-    /// Per destination: the bucket and when it was last refilled.
-    budgets: Mutex<HashMap<String, (RetryBudget, std::time::Instant)>>,
-    totals: Mutex<Totals>,
+/// An attempt sent and answered, on its way to be recorded.
+struct Sent {
+    finished: Finished,
+    destination: String,
+    retry: bool,
 }
 
-impl Dispatcher {
-    /// One operation: budget, attempt, outcome, lookup.
-    /// Returns whether an attempt was made.
-    async fn one(&self, due: DueRow) -> Result<bool> {
-        let Some(dest) = self.destinations.get(&due.destination) else {
-            return Ok(false);
-        };
-        if due.retry && !self.spend(&due.destination, due.after_unknown) {
-            // the budget is empty: the operation waits in retry_wait
-            self.totals
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .budget_waits += 1;
-            return Ok(false);
+/// Sends one started attempt and, where the outcome is unknown and the destination has a lookup,
+/// asks whether the work exists.
+async fn send(client: reqwest::Client, dest: Arc<HttpDestination>, row: DueRow) -> Sent {
+    let sent = client
+        .post(&dest.url)
+        .header("Idempotency-Key", &row.key)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .timeout(dest.timeout)
+        .body(row.payload)
+        .send()
+        .await;
+    let seen = classify(sent, dest.timeout).await;
+    let lookup = match (&dest.lookup_url, seen.outcome) {
+        (Some(template), Outcome::Unknown) => {
+            look_up(&client, &template.replace("{key}", &row.key), dest.timeout).await
         }
-        match self.ledger.start_attempt(&due.key, DISPATCHER).await {
-            Ok(_) => {}
-            // someone else started it, claimed it, or paused its workflow meanwhile
-            Err(Error::Refused(_) | Error::NotFound(_)) => return Ok(false),
-            Err(e) => return Err(e),
-        }
-        let payload: Value = serde_json::from_str(&due.payload).unwrap_or(Value::Null);
-        let sent = self
-            .client
-            .post(&dest.url)
-            .header("Idempotency-Key", &due.key)
-            .timeout(dest.timeout)
-            .json(&payload)
-            .send()
-            .await;
-        let seen = classify(sent, dest.timeout).await;
-        let report = AttemptReport {
-            key: due.key.clone(),
-            attempt: None,
-            outcome: Some(seen.outcome),
-            reference: seen.reference.clone(),
-            error: seen.error.clone(),
-            http_status: seen.http_status,
-            retry_after: seen.retry_after,
-        };
-        let applied = self.ledger.report_attempt(&report, DISPATCHER).await?;
-        tracing::info!(
-            key = %due.key,
-            destination = %due.destination,
-            outcome = seen.outcome.as_str(),
-            http = seen.http_status,
-            state = applied.to.as_str(),
-            error = seen.error.as_deref().map(redact_text).unwrap_or_default(),
-            "attempt"
-        );
-        {
-            let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
-            t.attempts += 1;
-            t.retries += u64::from(due.retry);
-            t.succeeded += u64::from(applied.to == crate::State::Succeeded);
-        }
-        if seen.outcome == Outcome::Accepted && !due.retry {
-            let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
-            let (b, _) = budgets
-                .entry(due.destination.clone())
-                .or_insert_with(|| (RetryBudget::full(), std::time::Instant::now()));
-            *b = b.refund();
-        }
-        if applied.to == crate::State::Unknown
-            && let Some(template) = &dest.lookup_url
-        {
-            self.look_up(&due.key, template, dest.timeout).await?;
-        }
-        Ok(true)
-    }
-
-    /// Takes a retry's cost from the destination's bucket (refilled for the time since), or says no.
-    fn spend(&self, destination: &str, after_unknown: bool) -> bool {
-        let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        let (b, at) = budgets
-            .entry(destination.to_string())
-            .or_insert_with(|| (RetryBudget::full(), now));
-        *b = b.refill(now - *at);
-        *at = now;
-        match b.take(after_unknown) {
-            Some(left) => {
-                *b = left;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Asks the destination whether the work for `key` exists, and settles the outcome by it.
-    async fn look_up(&self, key: &str, template: &str, timeout: Duration) -> Result<()> {
-        let url = template.replace("{key}", key);
-        let found = match self.client.get(&url).timeout(timeout).send().await {
-            Ok(r) if r.status() == StatusCode::NOT_FOUND => None,
-            Ok(r) if r.status().is_success() => match r.json::<Value>().await {
-                Ok(body) => Some(body.get("id").map_or_else(
-                    || "found".to_string(),
-                    |v| v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                )),
-                Err(_) => return Ok(()),
+        _ => None,
+    };
+    Sent {
+        finished: Finished {
+            report: AttemptReport {
+                key: row.key,
+                attempt: None,
+                outcome: Some(seen.outcome),
+                reference: seen.reference,
+                error: seen.error,
+                http_status: seen.http_status,
+                retry_after: seen.retry_after,
             },
-            // the lookup itself failed: the outcome stays unknown for a person
-            _ => return Ok(()),
-        };
-        let a = self.ledger.lookup(key, found).await;
-        if let Ok(a) = &a {
-            tracing::info!(key, state = a.to.as_str(), "looked up");
-            self.totals
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .looked_up += 1;
+            lookup,
+        },
+        destination: row.destination,
+        retry: row.retry,
+    }
+}
+
+/// Asks the destination whether the work exists: `Some(Some(reference))` found, `Some(None)`
+/// absent, `None` when the lookup itself failed (the outcome then stays unknown for a person).
+async fn look_up(client: &reqwest::Client, url: &str, timeout: Duration) -> Option<Option<String>> {
+    match client.get(url).timeout(timeout).send().await {
+        Ok(r) if r.status() == StatusCode::NOT_FOUND => Some(None),
+        Ok(r) if r.status().is_success() => {
+            let body = r.json::<Value>().await.ok()?;
+            Some(Some(body.get("id").map_or_else(
+                || "found".to_string(),
+                |v| v.as_str().map_or_else(|| v.to_string(), str::to_string),
+            )))
         }
-        match a {
-            Ok(_) | Err(Error::Refused(_)) => Ok(()),
-            Err(e) => Err(e),
-        }
+        _ => None,
     }
 }
 
 /// Runs until interrupted (SIGINT/SIGTERM: finishes the attempts in flight, starts no more), or
 /// with `until_settled` until nothing automation may move is left.
+///
+/// Up to `concurrency` attempts are in flight. Each round records every attempt that finished
+/// since the last one and starts as many new ones as there are free places, in one transaction:
+/// under load many operations share a commit, and an idle dispatcher still records at once.
 pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
-    let destinations: HashMap<String, HttpDestination> = ledger
+    let destinations: HashMap<String, Arc<HttpDestination>> = ledger
         .config()
         .http_destinations()
         .into_iter()
-        .map(|d| (d.name.clone(), d))
+        .map(|d| (d.name.clone(), Arc::new(d)))
         .collect();
     if destinations.is_empty() {
         return Err(Error::Invalid(
@@ -294,69 +229,137 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     let client = reqwest::Client::builder()
         .build()
         .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
-    let d = Arc::new(Dispatcher {
-        ledger: ledger.clone(),
-        client,
-        destinations,
-        budgets: Mutex::new(HashMap::new()),
-        totals: Mutex::new(Totals::default()),
-    });
     let stop = Arc::new(tokio::sync::Notify::new());
-    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = Arc::new(AtomicBool::new(false));
     {
         let (stop, stopping) = (stop.clone(), stopping.clone());
         tokio::spawn(async move {
             shutdown_signal().await;
-            stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+            stopping.store(true, Ordering::SeqCst);
             stop.notify_waiters();
         });
     }
     let name = format!("{}-{}", hostname(), std::process::id());
+    let concurrency = options.concurrency.max(1);
+    let (done, mut answers) = tokio::sync::mpsc::unbounded_channel::<Sent>();
+    let mut in_flight = 0usize;
+    let mut answered: Vec<Sent> = Vec::new();
+    let mut totals = Totals::default();
+    let mut beat: Option<Instant> = None;
     loop {
-        if stopping.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
+        while let Ok(s) = answers.try_recv() {
+            answered.push(s);
+            in_flight -= 1;
         }
-        ledger.heartbeat(&name).await?;
-        let due = ledger.due(&names, options.concurrency.max(1) * 4).await?;
-        if due.is_empty() {
-            if options.until_settled && ledger.unsettled(&names).await? == 0 {
+        if beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
+            ledger.heartbeat(&name).await?;
+            beat = Some(Instant::now());
+        }
+        let stopping_now = stopping.load(Ordering::SeqCst);
+        let free = if stopping_now {
+            0
+        } else {
+            concurrency - in_flight
+        };
+        // More candidates than places: some may be waiting for the budget or taken by another.
+        let due = if free > 0 {
+            ledger.due(&names, free * 4).await?
+        } else {
+            Vec::new()
+        };
+        if answered.is_empty() && due.is_empty() {
+            if in_flight > 0 {
+                if let Some(s) = answers.recv().await {
+                    answered.push(s);
+                    in_flight -= 1;
+                }
+                continue;
+            }
+            if stopping_now || (options.until_settled && ledger.unsettled(&names).await? == 0) {
                 break;
             }
-            tokio::select! {
-                _ = tokio::time::sleep(options.idle) => {}
-                _ = stop.notified() => {}
-            }
+            idle(&stop, options.idle).await;
             ledger.sweep().await?;
             continue;
         }
-        // A batch at a time, `concurrency` in flight; a signal lets the batch finish.
-        let gate = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
-        let mut tasks = Vec::new();
-        for row in due {
-            let (d, gate) = (d.clone(), gate.clone());
-            tasks.push(tokio::spawn(async move {
-                let _permit = gate.acquire_owned().await;
-                d.one(row).await
-            }));
+        let finished: Vec<Finished> = answered.iter().map(|s| s.finished.clone()).collect();
+        let keys: Vec<String> = due.iter().map(|d| d.key.clone()).collect();
+        let round = ledger.round(&finished, &keys, free, DISPATCHER).await?;
+        let recorded = answered.len();
+        for (sent, applied) in answered.drain(..).zip(round.finished) {
+            log_attempt(&sent, &applied);
+            totals.attempts += 1;
+            totals.retries += u64::from(sent.retry);
+            totals.succeeded += u64::from(applied.is_ok_and(|a| a.to == crate::State::Succeeded));
         }
-        let mut progressed = false;
-        for t in tasks {
-            match t.await {
-                Ok(Ok(made)) => progressed |= made,
-                Ok(Err(e)) => return Err(e),
-                Err(e) => return Err(Error::Invalid(format!("a dispatch task failed: {e}"))),
+        totals.looked_up += round.looked_up as u64;
+        let mut launched = 0;
+        for (row, started) in due.into_iter().zip(round.started) {
+            match started {
+                Started::Yes { .. } => {
+                    let Some(dest) = destinations.get(&row.destination).cloned() else {
+                        continue;
+                    };
+                    let (client, done) = (client.clone(), done.clone());
+                    in_flight += 1;
+                    launched += 1;
+                    tokio::spawn(async move {
+                        let _ = done.send(send(client, dest, row).await);
+                    });
+                }
+                Started::NoBudget => totals.budget_waits += 1,
+                Started::Refused(_) => {}
             }
         }
-        if !progressed {
-            // everything due is waiting for the retry budget (or was taken by another dispatcher)
-            tokio::select! {
-                _ = tokio::time::sleep(options.idle) => {}
-                _ = stop.notified() => {}
+        if launched == 0 && recorded == 0 {
+            // everything due waits for the retry budget, or was taken by another dispatcher
+            if in_flight > 0 {
+                if let Some(s) = answers.recv().await {
+                    answered.push(s);
+                    in_flight -= 1;
+                }
+            } else {
+                idle(&stop, options.idle).await;
             }
         }
     }
-    let totals = d.totals.lock().unwrap_or_else(|p| p.into_inner()).clone();
     Ok(totals)
+}
+
+/// How often a running dispatcher says it is alive.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
+async fn idle(stop: &tokio::sync::Notify, pause: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => {}
+        _ = stop.notified() => {}
+    }
+}
+
+/// One concise, redacted line per attempt.
+fn log_attempt(sent: &Sent, applied: &Result<crate::ledger::Applied>) {
+    let r = &sent.finished.report;
+    let error = r.error.as_deref().map(redact_text).unwrap_or_default();
+    match applied {
+        Ok(a) => tracing::info!(
+            key = %r.key,
+            destination = %sent.destination,
+            outcome = r.outcome.map_or("unknown", |o| o.as_str()),
+            http = r.http_status,
+            state = a.to.as_str(),
+            error,
+            "attempt"
+        ),
+        Err(e) => tracing::warn!(
+            key = %r.key,
+            destination = %sent.destination,
+            outcome = r.outcome.map_or("unknown", |o| o.as_str()),
+            http = r.http_status,
+            error,
+            refused = %redact_text(&e.to_string()),
+            "attempt not recorded"
+        ),
+    }
 }
 
 async fn shutdown_signal() {

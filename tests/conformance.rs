@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, TimeDelta, Utc};
 use common::TestDb;
 use serde_json::json;
-use settle::ledger::{Applied, Page};
+use settle::ledger::{Applied, Finished, Page, Started};
 use settle::{
     AttemptReport, Error, Intent, Ledger, ListFilter, Outcome, Recorded, Resolution, Scope,
     StaffAction, State,
@@ -566,6 +566,110 @@ async fn readers_never_see_sensitive_values(db: &TestDb) {
     assert!(shown.contains("[redacted]"));
 }
 
+fn transient(key: &str) -> Finished {
+    Finished {
+        report: outcome(
+            key,
+            Outcome::Transient,
+            Some("HTTP 503: not done, try later"),
+        ),
+        lookup: None,
+    }
+}
+
+/// SPEC 6's budget is per destination, kept in the database: two dispatchers (two ledgers on one
+/// database) draw on the same 500 tokens; a retry costs 5; an empty budget leaves the operation
+/// in `retry_wait`; time refills it; a first-try success refunds one token.
+async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
+    let t0 = Utc::now();
+    let (a, clock) = ledger_at(db, t0).await;
+    let c = clock.clone();
+    let b = ledger(db).await.with_clock(move || *c.lock().unwrap());
+    let keys: Vec<String> = (0..120).map(|i| format!("budget-{i:03}")).collect();
+    for k in &keys {
+        a.record(&intent(k, "projects", json!({"n": k})), "bot")
+            .await
+            .unwrap();
+    }
+    // first attempts cost nothing, even beyond the budget's size
+    let first = a.round(&[], &keys, keys.len(), "dispatcher").await.unwrap();
+    assert!(
+        first
+            .started
+            .iter()
+            .all(|s| matches!(s, Started::Yes { attempt: 1 }))
+    );
+    let failed: Vec<Finished> = keys.iter().map(|k| transient(k)).collect();
+    let recorded = a.round(&failed, &[], 0, "dispatcher").await.unwrap();
+    assert!(
+        recorded
+            .finished
+            .iter()
+            .all(|r| r.as_ref().unwrap().to == State::RetryWait)
+    );
+    assert_eq!(a.retry_budget("projects").await.unwrap(), 500);
+    // every first retry is due within base = 1 s (full jitter); the budget did not change
+    *clock.lock().unwrap() = t0 + TimeDelta::seconds(2);
+    let (half, rest) = keys.split_at(60);
+    let by_a = a.round(&[], half, 60, "dispatcher").await.unwrap();
+    let by_b = b.round(&[], rest, 60, "dispatcher").await.unwrap();
+    let count = |r: &settle::ledger::Round, want: fn(&Started) -> bool| {
+        r.started.iter().filter(|s| want(s)).count()
+    };
+    assert_eq!(
+        count(&by_a, |s| matches!(s, Started::Yes { attempt: 2 })),
+        60
+    );
+    assert_eq!(
+        count(&by_b, |s| matches!(s, Started::Yes { .. })),
+        40,
+        "500 / 5 = 100 retries in all"
+    );
+    assert_eq!(count(&by_b, |s| *s == Started::NoBudget), 20);
+    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    let waiting: Vec<String> = rest[40..].to_vec();
+    for k in &waiting {
+        assert_eq!(
+            state(&a, k).await,
+            State::RetryWait,
+            "it waits for the budget"
+        );
+    }
+    // 5 tokens a second: after 2 s two more retries may go
+    *clock.lock().unwrap() = t0 + TimeDelta::seconds(4);
+    assert_eq!(b.retry_budget("projects").await.unwrap(), 10);
+    let later = a
+        .round(&[], &waiting, waiting.len(), "dispatcher")
+        .await
+        .unwrap();
+    assert_eq!(count(&later, |s| matches!(s, Started::Yes { .. })), 2);
+    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    // a first-try success refunds one token; a retry's success does not
+    a.record(&intent("budget-new", "projects", json!({})), "bot")
+        .await
+        .unwrap();
+    a.round(&[], &["budget-new".to_string()], 1, "dispatcher")
+        .await
+        .unwrap();
+    let ok = |k: &str| Finished {
+        report: AttemptReport {
+            reference: Some("T-1".into()),
+            ..outcome(k, Outcome::Accepted, None)
+        },
+        lookup: None,
+    };
+    let done = b
+        .round(&[ok("budget-new"), ok(&keys[0])], &[], 0, "dispatcher")
+        .await
+        .unwrap();
+    assert!(
+        done.finished
+            .iter()
+            .all(|r| r.as_ref().unwrap().to == State::Succeeded)
+    );
+    assert_eq!(a.retry_budget("projects").await.unwrap(), 1);
+}
+
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
@@ -579,4 +683,5 @@ both_backends!(
     the_stopping_threshold_pauses_a_workflow,
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
+    the_retry_budget_is_shared_by_every_dispatcher,
 );

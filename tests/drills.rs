@@ -341,6 +341,11 @@ fn soak(db: &TestDb) {
         *states.entry(state.to_string()).or_insert(0) += 1;
         let made = by_key.get(key).copied().unwrap_or(0);
         assert!(made <= 1, "{key}: {made} tasks");
+        let attempts = op["attempts"].as_u64().unwrap();
+        assert!(
+            (1..=6).contains(&attempts),
+            "{key}: {attempts} attempts, the policy allows 6"
+        );
         match state {
             "succeeded" => assert_eq!(made, 1, "{key}: succeeded means one task"),
             "rejected" => assert_eq!(made, 0, "{key}: a rejection creates nothing"),

@@ -101,12 +101,20 @@ impl RetryBudget {
             .map(|tokens| RetryBudget { tokens })
     }
 
-    /// The tokens regained over `elapsed`, up to the capacity.
-    pub fn refill(self, elapsed: Duration) -> Self {
-        let gained = (elapsed.as_secs_f64() * Self::REFILL_PER_SECOND) as u32;
-        RetryBudget {
-            tokens: self.tokens.saturating_add(gained).min(Self::CAPACITY),
+    /// Tops the bucket up for the time since `since`, in whole tokens, and says from when the next
+    /// top-up counts (so that frequent callers lose no fraction of a token).
+    pub fn refilled(self, since: DateTime<Utc>, now: DateTime<Utc>) -> (Self, DateTime<Utc>) {
+        let elapsed_ms = (now - since).num_milliseconds().max(0);
+        let per_token_ms = (1000.0 / Self::REFILL_PER_SECOND) as i64;
+        let gained = elapsed_ms / per_token_ms;
+        let tokens = (i64::from(self.tokens) + gained).min(i64::from(Self::CAPACITY)) as u32;
+        if tokens == Self::CAPACITY {
+            return (RetryBudget { tokens }, now.max(since));
         }
+        (
+            RetryBudget { tokens },
+            since + chrono::Duration::milliseconds(gained * per_token_ms),
+        )
     }
 
     /// A first-try success refunds a token, up to the capacity.
@@ -173,17 +181,25 @@ mod tests {
         assert_eq!(b.refund().tokens, 500);
         assert_eq!(RetryBudget { tokens: 9 }.take(true), None);
         assert_eq!(RetryBudget { tokens: 9 }.take(false).unwrap().tokens, 4);
-        assert_eq!(
-            RetryBudget { tokens: 0 }
-                .refill(Duration::from_secs(2))
-                .tokens,
-            10
-        );
-        assert_eq!(
-            RetryBudget { tokens: 499 }
-                .refill(Duration::from_secs(60))
-                .tokens,
-            500
-        );
+    }
+
+    #[test]
+    fn the_stored_budget_refills_in_whole_tokens_without_losing_fractions() {
+        let t0 = chrono::DateTime::from_timestamp_millis(1_000_000).unwrap();
+        let ms = chrono::Duration::milliseconds;
+        // 5 tokens a second: 300 ms give one token and carry 100 ms over
+        let (b, since) = RetryBudget { tokens: 0 }.refilled(t0, t0 + ms(300));
+        assert_eq!((b.tokens, since), (1, t0 + ms(200)));
+        let (b, since) = b.refilled(since, t0 + ms(400));
+        assert_eq!((b.tokens, since), (2, t0 + ms(400)));
+        // nothing gained, nothing moved
+        let (b, since) = b.refilled(since, t0 + ms(450));
+        assert_eq!((b.tokens, since), (2, t0 + ms(400)));
+        // full: the clock restarts now
+        let (b, since) = RetryBudget { tokens: 499 }.refilled(t0, t0 + ms(60_000));
+        assert_eq!((b.tokens, since), (500, t0 + ms(60_000)));
+        // a clock that went back gives nothing
+        let (b, _) = RetryBudget { tokens: 7 }.refilled(t0, t0 - ms(5_000));
+        assert_eq!(b.tokens, 7);
     }
 }

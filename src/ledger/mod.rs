@@ -6,6 +6,7 @@
 
 mod ingest;
 mod read;
+mod rounds;
 mod views;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use crate::domain::StaffAction;
 pub use crate::store::Cursor;
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
+pub use rounds::{Finished, Round, Started};
 pub use views::*;
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).
@@ -98,6 +100,76 @@ pub struct AttemptReport {
 enum Ask<'a> {
     Cmd(Command),
     Attempt(&'a AttemptReport),
+}
+
+/// What the rules made of an ask, before anything is written.
+enum Decided {
+    Unchanged(Applied),
+    Change(Box<Change>),
+}
+
+/// A decided change to one operation: its new row, its attempt's effect and its audit event.
+struct Change {
+    id: i64,
+    expected_version: i64,
+    at: DateTime<Utc>,
+    actor: String,
+    kind: &'static str,
+    from: State,
+    detail: String,
+    applied: Applied,
+    attempt: crate::domain::AttemptEffect,
+    op: Op,
+}
+
+impl Change {
+    fn event(&self) -> NewEvent<'_> {
+        NewEvent::on_operation(
+            self.id,
+            self.at,
+            &self.actor,
+            self.kind,
+            Some(self.from),
+            self.op.state,
+            &self.detail,
+        )
+    }
+
+    fn attempt_write(&self) -> Option<(AttemptWrite<'_>, bool)> {
+        match &self.attempt {
+            crate::domain::AttemptEffect::Finish {
+                n,
+                whole,
+                outcome,
+                http_status,
+                reference,
+                error,
+            } => Some((
+                AttemptWrite {
+                    operation_id: self.id,
+                    n: *n,
+                    actor: &self.actor,
+                    at: self.at,
+                    outcome: *outcome,
+                    http_status: *http_status,
+                    reference: reference.as_deref(),
+                    error: error.as_deref(),
+                },
+                *whole,
+            )),
+            _ => None,
+        }
+    }
+
+    async fn write_attempt(&self, conn: &mut AnyConnection) -> Result<()> {
+        if let crate::domain::AttemptEffect::Start { n } = self.attempt {
+            store::start_attempt(conn, self.id, n, &self.actor, self.at).await?;
+        }
+        if let Some((write, whole)) = self.attempt_write() {
+            store::finish_attempt(conn, &write, whole).await?;
+        }
+        Ok(())
+    }
 }
 
 /// What one try inside a transaction came to.
@@ -298,12 +370,50 @@ impl Ledger {
         actor: &str,
         ask: &Ask<'_>,
     ) -> Result<Tried<Applied>> {
-        let now = self.now();
         let Some((id, op)) = store::load_op(conn, key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
+        self.act_loaded(conn, id, op, actor, ask, None).await
+    }
+
+    /// [`Ledger::act_in`] on an operation already loaded in this transaction. `paused` is its
+    /// workflow's pause flag where the caller knows it (asked of the database otherwise).
+    async fn act_loaded(
+        &self,
+        conn: &mut AnyConnection,
+        id: i64,
+        op: Op,
+        actor: &str,
+        ask: &Ask<'_>,
+        paused: Option<bool>,
+    ) -> Result<Tried<Applied>> {
+        match self.decide(conn, id, &op, actor, ask, paused).await? {
+            Decided::Unchanged(a) => Ok(Tried::Done(a)),
+            Decided::Change(c) => {
+                if !store::update_op(conn, id, &c.op, c.expected_version).await? {
+                    return Ok(Tried::Raced);
+                }
+                c.write_attempt(conn).await?;
+                store::insert_event(conn, &c.event()).await?;
+                Ok(Tried::Done(c.applied))
+            }
+        }
+    }
+
+    /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
+    async fn decide(
+        &self,
+        conn: &mut AnyConnection,
+        id: i64,
+        op: &Op,
+        actor: &str,
+        ask: &Ask<'_>,
+        paused: Option<bool>,
+    ) -> Result<Decided> {
+        let now = self.now();
+        let key = op.key.as_str();
         let unchanged = |op: &Op| {
-            Tried::Done(Applied {
+            Decided::Unchanged(Applied {
                 key: key.into(),
                 workflow: op.workflow.clone(),
                 from: op.state,
@@ -326,7 +436,7 @@ impl Ledger {
                 if n <= op.attempts && !(open && n == op.attempts) {
                     // A repeat of a recorded attempt is harmless; a different outcome is not.
                     return match store::attempt(conn, id, n).await? {
-                        Some(a) if a.outcome == Some(outcome) => Ok(unchanged(&op)),
+                        Some(a) if a.outcome == Some(outcome) => Ok(unchanged(op)),
                         Some(a) => Err(Error::Refused(format!(
                             "{key}: attempt {n} is already recorded as {}",
                             a.outcome.map_or("open", |o| o.as_str())
@@ -346,10 +456,15 @@ impl Ledger {
                 }
             }
         };
-        let paused = matches!(cmd, Command::StartAttempt)
-            && store::workflow(conn, &op.workflow)
-                .await?
-                .is_some_and(|w| w.paused);
+        let paused = match paused {
+            Some(p) => p,
+            None => {
+                matches!(cmd, Command::StartAttempt)
+                    && store::workflow(conn, &op.workflow)
+                        .await?
+                        .is_some_and(|w| w.paused)
+            }
+        };
         let policy = self.config.destination(&op.destination);
         let ctx = Ctx {
             now,
@@ -360,53 +475,32 @@ impl Ledger {
             paused,
             jitter: rand::random::<f64>(),
         };
-        let Some(t) = apply(&op, &cmd, &ctx)? else {
-            return Ok(unchanged(&op));
+        let Some(t) = apply(op, &cmd, &ctx)? else {
+            return Ok(unchanged(op));
         };
-        if !store::update_op(conn, id, &t.op, op.version).await? {
-            return Ok(Tried::Raced);
-        }
-        match &t.attempt {
-            crate::domain::AttemptEffect::None => {}
-            crate::domain::AttemptEffect::Start { n } => {
-                store::start_attempt(conn, id, *n, actor, now).await?
-            }
-            crate::domain::AttemptEffect::Finish {
-                n,
-                whole,
-                outcome,
-                http_status,
-                reference,
-                error,
-            } => {
-                let write = AttemptWrite {
-                    operation_id: id,
-                    n: *n,
-                    actor,
-                    at: now,
-                    outcome: *outcome,
-                    http_status: *http_status,
-                    reference: reference.as_deref(),
-                    error: error.as_deref(),
-                };
-                store::finish_attempt(conn, &write, *whole).await?;
-            }
-        }
         let redaction = self
             .redactor
             .scrubber(&op.destination, &op.action, &op.payload);
         let detail = redaction.json(&t.detail).to_string();
-        let event =
-            NewEvent::on_operation(id, now, actor, t.kind, Some(op.state), t.op.state, &detail);
-        store::insert_event(conn, &event).await?;
-        Ok(Tried::Done(Applied {
-            key: key.into(),
-            workflow: op.workflow.clone(),
+        Ok(Decided::Change(Box::new(Change {
+            id,
+            expected_version: op.version,
+            at: now,
+            actor: actor.to_string(),
+            kind: t.kind,
             from: op.state,
-            to: t.op.state,
-            kind: Some(t.kind),
-            warning: t.warning.map(|w| redaction.text(&w)),
-        }))
+            detail,
+            applied: Applied {
+                key: key.into(),
+                workflow: op.workflow.clone(),
+                from: op.state,
+                to: t.op.state,
+                kind: Some(t.kind),
+                warning: t.warning.map(|w| redaction.text(&w)),
+            },
+            attempt: t.attempt,
+            op: t.op,
+        })))
     }
 
     /// Pauses a workflow: the dispatcher starts no attempt for it; nothing pending is lost.

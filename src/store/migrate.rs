@@ -28,10 +28,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0003_dispatchers.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0003_dispatchers.sql"),
     },
+    Migration {
+        version: 4,
+        sqlite: include_str!("../../assets/migrations/sqlite/0004_retry_budgets.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0004_retry_budgets.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

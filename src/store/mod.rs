@@ -158,6 +158,8 @@ impl Store {
         let cache = format!("PRAGMA cache_size = {}", profile.sqlite_cache());
         let pool = AnyPoolOptions::new()
             .max_connections(max)
+            // a local file needs no ping before each transaction; a server connection may have died
+            .test_before_acquire(backend == Backend::Postgres)
             .acquire_timeout(profile.acquire_timeout())
             .after_connect(move |conn, _meta| {
                 let cache = cache.clone();

@@ -621,8 +621,6 @@ pub(crate) struct DueRow {
     pub payload: String,
     /// A retry (an attempt of the current budget was made before).
     pub retry: bool,
-    /// The last outcome was ambiguous (a retry after a timeout costs more).
-    pub after_unknown: bool,
 }
 
 fn dest_marks(first: usize, n: usize) -> String {
@@ -645,7 +643,7 @@ pub(crate) async fn due_ops(
         return Ok(Vec::new());
     }
     let sql = format!(
-        "SELECT key, destination, payload, attempts, budget_start, ambiguous FROM operations \
+        "SELECT key, destination, payload, attempts, budget_start FROM operations \
          WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
@@ -661,13 +659,11 @@ pub(crate) async fn due_ops(
         .map(|r| {
             let attempts: i64 = get(r, "attempts")?;
             let budget_start: i64 = get(r, "budget_start")?;
-            let ambiguous: i64 = get(r, "ambiguous")?;
             Ok(DueRow {
                 key: get(r, "key")?,
                 destination: get(r, "destination")?,
                 payload: get(r, "payload")?,
                 retry: attempts > budget_start,
-                after_unknown: ambiguous != 0,
             })
         })
         .collect()
@@ -718,4 +714,244 @@ pub(crate) async fn last_heartbeat(conn: &mut AnyConnection) -> Result<Option<Da
         .await
         .map_err(db)?;
     Ok(t.map(time))
+}
+
+/// A destination's retry budget as stored: tokens, when they were last topped up, version.
+pub(crate) struct BudgetRow {
+    pub tokens: u32,
+    pub refilled_at: DateTime<Utc>,
+    pub version: i64,
+}
+
+pub(crate) async fn budget(
+    conn: &mut AnyConnection,
+    destination: &str,
+) -> Result<Option<BudgetRow>> {
+    let row = sqlx::query(
+        "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1",
+    )
+    .bind(destination)
+    .fetch_optional(conn)
+    .await
+    .map_err(db)?;
+    row.map(|r| {
+        let tokens: i64 = get(&r, "tokens")?;
+        let at: i64 = get(&r, "refilled_at")?;
+        Ok(BudgetRow {
+            tokens: u32::try_from(tokens.max(0)).unwrap_or(u32::MAX),
+            refilled_at: time(at),
+            version: get(&r, "version")?,
+        })
+    })
+    .transpose()
+}
+
+/// Stores a destination's budget; compare-and-set on its version (`None` creates the row).
+pub(crate) async fn save_budget(
+    conn: &mut AnyConnection,
+    destination: &str,
+    tokens: u32,
+    refilled_at: DateTime<Utc>,
+    expected_version: Option<i64>,
+) -> Result<bool> {
+    let q = match expected_version {
+        None => sqlx::query(
+            "INSERT INTO retry_budgets (destination, tokens, refilled_at, version) \
+             VALUES ($1, $2, $3, 1) ON CONFLICT (destination) DO NOTHING",
+        ),
+        Some(_) => sqlx::query(
+            "UPDATE retry_budgets SET tokens = $2, refilled_at = $3, version = version + 1 \
+             WHERE destination = $1 AND version = $4",
+        ),
+    };
+    let q = q
+        .bind(destination)
+        .bind(i64::from(tokens))
+        .bind(ms(refilled_at));
+    let q = match expected_version {
+        Some(v) => q.bind(v),
+        None => q,
+    };
+    Ok(q.execute(conn).await.map_err(db)?.rows_affected() == 1)
+}
+
+// Many rows per statement, for the dispatcher's rounds: one statement costs far more than one row.
+
+fn marks(first: usize, n: usize, casts: &[&str]) -> String {
+    let cells: Vec<String> = (0..n)
+        .map(|i| match casts.get(i) {
+            Some(t) => format!("CAST(${} AS {t})", first + i),
+            None => format!("${}", first + i),
+        })
+        .collect();
+    format!("({})", cells.join(", "))
+}
+
+/// The operations with these keys, by key.
+pub(crate) async fn load_ops(
+    conn: &mut AnyConnection,
+    keys: &[&str],
+) -> Result<std::collections::HashMap<String, (i64, Op)>> {
+    let mut found = std::collections::HashMap::with_capacity(keys.len());
+    for chunk in keys.chunks(500) {
+        let sql = format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE key IN {}",
+            marks(1, chunk.len(), &[])
+        );
+        let mut q = sqlx::query(&sql);
+        for k in chunk {
+            q = q.bind(*k);
+        }
+        for row in q.fetch_all(&mut *conn).await.map_err(db)? {
+            let (id, op) = op_from_row(&row)?;
+            found.insert(op.key.clone(), (id, op));
+        }
+    }
+    Ok(found)
+}
+
+/// The columns `bind_mutable` binds, with the types a VALUES list must be cast to (PostgreSQL
+/// reads an uncast parameter there as text).
+const MUTABLE: [(&str, &str); 21] = [
+    ("conflicting_payload", "TEXT"),
+    ("conflicting_fingerprint", "TEXT"),
+    ("state", "TEXT"),
+    ("reason", "TEXT"),
+    ("attempts", "BIGINT"),
+    ("budget_start", "BIGINT"),
+    ("ambiguous", "BIGINT"),
+    ("first_sent_at", "BIGINT"),
+    ("attempt_started_at", "BIGINT"),
+    ("next_attempt_at", "BIGINT"),
+    ("reference", "TEXT"),
+    ("last_error", "TEXT"),
+    ("created_at", "BIGINT"),
+    ("updated_at", "BIGINT"),
+    ("exception_since", "BIGINT"),
+    ("claimed_by", "TEXT"),
+    ("claimed_at", "BIGINT"),
+    ("claim_expires_at", "BIGINT"),
+    ("resolution", "TEXT"),
+    ("superseded_by", "TEXT"),
+    ("version", "BIGINT"),
+];
+
+/// Compare-and-set of many operations at once: `(id, new row, expected version)`. Returns
+/// false, having written nothing that will stay, when any of them changed meanwhile (or
+/// PostgreSQL chose this transaction to break a deadlock): the caller rolls back and tries again.
+pub(crate) async fn update_ops(conn: &mut AnyConnection, ops: &[(i64, &Op, i64)]) -> Result<bool> {
+    let width = MUTABLE.len() + 2;
+    let mut casts: Vec<&str> = MUTABLE.iter().map(|(_, t)| *t).collect();
+    casts.extend(["BIGINT", "BIGINT"]);
+    for chunk in ops.chunks(400) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| marks(1 + i * width, width, &casts))
+            .collect();
+        let sets: Vec<String> = MUTABLE
+            .iter()
+            .enumerate()
+            .map(|(i, (c, _))| format!("{c} = v.column{}", i + 1))
+            .collect();
+        let sql = format!(
+            "UPDATE operations SET {} FROM (VALUES {}) AS v \
+             WHERE operations.id = v.column{} AND operations.version = v.column{}",
+            sets.join(", "),
+            rows.join(", "),
+            MUTABLE.len() + 1,
+            MUTABLE.len() + 2,
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, op, expected) in chunk {
+            q = bind_mutable(q, op).bind(*id).bind(*expected);
+        }
+        match q.execute(&mut *conn).await {
+            Ok(done) if done.rows_affected() == chunk.len() as u64 => {}
+            Ok(_) => return Ok(false),
+            Err(sqlx::Error::Database(e))
+                if matches!(e.code().as_deref(), Some("40P01" | "40001")) =>
+            {
+                return Ok(false);
+            }
+            Err(e) => return Err(db(e)),
+        }
+    }
+    Ok(true)
+}
+
+pub(crate) async fn insert_events(conn: &mut AnyConnection, events: &[NewEvent<'_>]) -> Result<()> {
+    for chunk in events.chunks(500) {
+        let rows: Vec<String> = (0..chunk.len()).map(|i| marks(1 + i * 8, 8, &[])).collect();
+        let sql = format!(
+            "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) VALUES {}",
+            rows.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for e in chunk {
+            q = q
+                .bind(e.operation_id)
+                .bind(e.workflow)
+                .bind(ms(e.at))
+                .bind(e.actor)
+                .bind(e.kind)
+                .bind(e.from_state.map(|s| s.as_str()))
+                .bind(e.to_state.map(|s| s.as_str()))
+                .bind(e.detail);
+        }
+        q.execute(&mut *conn).await.map_err(db)?;
+    }
+    Ok(())
+}
+
+/// Opens many attempts: `(operation id, number, actor, started at)`.
+pub(crate) async fn start_attempts(
+    conn: &mut AnyConnection,
+    attempts: &[(i64, u32, &str, DateTime<Utc>)],
+) -> Result<()> {
+    for chunk in attempts.chunks(500) {
+        let rows: Vec<String> = (0..chunk.len()).map(|i| marks(1 + i * 4, 4, &[])).collect();
+        let sql = format!(
+            "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
+            rows.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, n, actor, at) in chunk {
+            q = q.bind(*id).bind(i64::from(*n)).bind(*actor).bind(ms(*at));
+        }
+        q.execute(&mut *conn).await.map_err(db)?;
+    }
+    Ok(())
+}
+
+/// Closes many open attempts with their outcomes.
+pub(crate) async fn finish_attempts(
+    conn: &mut AnyConnection,
+    attempts: &[AttemptWrite<'_>],
+) -> Result<()> {
+    const CASTS: [&str; 7] = [
+        "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "TEXT", "TEXT",
+    ];
+    for chunk in attempts.chunks(500) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| marks(1 + i * 7, 7, &CASTS))
+            .collect();
+        let sql = format!(
+            "UPDATE attempts SET finished_at = v.column3, outcome = v.column4, http_status = v.column5, \
+             reference = v.column6, error = v.column7 FROM (VALUES {}) AS v \
+             WHERE attempts.operation_id = v.column1 AND attempts.n = v.column2",
+            rows.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for a in chunk {
+            q = q
+                .bind(a.operation_id)
+                .bind(i64::from(a.n))
+                .bind(ms(a.at))
+                .bind(a.outcome.as_str())
+                .bind(a.http_status.map(i64::from))
+                .bind(a.reference)
+                .bind(a.error);
+        }
+        q.execute(&mut *conn).await.map_err(db)?;
+    }
+    Ok(())
 }
