@@ -51,6 +51,7 @@ pub struct Totals {
     pub retries: u64,
     pub succeeded: u64,
     pub looked_up: u64,
+    /// Operations that waited for the retry budget at least once.
     pub budget_waits: u64,
 }
 
@@ -246,6 +247,8 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     let mut answered: Vec<Sent> = Vec::new();
     let mut totals = Totals::default();
     let mut beat: Option<Instant> = None;
+    // operations that waited for the retry budget at least once
+    let mut deferred: std::collections::HashSet<String> = std::collections::HashSet::new();
     loop {
         while let Ok(s) = answers.try_recv() {
             answered.push(s);
@@ -269,7 +272,8 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         };
         if answered.is_empty() && due.is_empty() {
             if in_flight > 0 {
-                if let Some(s) = answers.recv().await {
+                // bounded, so that the heartbeat goes on while a slow destination answers
+                if let Ok(Some(s)) = tokio::time::timeout(HEARTBEAT, answers.recv()).await {
                     answered.push(s);
                     in_flight -= 1;
                 }
@@ -307,14 +311,17 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
                         let _ = done.send(send(client, dest, row).await);
                     });
                 }
-                Started::NoBudget => totals.budget_waits += 1,
+                Started::NoBudget => {
+                    deferred.insert(row.key);
+                }
                 Started::Refused(_) => {}
             }
         }
         if launched == 0 && recorded == 0 {
             // everything due waits for the retry budget, or was taken by another dispatcher
             if in_flight > 0 {
-                if let Some(s) = answers.recv().await {
+                // bounded, so that the heartbeat goes on while a slow destination answers
+                if let Ok(Some(s)) = tokio::time::timeout(HEARTBEAT, answers.recv()).await {
                     answered.push(s);
                     in_flight -= 1;
                 }
@@ -323,6 +330,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             }
         }
     }
+    totals.budget_waits = deferred.len() as u64;
     Ok(totals)
 }
 

@@ -339,7 +339,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
             };
             let t = crate::dispatch::run(ledger.clone(), options).await?;
             say!(
-                "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waits for the retry budget",
+                "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",
                 t.attempts,
                 t.retries,
                 t.succeeded,
