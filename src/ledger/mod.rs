@@ -589,12 +589,7 @@ impl Ledger {
         };
         let now = self.now();
         let (count, oldest) = {
-            let mut conn = self
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| self.store.err(e))?;
+            let mut conn = self.pooled().await?;
             store::exception_summary(&mut conn, Some(workflow), now).await?
         };
         let by_count = limit
@@ -628,12 +623,7 @@ impl Ledger {
     /// Returns how many attempts were swept.
     pub async fn sweep(&self) -> Result<usize> {
         let keys = {
-            let mut conn = self
-                .store
-                .pool()
-                .acquire()
-                .await
-                .map_err(|e| self.store.err(e))?;
+            let mut conn = self.pooled().await?;
             store::stuck_keys(&mut conn, self.now(), 100_000).await?
         };
         let mut swept = 0;
@@ -653,12 +643,7 @@ impl Ledger {
 
     /// Raw row counts, for tests and the benchmark: (operations, attempts, events).
     pub async fn counts(&self) -> Result<(i64, i64, i64)> {
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| self.store.err(e))?;
+        let mut conn = self.pooled().await?;
         Ok((
             store::count_rows(&mut conn, "operations").await?,
             store::count_rows(&mut conn, "attempts").await?,

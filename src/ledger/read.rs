@@ -104,7 +104,8 @@ const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWa
 const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
 
 impl Ledger {
-    async fn read_conn(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
+    /// A connection of the pool, for statements outside a write transaction.
+    pub(super) async fn pooled(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
         self.store
             .pool()
             .acquire()
@@ -313,7 +314,7 @@ impl Ledger {
     pub async fn show(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
         crate::domain::validate_key(key).map_err(Error::Invalid)?;
         let now = self.now();
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         let Some((id, op)) = store::load_op(&mut conn, key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
@@ -370,7 +371,7 @@ impl Ledger {
     /// Totals for `stats` and the console's header.
     pub async fn stats(&self) -> Result<Stats> {
         let now = self.now();
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         let mut by_state: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
         for (s, n) in store::count_by_state(&mut conn).await? {
             by_state.insert(s, n);
@@ -390,7 +391,7 @@ impl Ledger {
     /// only `unknown`; `stats` (every state) is the full count the console asks for now and then.
     pub async fn header_stats(&self) -> Result<Stats> {
         let now = self.now();
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         let (exceptions, oldest) = store::exception_summary(&mut conn, None, now).await?;
         let unknown = store::count_exceptions_in(&mut conn, State::Unknown, now).await?;
         let paused = store::paused_workflows(&mut conn).await?;
@@ -404,7 +405,7 @@ impl Ledger {
 
     /// Workflows paused now, with who paused them and why.
     pub async fn paused_workflows(&self) -> Result<Vec<PausedWorkflow>> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         Ok(store::paused_workflows(&mut conn)
             .await?
             .into_iter()
@@ -424,26 +425,26 @@ impl Ledger {
         destinations: &[String],
         limit: usize,
     ) -> Result<Vec<store::DueRow>> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         store::due_ops(&mut conn, destinations, self.now(), limit as i64).await
     }
 
     /// How many operations of these destinations automation may still move.
     pub async fn unsettled(&self, destinations: &[String]) -> Result<i64> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         store::count_unsettled(&mut conn, destinations, self.now()).await
     }
 
     /// Records that the dispatcher `name` is alive (not audited: it is not a change of state).
     pub async fn heartbeat(&self, name: &str) -> Result<()> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         store::heartbeat(&mut conn, name, self.now()).await
     }
 
     /// How long ago a dispatcher last said it was alive (`None`: never).
     pub async fn dispatcher_seen(&self) -> Result<Option<i64>> {
         let now = self.now();
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         Ok(store::last_heartbeat(&mut conn)
             .await?
             .map(|t| (now - t).num_seconds().max(0)))
@@ -451,13 +452,13 @@ impl Ledger {
 
     /// How many live claims `who` holds (the console's "Mine" count).
     pub async fn count_mine(&self, who: &str) -> Result<i64> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         store::count_live_claims(&mut conn, who, self.now()).await
     }
 
     /// The newest audit events across the ledger, newest first, redacted (the activity feed).
     pub async fn activity(&self, limit: usize) -> Result<Vec<EventView>> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         let rows = store::recent_events(&mut conn, limit as i64).await?;
         Ok(rows
             .into_iter()
@@ -487,7 +488,7 @@ impl Ledger {
 
     /// The id of the newest audit event: cheap to poll for "has anything changed?".
     pub async fn latest_event_id(&self) -> Result<i64> {
-        let mut conn = self.read_conn().await?;
+        let mut conn = self.pooled().await?;
         store::latest_event_id(&mut conn).await
     }
 }

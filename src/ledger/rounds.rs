@@ -369,12 +369,7 @@ impl Ledger {
 
     /// A destination's retry budget as it stands now (full when never drawn on).
     pub async fn retry_budget(&self, destination: &str) -> Result<u32> {
-        let mut conn = self
-            .store
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| self.store.err(e))?;
+        let mut conn = self.pooled().await?;
         let now = self.now();
         Ok(match store::budget(&mut conn, destination).await? {
             Some(row) => {
