@@ -18,8 +18,7 @@ use crate::config::HttpDestination;
 use crate::domain::Outcome;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
-use crate::ledger::{AttemptReport, Finished, Ledger, Started};
-use crate::store::DueRow;
+use crate::ledger::{AttemptReport, Finished, Ledger, StartedOp};
 
 /// The actor named on attempts the dispatcher runs.
 pub const DISPATCHER: &str = "dispatcher";
@@ -156,7 +155,7 @@ struct Sent {
 
 /// Sends one started attempt and, where the outcome is unknown and the destination has a lookup,
 /// asks whether the work exists.
-async fn send(client: reqwest::Client, dest: Arc<HttpDestination>, row: DueRow) -> Sent {
+async fn send(client: reqwest::Client, dest: Arc<HttpDestination>, row: StartedOp) -> Sent {
     let sent = client
         .post(&dest.url)
         .header("Idempotency-Key", &row.key)
@@ -264,19 +263,11 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         } else {
             concurrency - in_flight
         };
-        // More candidates than places: some may be waiting for the budget or taken by another.
-        let due = if free > 0 {
-            ledger.due(&names, free * 4).await?
-        } else {
-            Vec::new()
-        };
-        if answered.is_empty() && due.is_empty() {
+        let worth_a_round =
+            !answered.is_empty() || (free > 0 && ledger.anything_due(&names).await?);
+        if !worth_a_round {
             if in_flight > 0 {
-                // bounded, so that the heartbeat goes on while a slow destination answers
-                if let Ok(Some(s)) = tokio::time::timeout(HEARTBEAT, answers.recv()).await {
-                    answered.push(s);
-                    in_flight -= 1;
-                }
+                in_flight -= wait_for_answer(&mut answers, &mut answered).await;
                 continue;
             }
             if stopping_now || (options.until_settled && ledger.unsettled(&names).await? == 0) {
@@ -287,8 +278,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             continue;
         }
         let finished: Vec<Finished> = answered.iter().map(|s| s.finished.clone()).collect();
-        let keys: Vec<String> = due.iter().map(|d| d.key.clone()).collect();
-        let round = ledger.round(&finished, &keys, free, DISPATCHER).await?;
+        let round = ledger.round(&finished, &names, free, DISPATCHER).await?;
         let recorded = answered.len();
         for (sent, applied) in answered.drain(..).zip(round.finished) {
             log_attempt(&sent, &applied);
@@ -297,34 +287,22 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             totals.succeeded += u64::from(applied.is_ok_and(|a| a.to == crate::State::Succeeded));
         }
         totals.looked_up += round.looked_up as u64;
-        let mut launched = 0;
-        for (row, started) in due.into_iter().zip(round.started) {
-            match started {
-                Started::Yes { .. } => {
-                    let Some(dest) = destinations.get(&row.destination).cloned() else {
-                        continue;
-                    };
-                    let (client, done) = (client.clone(), done.clone());
-                    in_flight += 1;
-                    launched += 1;
-                    tokio::spawn(async move {
-                        let _ = done.send(send(client, dest, row).await);
-                    });
-                }
-                Started::NoBudget => {
-                    deferred.insert(row.key);
-                }
-                Started::Refused(_) => {}
-            }
+        deferred.extend(round.waiting_for_budget);
+        let launched = round.started.len();
+        for op in round.started {
+            let Some(dest) = destinations.get(&op.destination).cloned() else {
+                continue;
+            };
+            let (client, done) = (client.clone(), done.clone());
+            in_flight += 1;
+            tokio::spawn(async move {
+                let _ = done.send(send(client, dest, op).await);
+            });
         }
         if launched == 0 && recorded == 0 {
-            // everything due waits for the retry budget, or was taken by another dispatcher
+            // everything due waits for the retry budget, or another dispatcher took it
             if in_flight > 0 {
-                // bounded, so that the heartbeat goes on while a slow destination answers
-                if let Ok(Some(s)) = tokio::time::timeout(HEARTBEAT, answers.recv()).await {
-                    answered.push(s);
-                    in_flight -= 1;
-                }
+                in_flight -= wait_for_answer(&mut answers, &mut answered).await;
             } else {
                 idle(&stop, options.idle).await;
             }
@@ -332,6 +310,21 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     }
     totals.budget_waits = deferred.len() as u64;
     Ok(totals)
+}
+
+/// Waits for the next answer, for at most a heartbeat's interval (the heartbeat goes on while a
+/// slow destination answers). Returns how many answers arrived (0 or 1).
+async fn wait_for_answer(
+    answers: &mut tokio::sync::mpsc::UnboundedReceiver<Sent>,
+    answered: &mut Vec<Sent>,
+) -> usize {
+    match tokio::time::timeout(HEARTBEAT, answers.recv()).await {
+        Ok(Some(s)) => {
+            answered.push(s);
+            1
+        }
+        _ => 0,
+    }
 }
 
 /// How often a running dispatcher says it is alive.

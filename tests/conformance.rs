@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, TimeDelta, Utc};
 use common::TestDb;
 use serde_json::json;
-use settle::ledger::{Applied, Finished, Page, Started};
+use settle::ledger::{Applied, Finished, Page};
 use settle::{
     AttemptReport, Error, Intent, Ledger, ListFilter, Outcome, Recorded, Resolution, Scope,
     StaffAction, State,
@@ -579,12 +579,14 @@ fn transient(key: &str) -> Finished {
 
 /// SPEC 6's budget is per destination, kept in the database: two dispatchers (two ledgers on one
 /// database) draw on the same 500 tokens; a retry costs 5; an empty budget leaves the operation
-/// in `retry_wait`; time refills it; a first-try success refunds one token.
+/// in `retry_wait` without holding up first attempts; time refills it; a first-try success
+/// refunds one token.
 async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     let t0 = Utc::now();
     let (a, clock) = ledger_at(db, t0).await;
     let c = clock.clone();
     let b = ledger(db).await.with_clock(move || *c.lock().unwrap());
+    let dests = vec!["projects".to_string()];
     let keys: Vec<String> = (0..120).map(|i| format!("budget-{i:03}")).collect();
     for k in &keys {
         a.record(&intent(k, "projects", json!({"n": k})), "bot")
@@ -592,15 +594,11 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
             .unwrap();
     }
     // first attempts cost nothing, even beyond the budget's size
-    let first = a.round(&[], &keys, keys.len(), "dispatcher").await.unwrap();
-    assert!(
-        first
-            .started
-            .iter()
-            .all(|s| matches!(s, Started::Yes { attempt: 1 }))
-    );
+    let first = a.round(&[], &dests, 500, "dispatcher").await.unwrap();
+    assert_eq!(first.started.len(), 120);
+    assert!(first.started.iter().all(|s| s.attempt == 1 && !s.retry));
     let failed: Vec<Finished> = keys.iter().map(|k| transient(k)).collect();
-    let recorded = a.round(&failed, &[], 0, "dispatcher").await.unwrap();
+    let recorded = a.round(&failed, &dests, 0, "dispatcher").await.unwrap();
     assert!(
         recorded
             .finished
@@ -610,47 +608,35 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     assert_eq!(a.retry_budget("projects").await.unwrap(), 500);
     // every first retry is due within base = 1 s (full jitter); the budget did not change
     *clock.lock().unwrap() = t0 + TimeDelta::seconds(2);
-    let (half, rest) = keys.split_at(60);
-    let by_a = a.round(&[], half, 60, "dispatcher").await.unwrap();
-    let by_b = b.round(&[], rest, 60, "dispatcher").await.unwrap();
-    let count = |r: &settle::ledger::Round, want: fn(&Started) -> bool| {
-        r.started.iter().filter(|s| want(s)).count()
-    };
-    assert_eq!(
-        count(&by_a, |s| matches!(s, Started::Yes { attempt: 2 })),
-        60
-    );
-    assert_eq!(
-        count(&by_b, |s| matches!(s, Started::Yes { .. })),
-        40,
-        "500 / 5 = 100 retries in all"
-    );
-    assert_eq!(count(&by_b, |s| *s == Started::NoBudget), 20);
+    let by_a = a.round(&[], &dests, 60, "dispatcher").await.unwrap();
+    let by_b = b.round(&[], &dests, 60, "dispatcher").await.unwrap();
+    assert_eq!(by_a.started.len(), 60);
+    assert!(by_a.started.iter().all(|s| s.attempt == 2 && s.retry));
+    assert_eq!(by_b.started.len(), 40, "500 / 5 = 100 retries in all");
+    assert_eq!(by_b.waiting_for_budget.len(), 20);
     assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
-    let waiting: Vec<String> = rest[40..].to_vec();
-    for k in &waiting {
+    for k in &by_b.waiting_for_budget {
         assert_eq!(
             state(&a, k).await,
             State::RetryWait,
             "it waits for the budget"
         );
     }
-    // 5 tokens a second: after 2 s two more retries may go
-    *clock.lock().unwrap() = t0 + TimeDelta::seconds(4);
-    assert_eq!(b.retry_budget("projects").await.unwrap(), 10);
-    let later = a
-        .round(&[], &waiting, waiting.len(), "dispatcher")
-        .await
-        .unwrap();
-    assert_eq!(count(&later, |s| matches!(s, Started::Yes { .. })), 2);
-    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
-    // a first-try success refunds one token; a retry's success does not
+    // an empty budget holds back retries only: a new operation behind them still goes
     a.record(&intent("budget-new", "projects", json!({})), "bot")
         .await
         .unwrap();
-    a.round(&[], &["budget-new".to_string()], 1, "dispatcher")
-        .await
-        .unwrap();
+    let new = b.round(&[], &dests, 5, "dispatcher").await.unwrap();
+    assert_eq!(new.started.len(), 1);
+    assert_eq!(new.started[0].key, "budget-new");
+    // 5 tokens a second: after 2 s two more retries may go
+    *clock.lock().unwrap() = t0 + TimeDelta::seconds(4);
+    assert_eq!(b.retry_budget("projects").await.unwrap(), 10);
+    let later = a.round(&[], &dests, 100, "dispatcher").await.unwrap();
+    assert_eq!(later.started.len(), 2);
+    assert_eq!(later.waiting_for_budget.len(), 18);
+    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    // a first-try success refunds one token; a retry's success does not
     let ok = |k: &str| Finished {
         report: AttemptReport {
             reference: Some("T-1".into()),
@@ -659,7 +645,12 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
         lookup: None,
     };
     let done = b
-        .round(&[ok("budget-new"), ok(&keys[0])], &[], 0, "dispatcher")
+        .round(
+            &[ok("budget-new"), ok(&by_a.started[0].key)],
+            &dests,
+            0,
+            "dispatcher",
+        )
         .await
         .unwrap();
     assert!(
@@ -668,6 +659,71 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
             .all(|r| r.as_ref().unwrap().to == State::Succeeded)
     );
     assert_eq!(a.retry_budget("projects").await.unwrap(), 1);
+}
+
+/// Two dispatchers' rounds over the same due operations at once: each operation is started by
+/// exactly one of them, once, and no round fails (PostgreSQL: rows to start are taken with
+/// SKIP LOCKED; SQLite: one writer at a time).
+async fn two_dispatchers_never_start_one_operation_twice(db: &TestDb) {
+    let a = ledger(db).await;
+    let keys: Vec<String> = (0..300).map(|i| format!("race-{i:03}")).collect();
+    for k in &keys {
+        a.record(&intent(k, "projects", json!({"n": k})), "bot")
+            .await
+            .unwrap();
+    }
+    let run = |l: Ledger, name: &'static str| async move {
+        let dests = vec!["projects".to_string()];
+        let mut mine: Vec<String> = Vec::new();
+        let mut in_flight: Vec<Finished> = Vec::new();
+        loop {
+            let round = l.round(&in_flight, &dests, 16, name).await.unwrap();
+            assert!(
+                round
+                    .finished
+                    .iter()
+                    .all(|r| r.as_ref().unwrap().to == State::Succeeded)
+            );
+            in_flight = round
+                .started
+                .iter()
+                .map(|s| Finished {
+                    report: AttemptReport {
+                        reference: Some(format!("T-{}", s.key)),
+                        ..outcome(&s.key, Outcome::Accepted, None)
+                    },
+                    lookup: None,
+                })
+                .collect();
+            if in_flight.is_empty() && round.finished.is_empty() {
+                return mine;
+            }
+            mine.extend(round.started.into_iter().map(|s| s.key));
+        }
+    };
+    let b = ledger(db).await;
+    let (by_a, by_b) = tokio::join!(
+        tokio::spawn(run(a.clone(), "dispatcher-a")),
+        tokio::spawn(run(b, "dispatcher-b"))
+    );
+    let (by_a, by_b) = (by_a.unwrap(), by_b.unwrap());
+    let mut all: Vec<&String> = by_a.iter().chain(&by_b).collect();
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "an operation was started twice");
+    assert_eq!(all.len(), 300, "every operation was started");
+    for k in &keys {
+        let d = a.show(k, "t").await.unwrap();
+        assert_eq!(d.op.state, State::Succeeded);
+        assert_eq!(d.attempt_log.len(), 1, "{k}: one attempt");
+    }
+    println!(
+        "{}: a started {}, b started {}",
+        db.backend,
+        by_a.len(),
+        by_b.len()
+    );
 }
 
 both_backends!(
@@ -684,4 +740,5 @@ both_backends!(
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,
+    two_dispatchers_never_start_one_operation_twice,
 );

@@ -26,7 +26,7 @@ pub use crate::domain::StaffAction;
 pub use crate::store::Cursor;
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
-pub use rounds::{Finished, Round, Started};
+pub use rounds::{Finished, Round, StartedOp};
 pub use views::*;
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).

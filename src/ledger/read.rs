@@ -418,15 +418,16 @@ impl Ledger {
             .collect())
     }
 
-    /// Operations the dispatcher may attempt now, with their raw payload (crate only: nothing
-    /// else reads a raw payload).
-    pub(crate) async fn due(
-        &self,
-        destinations: &[String],
-        limit: usize,
-    ) -> Result<Vec<store::DueRow>> {
+    /// Whether any operation of these destinations is due for an automatic attempt.
+    pub async fn anything_due(&self, destinations: &[String]) -> Result<bool> {
         let mut conn = self.pooled().await?;
-        store::due_ops(&mut conn, destinations, self.now(), limit as i64).await
+        let now = self.now();
+        let backend = self.store.backend();
+        Ok(
+            !store::due_ops(&mut conn, destinations, &[], now, 1, backend, None)
+                .await?
+                .is_empty(),
+        )
     }
 
     /// How many operations of these destinations automation may still move.

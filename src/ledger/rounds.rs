@@ -3,7 +3,7 @@
 //! audit event. The destinations' retry budgets (SPEC 6) live in the database, so every
 //! dispatcher draws on the same ones.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::AnyConnection;
@@ -26,15 +26,16 @@ pub struct Finished {
     pub lookup: Option<Option<String>>,
 }
 
-/// What became of a request to start an operation's next attempt.
+/// An attempt a round started: send it now.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Started {
-    /// The attempt is recorded as started: send it now.
-    Yes { attempt: u32 },
-    /// The destination's retry budget is empty: the operation waits in `retry_wait`.
-    NoBudget,
-    /// Claimed, paused, started by another dispatcher, not due any more, or past the round's limit.
-    Refused(String),
+pub struct StartedOp {
+    pub key: String,
+    pub destination: String,
+    pub attempt: u32,
+    /// An attempt of the current budget was made before.
+    pub retry: bool,
+    /// The stored request, unredacted: only the dispatcher reads it, to send it.
+    pub(crate) payload: String,
 }
 
 /// What one round did.
@@ -44,8 +45,10 @@ pub struct Round {
     pub finished: Vec<Result<Applied>>,
     /// How many unknown outcomes a lookup settled.
     pub looked_up: usize,
-    /// Per key to start, in the order given.
-    pub started: Vec<Started>,
+    /// The attempts started, oldest due first.
+    pub started: Vec<StartedOp>,
+    /// Due retries left in `retry_wait` because their destination's budget is empty.
+    pub waiting_for_budget: Vec<String>,
 }
 
 /// A destination's budget inside one round.
@@ -54,20 +57,6 @@ struct Budget {
     since: DateTime<Utc>,
     version: Option<i64>,
     changed: bool,
-}
-
-enum Step<'a> {
-    Finish(usize, &'a Finished),
-    Start(usize, &'a str),
-}
-
-impl Step<'_> {
-    fn key(&self) -> &str {
-        match self {
-            Step::Finish(_, f) => &f.report.key,
-            Step::Start(_, k) => k,
-        }
-    }
 }
 
 /// A refusal concerns one operation; anything else (the database) ends the round.
@@ -115,14 +104,16 @@ async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Res
 }
 
 impl Ledger {
-    /// Records `finished` attempts (and their lookups), then starts the next attempt of up to
-    /// `limit` of the keys in `start` that are still due and within their destination's retry
-    /// budget: all in one transaction, as `actor`. A retry takes its cost from the budget (SPEC 6), a first-try
-    /// success refunds one token.
+    /// Records `finished` attempts (and their lookups), then starts up to `limit` due operations
+    /// of `destinations`, oldest due first, within their destinations' retry budgets: all in one
+    /// transaction, as `actor`. A retry takes its cost from the budget (SPEC 6), a first-try
+    /// success refunds one token; retries at a destination whose budget is empty are passed over,
+    /// so that first attempts behind them still go. On PostgreSQL the rows to start are taken
+    /// with `SKIP LOCKED`: several dispatchers share the work and never start one operation twice.
     pub async fn round(
         &self,
         finished: &[Finished],
-        start: &[String],
+        destinations: &[String],
         limit: usize,
         actor: &str,
     ) -> Result<Round> {
@@ -132,22 +123,8 @@ impl Ledger {
                 return Err(Error::Invalid("an attempt needs an outcome".into()));
             }
         }
-        // Rows are changed in key order (budgets last), so that two dispatchers' rounds on
-        // PostgreSQL wait for each other instead of deadlocking.
-        let mut steps: Vec<Step> = finished
-            .iter()
-            .enumerate()
-            .map(|(i, f)| Step::Finish(i, f))
-            .chain(
-                start
-                    .iter()
-                    .enumerate()
-                    .map(|(i, k)| Step::Start(i, k.as_str())),
-            )
-            .collect();
-        steps.sort_by(|a, b| a.key().cmp(b.key()));
         let round = in_transaction!(self, |conn| self
-            .round_in(conn, &steps, finished.len(), start.len(), limit, actor)
+            .round_in(conn, finished, destinations, limit, actor)
             .await)?;
         let mut workflows: Vec<&str> = round
             .finished
@@ -167,148 +144,144 @@ impl Ledger {
     async fn round_in(
         &self,
         conn: &mut AnyConnection,
-        steps: &[Step<'_>],
-        n_finished: usize,
-        n_start: usize,
+        finished: &[Finished],
+        destinations: &[String],
         limit: usize,
         actor: &str,
     ) -> Result<Tried<Round>> {
         let now = self.now();
-        let mut finished: Vec<Option<Result<Applied>>> = (0..n_finished).map(|_| None).collect();
-        let mut started: Vec<Option<Started>> = vec![None; n_start];
-        let mut looked_up = 0;
+        let backend = self.store.backend();
+        let mut round = Round::default();
         let mut budgets: BTreeMap<String, Budget> = BTreeMap::new();
-        let mut paused: HashMap<String, bool> = HashMap::new();
-        let mut starts = 0;
-        let keys: Vec<&str> = steps.iter().map(Step::key).collect();
-        let mut ops = store::load_ops(conn, &keys).await?;
         // Written together at the end: one statement per kind of row, not per operation.
         let mut changes: Vec<Box<Change>> = Vec::new();
-        for step in steps {
-            let key = step.key();
-            if let Step::Start(i, _) = step
-                && starts >= limit
-            {
-                started[*i] = Some(Started::Refused(format!(
-                    "{key}: not started in this round"
-                )));
-                continue;
-            }
-            let Some((id, op)) = ops.remove(key) else {
-                let missing = Error::NotFound(format!("no operation with key {key}"));
-                match step {
-                    Step::Finish(i, _) => finished[*i] = Some(Err(missing)),
-                    Step::Start(i, _) => started[*i] = Some(Started::Refused(missing.to_string())),
-                }
+
+        // Its own attempts' rows first, waiting for each in key order; the rows to start are then
+        // taken without waiting. After that a round waits for nothing but a budget row, so two
+        // rounds never wait for each other in a circle.
+        let keys: Vec<&str> = finished.iter().map(|f| f.report.key.as_str()).collect();
+        let mut own = store::load_ops(conn, &keys, backend, store::Lock::Wait).await?;
+        // The budgets this round may touch, held in name order (PostgreSQL) from here on.
+        let touched: std::collections::BTreeSet<&str> = destinations
+            .iter()
+            .map(String::as_str)
+            .chain(own.values().map(|(_, op)| op.destination.as_str()))
+            .collect();
+        for d in touched {
+            self.budget(conn, &mut budgets, d, now).await?;
+        }
+        for f in finished {
+            let key = f.report.key.as_str();
+            let Some((id, op)) = own.remove(key) else {
+                round
+                    .finished
+                    .push(Err(Error::NotFound(format!("no operation with key {key}"))));
                 continue;
             };
-            match step {
-                Step::Finish(i, f) => {
-                    let first_try = op.attempts == op.budget_start + 1;
-                    let ask = Ask::Attempt(&f.report);
-                    let result = match self.decide(conn, id, &op, actor, &ask, None).await {
-                        Ok(Decided::Unchanged(a)) => Ok(a),
-                        Ok(Decided::Change(c)) => {
-                            let mut applied = c.applied.clone();
-                            let lookup = match &f.lookup {
-                                Some(found) if c.op.state == State::Unknown => {
-                                    let ask = Ask::Cmd(Command::Lookup {
-                                        found: found.clone(),
-                                    });
-                                    match self
-                                        .decide(conn, id, &c.op, SYSTEM_ACTOR, &ask, None)
-                                        .await
-                                    {
-                                        Ok(Decided::Change(l)) => Some(l),
-                                        Ok(Decided::Unchanged(_)) => None,
-                                        Err(e) if per_operation(&e) => None,
-                                        Err(e) => return Err(e),
-                                    }
-                                }
-                                _ => None,
-                            };
-                            changes.push(c);
-                            if let Some(l) = lookup {
-                                looked_up += 1;
-                                applied = Applied {
-                                    from: applied.from,
-                                    ..l.applied.clone()
-                                };
-                                changes.push(l);
+            let first_try = op.attempts == op.budget_start + 1;
+            let result = match self
+                .decide(conn, id, &op, actor, &Ask::Attempt(&f.report), None)
+                .await
+            {
+                Ok(Decided::Unchanged(a)) => Ok(a),
+                Ok(Decided::Change(c)) => {
+                    let mut applied = c.applied.clone();
+                    let lookup = match &f.lookup {
+                        Some(found) if c.op.state == State::Unknown => {
+                            let ask = Ask::Cmd(Command::Lookup {
+                                found: found.clone(),
+                            });
+                            match self.decide(conn, id, &c.op, SYSTEM_ACTOR, &ask, None).await {
+                                Ok(Decided::Change(l)) => Some(l),
+                                Ok(Decided::Unchanged(_)) => None,
+                                Err(e) if per_operation(&e) => None,
+                                Err(e) => return Err(e),
                             }
-                            Ok(applied)
                         }
-                        Err(e) if per_operation(&e) => Err(e),
-                        Err(e) => return Err(e),
+                        _ => None,
                     };
-                    if first_try
-                        && f.report.outcome == Some(Outcome::Accepted)
-                        && result.as_ref().is_ok_and(|a| a.kind.is_some())
-                    {
-                        let b = self
-                            .budget(conn, &mut budgets, &op.destination, now)
-                            .await?;
-                        let refunded = b.bucket.refund();
-                        b.changed |= refunded != b.bucket;
-                        b.bucket = refunded;
+                    changes.push(c);
+                    if let Some(l) = lookup {
+                        round.looked_up += 1;
+                        applied = Applied {
+                            from: applied.from,
+                            ..l.applied.clone()
+                        };
+                        changes.push(l);
                     }
-                    finished[*i] = Some(result);
+                    Ok(applied)
                 }
-                Step::Start(i, _) => {
-                    let workflow_paused = match paused.get(&op.workflow) {
-                        Some(p) => *p,
-                        None => {
-                            let p = store::workflow(conn, &op.workflow)
-                                .await?
-                                .is_some_and(|w| w.paused);
-                            paused.insert(op.workflow.clone(), p);
-                            p
-                        }
-                    };
-                    let retry = op.attempts > op.budget_start
-                        && matches!(op.state, State::Pending | State::RetryWait);
-                    let left = if retry {
-                        let b = self
-                            .budget(conn, &mut budgets, &op.destination, now)
-                            .await?;
-                        match b.bucket.take(op.ambiguous) {
-                            Some(left) => Some(left),
-                            None => {
-                                started[*i] = Some(Started::NoBudget);
-                                continue;
-                            }
-                        }
-                    } else {
-                        None
-                    };
-                    let ask = Ask::Cmd(Command::StartAttempt);
-                    let decided = self
-                        .decide(conn, id, &op, actor, &ask, Some(workflow_paused))
-                        .await;
-                    started[*i] = Some(match decided {
-                        Ok(Decided::Change(c)) if c.op.state == State::InFlight => {
-                            if let Some(left) = left {
-                                let b = budgets.get_mut(&op.destination).expect("loaded above");
-                                b.bucket = left;
-                                b.changed = true;
-                            }
-                            starts += 1;
-                            changes.push(c);
-                            Started::Yes {
-                                attempt: op.attempts + 1,
-                            }
-                        }
-                        Ok(Decided::Change(c)) => Started::Refused(format!(
-                            "{key} would become {}: not started",
-                            c.op.state
-                        )),
-                        Ok(Decided::Unchanged(a)) => {
-                            Started::Refused(format!("{key} is {}: not started", a.to))
-                        }
-                        Err(e) if per_operation(&e) => Started::Refused(e.to_string()),
-                        Err(e) => return Err(e),
+                Err(e) if per_operation(&e) => Err(e),
+                Err(e) => return Err(e),
+            };
+            if first_try
+                && f.report.outcome == Some(Outcome::Accepted)
+                && result.as_ref().is_ok_and(|a| a.kind.is_some())
+            {
+                let b = self
+                    .budget(conn, &mut budgets, &op.destination, now)
+                    .await?;
+                let refunded = b.bucket.refund();
+                b.changed |= refunded != b.bucket;
+                b.bucket = refunded;
+            }
+            round.finished.push(result);
+        }
+
+        // Destinations whose budget cannot pay for a retry: their retries are passed over.
+        let starved: Vec<String> = budgets
+            .iter()
+            .filter(|(_, b)| b.bucket.tokens < RetryBudget::RETRY_COST)
+            .map(|(d, _)| d.clone())
+            .collect();
+        let due = store::due_ops(
+            conn,
+            destinations,
+            &starved,
+            now,
+            limit,
+            backend,
+            Some(store::Lock::SkipLocked),
+        )
+        .await?;
+        for (id, op) in due {
+            let retry = op.attempts > op.budget_start;
+            let left = if retry {
+                let b = self
+                    .budget(conn, &mut budgets, &op.destination, now)
+                    .await?;
+                match b.bucket.take(op.ambiguous) {
+                    Some(left) => Some(left),
+                    None => {
+                        round.waiting_for_budget.push(op.key.clone());
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            // the due query left out paused workflows
+            let ask = Ask::Cmd(Command::StartAttempt);
+            match self.decide(conn, id, &op, actor, &ask, Some(false)).await {
+                Ok(Decided::Change(c)) if c.op.state == State::InFlight => {
+                    if let Some(left) = left {
+                        let b = budgets.get_mut(&op.destination).expect("loaded above");
+                        b.bucket = left;
+                        b.changed = true;
+                    }
+                    changes.push(c);
+                    round.started.push(StartedOp {
+                        attempt: op.attempts + 1,
+                        retry,
+                        key: op.key,
+                        destination: op.destination,
+                        payload: op.payload,
                     });
                 }
+                // claimed or changed since the query: not this round's to start
+                Ok(_) => {}
+                Err(e) if per_operation(&e) => {}
+                Err(e) => return Err(e),
             }
         }
         if !write_changes(conn, &changes).await? {
@@ -322,17 +295,7 @@ impl Ledger {
                 return Ok(Tried::Raced);
             }
         }
-        Ok(Tried::Done(Round {
-            finished: finished
-                .into_iter()
-                .map(|r| r.expect("every step answered"))
-                .collect(),
-            looked_up,
-            started: started
-                .into_iter()
-                .map(|s| s.expect("every step answered"))
-                .collect(),
-        }))
+        Ok(Tried::Done(round))
     }
 
     /// A destination's budget in this round: loaded once, topped up for the time since.
@@ -344,7 +307,8 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<&'b mut Budget> {
         if !budgets.contains_key(destination) {
-            let stored = store::budget(conn, destination).await?;
+            let backend = self.store.backend();
+            let stored = store::budget(conn, destination, backend, Some(store::Lock::Wait)).await?;
             let (bucket, since, version) = match stored {
                 Some(row) => (
                     RetryBudget { tokens: row.tokens },
@@ -371,14 +335,16 @@ impl Ledger {
     pub async fn retry_budget(&self, destination: &str) -> Result<u32> {
         let mut conn = self.pooled().await?;
         let now = self.now();
-        Ok(match store::budget(&mut conn, destination).await? {
-            Some(row) => {
-                RetryBudget { tokens: row.tokens }
-                    .refilled(row.refilled_at, now)
-                    .0
-                    .tokens
-            }
-            None => RetryBudget::CAPACITY,
-        })
+        Ok(
+            match store::budget(&mut conn, destination, self.store.backend(), None).await? {
+                Some(row) => {
+                    RetryBudget { tokens: row.tokens }
+                        .refilled(row.refilled_at, now)
+                        .0
+                        .tokens
+                }
+                None => RetryBudget::CAPACITY,
+            },
+        )
     }
 }

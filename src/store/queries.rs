@@ -612,17 +612,6 @@ pub(crate) async fn count_exceptions_in(
     .map_err(db)
 }
 
-/// An operation the dispatcher may attempt now.
-#[derive(Clone, Debug)]
-pub(crate) struct DueRow {
-    pub key: String,
-    pub destination: String,
-    /// Raw: the dispatcher is the one reader that sends it.
-    pub payload: String,
-    /// A retry (an attempt of the current budget was made before).
-    pub retry: bool,
-}
-
 fn dest_marks(first: usize, n: usize) -> String {
     (first..first + n)
         .map(|i| format!("${i}"))
@@ -631,42 +620,45 @@ fn dest_marks(first: usize, n: usize) -> String {
 }
 
 /// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
-/// workflow not paused. (Starting the attempt is a compare-and-set: two dispatchers never both
-/// start one.)
+/// workflow not paused; retries left out at the `starved` destinations (their retry budget is
+/// empty). With `lock` (PostgreSQL), the rows are held until the transaction ends and rows another
+/// dispatcher holds are passed over (`SKIP LOCKED`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn due_ops(
     conn: &mut AnyConnection,
     destinations: &[String],
+    starved: &[String],
     now: DateTime<Utc>,
-    limit: i64,
-) -> Result<Vec<DueRow>> {
-    if destinations.is_empty() {
+    limit: usize,
+    backend: super::Backend,
+    lock: Option<Lock>,
+) -> Result<Vec<(i64, Op)>> {
+    if destinations.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
+    let waiting = if starved.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " AND NOT (attempts > budget_start AND destination IN ({}))",
+            dest_marks(3 + destinations.len(), starved.len())
+        )
+    };
     let sql = format!(
-        "SELECT key, destination, payload, attempts, budget_start FROM operations \
+        "SELECT {OP_COLUMNS} FROM operations \
          WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
-         AND destination IN ({}) ORDER BY next_attempt_at, id LIMIT $2",
-        dest_marks(3, destinations.len())
+         AND destination IN ({}){waiting} ORDER BY next_attempt_at, id LIMIT $2{}",
+        dest_marks(3, destinations.len()),
+        lock.map_or("", |l| lock_clause(backend, l))
     );
-    let mut q = sqlx::query(&sql).bind(ms(now)).bind(limit);
-    for d in destinations {
+    let mut q = sqlx::query(&sql).bind(ms(now)).bind(limit as i64);
+    for d in destinations.iter().chain(starved) {
         q = q.bind(d.as_str());
     }
     let rows = q.fetch_all(conn).await.map_err(db)?;
-    rows.iter()
-        .map(|r| {
-            let attempts: i64 = get(r, "attempts")?;
-            let budget_start: i64 = get(r, "budget_start")?;
-            Ok(DueRow {
-                key: get(r, "key")?,
-                destination: get(r, "destination")?,
-                payload: get(r, "payload")?,
-                retry: attempts > budget_start,
-            })
-        })
-        .collect()
+    rows.iter().map(op_from_row).collect()
 }
 
 /// Operations of these destinations that automation may still move: pending, retry_wait or in
@@ -723,17 +715,23 @@ pub(crate) struct BudgetRow {
     pub version: i64,
 }
 
+/// A destination's budget; with `lock`, held until the transaction ends, so that concurrent
+/// dispatchers on PostgreSQL take their turns instead of racing.
 pub(crate) async fn budget(
     conn: &mut AnyConnection,
     destination: &str,
+    backend: super::Backend,
+    lock: Option<Lock>,
 ) -> Result<Option<BudgetRow>> {
-    let row = sqlx::query(
-        "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1",
-    )
-    .bind(destination)
-    .fetch_optional(conn)
-    .await
-    .map_err(db)?;
+    let sql = format!(
+        "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1{}",
+        lock.map_or("", |l| lock_clause(backend, l))
+    );
+    let row = sqlx::query(&sql)
+        .bind(destination)
+        .fetch_optional(conn)
+        .await
+        .map_err(db)?;
     row.map(|r| {
         let tokens: i64 = get(&r, "tokens")?;
         let at: i64 = get(&r, "refilled_at")?;
@@ -787,16 +785,37 @@ fn marks(first: usize, n: usize, casts: &[&str]) -> String {
     format!("({})", cells.join(", "))
 }
 
-/// The operations with these keys, by key.
+/// How a dispatcher's round holds the rows it loads. Only PostgreSQL needs it: a SQLite write
+/// transaction holds the whole database from its start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lock {
+    /// Wait for each row, taken in key order (its own attempts' outcomes).
+    Wait,
+    /// Leave out rows another transaction holds (another dispatcher is starting them).
+    SkipLocked,
+}
+
+fn lock_clause(backend: super::Backend, lock: Lock) -> &'static str {
+    match (backend, lock) {
+        (super::Backend::Sqlite, _) => "",
+        (super::Backend::Postgres, Lock::Wait) => " FOR UPDATE",
+        (super::Backend::Postgres, Lock::SkipLocked) => " FOR UPDATE SKIP LOCKED",
+    }
+}
+
+/// The operations with these keys, by key, held as `lock` says until the transaction ends.
 pub(crate) async fn load_ops(
     conn: &mut AnyConnection,
     keys: &[&str],
+    backend: super::Backend,
+    lock: Lock,
 ) -> Result<std::collections::HashMap<String, (i64, Op)>> {
     let mut found = std::collections::HashMap::with_capacity(keys.len());
     for chunk in keys.chunks(500) {
         let sql = format!(
-            "SELECT {OP_COLUMNS} FROM operations WHERE key IN {}",
-            marks(1, chunk.len(), &[])
+            "SELECT {OP_COLUMNS} FROM operations WHERE key IN {} ORDER BY key{}",
+            marks(1, chunk.len(), &[]),
+            lock_clause(backend, lock)
         );
         let mut q = sqlx::query(&sql);
         for k in chunk {
