@@ -1,10 +1,10 @@
 //! `settle dispatch`: runs due operations of the HTTP destinations in the config.
 //!
-//! For each due operation: start the attempt (a compare-and-set: two dispatchers never both
-//! start one), POST the stored payload with the key as `Idempotency-Key`, record the outcome
-//! class (SPEC 3 and 6), and where the outcome is unknown at a destination with lookup, look the
-//! key up and settle it (audited as `settle`). Claimed items and paused workflows are never
-//! touched (the due query leaves them out; starting an attempt re-checks under the lock).
+//! In rounds (see [`Ledger::round`]): record the attempts that finished and start due ones in one
+//! transaction; then POST each started payload with the key as `Idempotency-Key` and classify the
+//! answer (SPEC 3 and 6); where the outcome is unknown at a destination with lookup, look the key
+//! up, and the next round settles it (audited as `settle`). Claimed items and paused workflows
+//! are never started: the due query leaves them out and the rules check again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
