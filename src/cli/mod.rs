@@ -319,7 +319,14 @@ async fn execute(cli: Cli) -> Result<i32> {
     }
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
-    tracing::info!(command = ?std::mem::discriminant(command), operator = %actor, "start");
+    // the variant's name only: its arguments may hold notes and reasons
+    let name = format!("{command:?}");
+    let name: String = name
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_lowercase();
+    tracing::info!(command = %name, operator = %actor, "start");
     let code = dispatch(&ledger, command, &actor).await;
     ledger.close().await;
     code
