@@ -246,6 +246,33 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     let mut answered: Vec<Sent> = Vec::new();
     let mut totals = Totals::default();
     let mut beat: Option<Instant> = None;
+    let mut outage: Option<Instant> = None;
+    // A database call in the loop. An outage is waited out: the answers in hand are kept and
+    // recorded once the database is back (only a stop request gives up on them; the next start's
+    // sweep then makes those attempts `unknown`). Any other error ends the run.
+    macro_rules! db {
+        ($call:expr) => {
+            match $call.await {
+                Ok(v) => {
+                    if let Some(since) = outage.take() {
+                        tracing::info!(after_ms = since.elapsed().as_millis() as u64, "database reachable again");
+                        eprintln!("settle: database reachable again");
+                    }
+                    v
+                }
+                Err(Error::Unavailable(why)) if !stopping.load(Ordering::SeqCst) => {
+                    if outage.is_none() {
+                        tracing::warn!(error = %why, kept = answered.len(), "database unreachable");
+                        eprintln!("settle: {why}: keeping {} answer(s) in hand, retrying", answered.len());
+                        outage = Some(Instant::now());
+                    }
+                    idle(&stop, OUTAGE_PAUSE).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+    }
     // operations that waited for the retry budget at least once
     let mut deferred: std::collections::HashSet<String> = std::collections::HashSet::new();
     loop {
@@ -254,7 +281,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             in_flight -= 1;
         }
         if beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
-            ledger.heartbeat(&name).await?;
+            db!(ledger.heartbeat(&name));
             beat = Some(Instant::now());
         }
         let stopping_now = stopping.load(Ordering::SeqCst);
@@ -263,22 +290,21 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         } else {
             concurrency - in_flight
         };
-        let worth_a_round =
-            !answered.is_empty() || (free > 0 && ledger.anything_due(&names).await?);
+        let worth_a_round = !answered.is_empty() || (free > 0 && db!(ledger.anything_due(&names)));
         if !worth_a_round {
             if in_flight > 0 {
                 in_flight -= wait_for_answer(&mut answers, &mut answered).await;
                 continue;
             }
-            if stopping_now || (options.until_settled && ledger.unsettled(&names).await? == 0) {
+            if stopping_now || (options.until_settled && db!(ledger.unsettled(&names)) == 0) {
                 break;
             }
             idle(&stop, options.idle).await;
-            ledger.sweep().await?;
+            db!(ledger.sweep());
             continue;
         }
         let finished: Vec<Finished> = answered.iter().map(|s| s.finished.clone()).collect();
-        let round = ledger.round(&finished, &names, free, DISPATCHER).await?;
+        let round = db!(ledger.round(&finished, &names, free, DISPATCHER));
         let recorded = answered.len();
         for (sent, applied) in answered.drain(..).zip(round.finished) {
             log_attempt(&sent, &applied);
@@ -326,6 +352,9 @@ async fn wait_for_answer(
         _ => 0,
     }
 }
+
+/// How long to wait before trying an unreachable database again.
+const OUTAGE_PAUSE: Duration = Duration::from_secs(1);
 
 /// How often a running dispatcher says it is alive.
 const HEARTBEAT: Duration = Duration::from_secs(5);

@@ -6,7 +6,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestDb;
+use common::{Proxy, TestDb};
 
 const BIN: &str = env!("CARGO_BIN_EXE_settle");
 
@@ -356,43 +356,6 @@ async fn two_consoles_on_postgres() {
     .unwrap();
 }
 
-/// A TCP proxy in front of PostgreSQL that the test can cut and restore: a real outage as the
-/// console sees it, without stopping the server the other tests share.
-struct Proxy {
-    port: u16,
-    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-}
-
-impl Proxy {
-    async fn start(port: u16, upstream: &str) -> Proxy {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (t, up) = (tasks.clone(), upstream.to_string());
-        let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                let up = up.clone();
-                let conn = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(up).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                t.lock().unwrap().push(conn);
-            }
-        });
-        tasks.lock().unwrap().push(accept);
-        Proxy { port, tasks }
-    }
-
-    fn cut(&self) {
-        for t in self.tasks.lock().unwrap().drain(..) {
-            t.abort();
-        }
-    }
-}
-
 /// Stopping the database under a running console: it shows the outage, keeps running with
 /// actions off, and after the database is back it refreshes and actions work; nothing was
 /// half-written.
@@ -401,13 +364,7 @@ async fn the_console_rides_out_a_database_outage() {
     let Some(db) = common::postgres().await else {
         return;
     };
-    let (host_port, rest) = {
-        let after_at = db.url.split_once('@').unwrap().1;
-        let (hp, rest) = after_at.split_once('/').unwrap();
-        (hp.to_string(), rest.to_string())
-    };
-    let proxy = Proxy::start(0, &host_port).await;
-    let via_proxy = format!("postgres://postgres@127.0.0.1:{}/{rest}", proxy.port);
+    let (proxy, via_proxy) = Proxy::before(&db).await;
     let url = db.url.clone();
     let t = tokio::task::spawn_blocking({
         let via = via_proxy.clone();
@@ -434,7 +391,7 @@ async fn the_console_rides_out_a_database_outage() {
     })
     .await
     .unwrap();
-    let back = Proxy::start(proxy.port, &host_port).await;
+    let back = proxy.restore().await;
     let url = db.url.clone();
     tokio::task::spawn_blocking(move || {
         t.wait("a", "the recovery", |s| {

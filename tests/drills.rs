@@ -170,6 +170,70 @@ fn drill_2c_lost_response_with_neither_waits_for_a_person() {
     assert_eq!(sim.tasks().1.get("onb-2c-task"), Some(&1));
 }
 
+/// A database outage while attempts are in flight: the dispatcher keeps the answers it gets and
+/// records them once the database is back. No outcome is lost, so nothing becomes `unknown` and
+/// nothing is sent twice (the destination does not deduplicate: a blind retry would show).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drill_4b_a_database_outage_loses_no_answer() {
+    let Some(db) = common::postgres().await else {
+        return;
+    };
+    let (proxy, via_proxy) = common::Proxy::before(&db).await;
+    let sim = Sim::start(&["--no-dedupe", "--latency", "1500ms"]);
+    let mut d = drill(&db, &sim, false, false, "");
+    d.db = via_proxy;
+    let cfg = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("timeout = \"1s\"", "timeout = \"10s\"");
+    std::fs::write(&d.config, cfg).unwrap();
+    let keys: Vec<String> = (0..5).map(|i| format!("outage-{i}")).collect();
+    let (d, keys, dispatcher) = tokio::task::spawn_blocking(move || {
+        for k in &keys {
+            d.record(k);
+        }
+        let dispatcher = d
+            .cmd(&["dispatch", "--until-settled"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for("attempts in flight", || {
+            keys.iter().all(|k| d.show(k)["state"] == "in_flight")
+        });
+        (d, keys, dispatcher)
+    })
+    .await
+    .unwrap();
+    // the answers come after 1.5 s, while the database is away; longer than the pool's 5 s wait
+    proxy.cut();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let _back = proxy.restore().await;
+    tokio::task::spawn_blocking(move || {
+        let out = dispatcher.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("answer(s) in hand"),
+            "the outage was seen: {stderr}"
+        );
+        assert!(stderr.contains("reachable again"), "{stderr}");
+        let (tasks, by_key) = sim.tasks();
+        assert_eq!(tasks, 5);
+        for k in &keys {
+            let v = d.show(k);
+            assert_eq!(v["state"], "succeeded", "{k}: {v}");
+            assert_eq!(
+                attempts(&v),
+                1,
+                "{k}: the answer was kept, no second attempt"
+            );
+            assert_eq!(by_key.get(k.as_str()), Some(&1));
+        }
+    })
+    .await
+    .unwrap();
+}
+
 #[test]
 fn drill_5_an_operator_and_the_automation_at_once() {
     let db = common::sqlite();

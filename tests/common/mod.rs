@@ -197,3 +197,59 @@ impl Drop for Sim {
         let _ = self.child.wait();
     }
 }
+
+/// A TCP proxy in front of PostgreSQL that the test can cut and restore: a real outage as a
+/// client sees it, without stopping the server the other tests share.
+pub struct Proxy {
+    pub port: u16,
+    upstream: String,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    /// A proxy in front of the test database, and the URL that goes through it.
+    pub async fn before(db: &TestDb) -> (Proxy, String) {
+        let after_at = db.url.split_once('@').unwrap().1;
+        let (host_port, rest) = after_at.split_once('/').unwrap();
+        let proxy = Proxy::start(0, host_port).await;
+        let url = format!("postgres://postgres@127.0.0.1:{}/{rest}", proxy.port);
+        (proxy, url)
+    }
+
+    /// The proxy back on the same port after a cut.
+    pub async fn restore(&self) -> Proxy {
+        Proxy::start(self.port, &self.upstream).await
+    }
+
+    async fn start(port: u16, upstream: &str) -> Proxy {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (t, up) = (tasks.clone(), upstream.to_string());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let up = up.clone();
+                let conn = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(up).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                t.lock().unwrap().push(conn);
+            }
+        });
+        tasks.lock().unwrap().push(accept);
+        Proxy {
+            port,
+            upstream: upstream.to_string(),
+            tasks,
+        }
+    }
+
+    pub fn cut(&self) {
+        for t in self.tasks.lock().unwrap().drain(..) {
+            t.abort();
+        }
+    }
+}
