@@ -160,16 +160,42 @@ impl Change {
             _ => None,
         }
     }
+}
 
-    async fn write_attempt(&self, conn: &mut AnyConnection) -> Result<()> {
-        if let crate::domain::AttemptEffect::Start { n } = self.attempt {
-            store::start_attempt(conn, self.id, n, &self.actor, self.at).await?;
+/// Writes decided changes (one, or a dispatcher's round): the operations' new rows (a compare-and-set on each; changes to one
+/// operation come one after another and make one row), the attempts and the events in order.
+/// False when another writer changed one of the operations first.
+async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Result<bool> {
+    let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
+    for c in changes {
+        match rows.last_mut() {
+            Some(last) if last.0 == c.id => last.1 = &c.op,
+            _ => rows.push((c.id, &c.op, c.expected_version)),
         }
-        if let Some((write, whole)) = self.attempt_write() {
-            store::finish_attempt(conn, &write, whole).await?;
-        }
-        Ok(())
     }
+    if !store::update_ops(conn, &rows).await? {
+        return Ok(false);
+    }
+    let opened: Vec<_> = changes
+        .iter()
+        .filter_map(|c| match c.attempt {
+            crate::domain::AttemptEffect::Start { n } => Some((c.id, n, c.actor.as_str(), c.at)),
+            _ => None,
+        })
+        .collect();
+    store::start_attempts(conn, &opened).await?;
+    let mut closed = Vec::new();
+    for (write, whole) in changes.iter().filter_map(|c| c.attempt_write()) {
+        if whole {
+            store::finish_attempt(conn, &write, true).await?;
+        } else {
+            closed.push(write);
+        }
+    }
+    store::finish_attempts(conn, &closed).await?;
+    let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
+    store::insert_events(conn, &events).await?;
+    Ok(true)
 }
 
 /// What one try inside a transaction came to.
@@ -390,11 +416,9 @@ impl Ledger {
         match self.decide(conn, id, &op, actor, ask, paused).await? {
             Decided::Unchanged(a) => Ok(Tried::Done(a)),
             Decided::Change(c) => {
-                if !store::update_op(conn, id, &c.op, c.expected_version).await? {
+                if !write_changes(conn, std::slice::from_ref(&c)).await? {
                     return Ok(Tried::Raced);
                 }
-                c.write_attempt(conn).await?;
-                store::insert_event(conn, &c.event()).await?;
                 Ok(Tried::Done(c.applied))
             }
         }

@@ -10,7 +10,7 @@ use sqlx::AnyConnection;
 
 use super::{
     Applied, Ask, AttemptReport, CAS_TRIES, Change, Decided, Ledger, SYSTEM_ACTOR, Tried,
-    in_transaction,
+    in_transaction, write_changes,
 };
 use crate::domain::policy::RetryBudget;
 use crate::domain::{Command, Outcome, State, validate_key};
@@ -65,42 +65,6 @@ fn per_operation(e: &Error) -> bool {
         e,
         Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_)
     )
-}
-
-/// Writes a round's changes: the operations' new rows (a compare-and-set on each; changes to one
-/// operation come one after another and make one row), the attempts and the events in order.
-/// False when another writer changed one of the operations first.
-async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Result<bool> {
-    let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
-    for c in changes {
-        match rows.last_mut() {
-            Some(last) if last.0 == c.id => last.1 = &c.op,
-            _ => rows.push((c.id, &c.op, c.expected_version)),
-        }
-    }
-    if !store::update_ops(conn, &rows).await? {
-        return Ok(false);
-    }
-    let opened: Vec<_> = changes
-        .iter()
-        .filter_map(|c| match c.attempt {
-            crate::domain::AttemptEffect::Start { n } => Some((c.id, n, c.actor.as_str(), c.at)),
-            _ => None,
-        })
-        .collect();
-    store::start_attempts(conn, &opened).await?;
-    let mut closed = Vec::new();
-    for (write, whole) in changes.iter().filter_map(|c| c.attempt_write()) {
-        if whole {
-            store::finish_attempt(conn, &write, true).await?;
-        } else {
-            closed.push(write);
-        }
-    }
-    store::finish_attempts(conn, &closed).await?;
-    let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
-    store::insert_events(conn, &events).await?;
-    Ok(true)
 }
 
 impl Ledger {

@@ -50,7 +50,7 @@ pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Optio
         .transpose()
 }
 
-/// The columns a transition may change, in the order both statements bind them ($8..$28).
+/// The columns a transition may change, in the order `insert_op` ($8..$28) and `update_ops` bind them.
 fn bind_mutable<'q>(
     q: Query<'q, sqlx::Any, AnyArguments<'q>>,
     op: &'q Op,
@@ -77,37 +77,6 @@ fn bind_mutable<'q>(
         .bind(op.resolution.map(|r| r.as_str()))
         .bind(op.superseded_by.as_deref())
         .bind(op.version)
-}
-
-/// Compare-and-set: writes the new operation only if nobody changed it since `expected_version`.
-pub(crate) async fn update_op(
-    conn: &mut AnyConnection,
-    id: i64,
-    op: &Op,
-    expected_version: i64,
-) -> Result<bool> {
-    let q = sqlx::query(
-        "UPDATE operations SET key = $1, workflow = $2, step = $3, destination = $4, action = $5, payload = $6, \
-         fingerprint = $7, conflicting_payload = $8, conflicting_fingerprint = $9, state = $10, reason = $11, \
-         attempts = $12, budget_start = $13, ambiguous = $14, first_sent_at = $15, attempt_started_at = $16, \
-         next_attempt_at = $17, reference = $18, last_error = $19, created_at = $20, updated_at = $21, \
-         exception_since = $22, claimed_by = $23, claimed_at = $24, claim_expires_at = $25, resolution = $26, \
-         superseded_by = $27, version = $28 WHERE id = $29 AND version = $30",
-    )
-    .bind(op.key.as_str())
-    .bind(op.workflow.as_str())
-    .bind(op.step.as_str())
-    .bind(op.destination.as_str())
-    .bind(op.action.as_str())
-    .bind(op.payload.as_str())
-    .bind(op.fingerprint.as_str());
-    let done = bind_mutable(q, op)
-        .bind(id)
-        .bind(expected_version)
-        .execute(conn)
-        .await
-        .map_err(db)?;
-    Ok(done.rows_affected() == 1)
 }
 
 pub(crate) struct NewEvent<'a> {
@@ -173,26 +142,6 @@ pub(crate) struct AttemptWrite<'a> {
     pub http_status: Option<u16>,
     pub reference: Option<&'a str>,
     pub error: Option<&'a str>,
-}
-
-pub(crate) async fn start_attempt(
-    conn: &mut AnyConnection,
-    op_id: i64,
-    n: u32,
-    actor: &str,
-    at: DateTime<Utc>,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES ($1, $2, $3, $4)",
-    )
-    .bind(op_id)
-    .bind(i64::from(n))
-    .bind(actor)
-    .bind(ms(at))
-    .execute(conn)
-    .await
-    .map_err(db)?;
-    Ok(())
 }
 
 /// Records an outcome: closes the open attempt, or (`whole`) writes an attempt made elsewhere.
@@ -612,13 +561,6 @@ pub(crate) async fn count_exceptions_in(
     .map_err(db)
 }
 
-fn dest_marks(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
 /// workflow not paused; retries left out at the `starved` destinations (their retry budget is
 /// empty). With `lock` (PostgreSQL), the rows are held until the transaction ends and rows another
@@ -640,8 +582,8 @@ pub(crate) async fn due_ops(
         String::new()
     } else {
         format!(
-            " AND NOT (attempts > budget_start AND destination IN ({}))",
-            dest_marks(3 + destinations.len(), starved.len())
+            " AND NOT (attempts > budget_start AND destination IN {})",
+            marks(3 + destinations.len(), starved.len(), &[])
         )
     };
     let sql = format!(
@@ -649,8 +591,8 @@ pub(crate) async fn due_ops(
          WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
-         AND destination IN ({}){waiting} ORDER BY next_attempt_at, id LIMIT $2{}",
-        dest_marks(3, destinations.len()),
+         AND destination IN {}{waiting} ORDER BY next_attempt_at, id LIMIT $2{}",
+        marks(3, destinations.len(), &[]),
         lock.map_or("", |l| lock_clause(backend, l))
     );
     let mut q = sqlx::query(&sql).bind(ms(now)).bind(limit as i64);
@@ -674,8 +616,8 @@ pub(crate) async fn count_unsettled(
     let sql = format!(
         "SELECT COUNT(*) FROM operations WHERE state IN ('pending', 'retry_wait', 'in_flight') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
-         AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) AND destination IN ({})",
-        dest_marks(2, destinations.len())
+         AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) AND destination IN {}",
+        marks(2, destinations.len(), &[])
     );
     let mut q = sqlx::query_scalar(&sql).bind(ms(now));
     for d in destinations {
@@ -775,6 +717,7 @@ pub(crate) async fn save_budget(
 
 // Many rows per statement, for the dispatcher's rounds: one statement costs far more than one row.
 
+/// `($first, ..., $first+n-1)`, the first cells cast to the types `casts` gives.
 fn marks(first: usize, n: usize, casts: &[&str]) -> String {
     let cells: Vec<String> = (0..n)
         .map(|i| match casts.get(i) {
