@@ -20,10 +20,11 @@ async fn dispatched(base: &str, n: usize, concurrency: usize) -> f64 {
     )
     .unwrap();
     let ledger = Ledger::open(&url, config).await.unwrap();
-    let lines: String = (0..n)
-        .map(|i| format!("{{\"type\":\"intent\",\"key\":\"d{concurrency}-{i}\",\"workflow\":\"w\",\"destination\":\"tasks\",\"action\":\"create_task\",\"payload\":{{\"title\":\"Kickoff call\",\"n\":{i}}}}}\n"))
-        .collect();
-    ledger.ingest(lines.as_bytes(), "bench").await.unwrap();
+    let prefix = format!("d{concurrency}");
+    ledger
+        .ingest(intents(&prefix, n).as_bytes(), "bench")
+        .await
+        .unwrap();
     let start = Instant::now();
     let totals = dispatch::run(
         ledger,
@@ -38,6 +39,127 @@ async fn dispatched(base: &str, n: usize, concurrency: usize) -> f64 {
     let took = start.elapsed().as_secs_f64();
     assert_eq!(totals.succeeded as usize, n);
     n as f64 / took
+}
+
+/// The ceiling of any dispatcher that records each attempt before sending it: the rows a round
+/// writes for each operation (its row twice, its attempt, two audit events), written to a settle
+/// database through prepared statements (rusqlite, the same SQLite library), `per_commit`
+/// operations per transaction, with no settle code, no reads and no HTTP. At concurrency 1 each
+/// operation needs a commit of its own before its request may go.
+async fn sqlite_alone(n: usize, per_commit: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.db");
+    let url = format!("sqlite://{}", path.display());
+    let config = Config::parse(
+        "[destinations.tasks]\nurl = \"http://127.0.0.1:9/tasks\"\n",
+        "bench",
+    )
+    .unwrap();
+    let ledger = Ledger::open(&url, config).await.unwrap();
+    ledger
+        .ingest(intents("f", n).as_bytes(), "bench")
+        .await
+        .unwrap();
+    ledger.close().await;
+    let mut conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
+    )
+    .unwrap();
+    let t = 1_800_000_000_000i64;
+    let event = "INSERT INTO events (operation_id, at, actor, kind, from_state, to_state, detail) \
+                 VALUES (?1, ?2, 'dispatcher', ?3, ?4, ?5, ?6)";
+    let start = |tx: &rusqlite::Transaction, id: i64| {
+        tx.prepare_cached(
+            "UPDATE operations SET state = 'in_flight', attempts = 1, first_sent_at = ?2, \
+             attempt_started_at = ?2, next_attempt_at = NULL, updated_at = ?2, exception_since = ?3, \
+             version = version + 1 WHERE id = ?1",
+        )
+        .unwrap()
+        .execute(rusqlite::params![id, t, t + 60_000])
+        .unwrap();
+        tx.prepare_cached(
+            "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES (?1, 1, 'dispatcher', ?2)",
+        )
+        .unwrap()
+        .execute(rusqlite::params![id, t])
+        .unwrap();
+        let detail = "{\"attempt\":1}";
+        tx.prepare_cached(event)
+            .unwrap()
+            .execute(rusqlite::params![
+                id,
+                t,
+                "attempt_started",
+                "pending",
+                "in_flight",
+                detail
+            ])
+            .unwrap();
+    };
+    let finish = |tx: &rusqlite::Transaction, id: i64| {
+        let reference = format!("T-{id}");
+        tx.prepare_cached(
+            "UPDATE operations SET state = 'succeeded', attempt_started_at = NULL, reference = ?3, \
+             updated_at = ?2, exception_since = NULL, version = version + 1 WHERE id = ?1",
+        )
+        .unwrap()
+        .execute(rusqlite::params![id, t, reference])
+        .unwrap();
+        tx.prepare_cached(
+            "UPDATE attempts SET finished_at = ?2, outcome = 'accepted', http_status = 201, \
+             reference = ?3 WHERE operation_id = ?1 AND n = 1",
+        )
+        .unwrap()
+        .execute(rusqlite::params![id, t, reference])
+        .unwrap();
+        let detail =
+            format!("{{\"attempt\":1,\"outcome\":\"accepted\",\"reference\":\"{reference}\"}}");
+        tx.prepare_cached(event)
+            .unwrap()
+            .execute(rusqlite::params![
+                id,
+                t,
+                "attempt_finished",
+                "in_flight",
+                "succeeded",
+                detail
+            ])
+            .unwrap();
+    };
+    // round k finishes the operations round k-1 started and starts the next ones
+    let ids: Vec<i64> = (1..=n as i64).collect();
+    let rounds: Vec<&[i64]> = ids.chunks(per_commit).collect();
+    let began = Instant::now();
+    for k in 0..=rounds.len() {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap();
+        if k > 0 {
+            rounds[k - 1].iter().for_each(|id| finish(&tx, *id));
+        }
+        if let Some(r) = rounds.get(k) {
+            r.iter().for_each(|id| start(&tx, *id));
+        }
+        tx.commit().unwrap();
+    }
+    let took = began.elapsed().as_secs_f64();
+    let done: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM operations WHERE state = 'succeeded'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(done as usize, n);
+    n as f64 / took
+}
+
+/// `n` intents to the `tasks` destination, as JSON lines.
+fn intents(prefix: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{{\"type\":\"intent\",\"key\":\"{prefix}-{i}\",\"workflow\":\"w\",\"destination\":\"tasks\",\"action\":\"create_task\",\"payload\":{{\"title\":\"Kickoff call\",\"n\":{i}}}}}\n"))
+        .collect()
 }
 
 async fn plain(base: &str, n: usize, concurrency: usize) -> f64 {
@@ -88,6 +210,14 @@ async fn main() {
                 "latency {latency:>4}, concurrency {concurrency:>2}: settle dispatch {d:>7.0} ops/s, plain reqwest loop {p:>7.0} req/s, ratio {:.2}x (target >= 0.50x)",
                 d / p
             );
+            if latency == "0s" {
+                let f = sqlite_alone(n, concurrency).await;
+                println!(
+                    "             floor: the same writes as plain SQL, {concurrency:>2} operation(s) per commit, no HTTP: {f:>7.0} ops/s = {:.2}x the plain loop; settle reaches {:.2}x of it",
+                    f / p,
+                    d / f
+                );
+            }
         }
         drop(sim);
     }

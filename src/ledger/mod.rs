@@ -173,9 +173,6 @@ async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Res
             _ => rows.push((c.id, &c.op, c.expected_version)),
         }
     }
-    if !store::update_ops(conn, &rows).await? {
-        return Ok(false);
-    }
     let opened: Vec<_> = changes
         .iter()
         .filter_map(|c| match c.attempt {
@@ -183,18 +180,22 @@ async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Res
             _ => None,
         })
         .collect();
-    store::start_attempts(conn, &opened).await?;
     let mut closed = Vec::new();
-    for (write, whole) in changes.iter().filter_map(|c| c.attempt_write()) {
-        if whole {
-            store::finish_attempt(conn, &write, true).await?;
+    let mut whole = Vec::new();
+    for (write, made_elsewhere) in changes.iter().filter_map(|c| c.attempt_write()) {
+        if made_elsewhere {
+            whole.push(write);
         } else {
             closed.push(write);
         }
     }
-    store::finish_attempts(conn, &closed).await?;
     let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
-    store::insert_events(conn, &events).await?;
+    if !store::write_rows(conn, &rows, &opened, &closed, &events).await? {
+        return Ok(false);
+    }
+    for write in &whole {
+        store::finish_attempt(conn, write, true).await?;
+    }
     Ok(true)
 }
 

@@ -28,9 +28,9 @@ pub(crate) async fn load_op(conn: &mut AnyConnection, key: &str) -> Result<Optio
 /// Inserts a new operation; `None` when the key already exists.
 pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Option<i64>> {
     let q = sqlx::query(
-        "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, \
+        "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, created_at, \
          conflicting_payload, conflicting_fingerprint, state, reason, attempts, budget_start, ambiguous, \
-         first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, created_at, updated_at, \
+         first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, updated_at, \
          exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
          $21, $22, $23, $24, $25, $26, $27, $28) ON CONFLICT (key) DO NOTHING RETURNING id",
@@ -41,7 +41,8 @@ pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Optio
     .bind(op.destination.as_str())
     .bind(op.action.as_str())
     .bind(op.payload.as_str())
-    .bind(op.fingerprint.as_str());
+    .bind(op.fingerprint.as_str())
+    .bind(ms(op.created_at));
     let q = bind_mutable(q, op);
     q.fetch_optional(conn)
         .await
@@ -50,7 +51,9 @@ pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Optio
         .transpose()
 }
 
-/// The columns a transition may change, in the order `insert_op` ($8..$28) and `update_ops` bind them.
+/// The columns a transition may change, in the order `insert_op` ($9..$28) and `update_ops` bind
+/// them. Not `created_at`: an update that sets a column rewrites every index holding it, changed
+/// or not, and three indexes hold it.
 fn bind_mutable<'q>(
     q: Query<'q, sqlx::Any, AnyArguments<'q>>,
     op: &'q Op,
@@ -68,7 +71,6 @@ fn bind_mutable<'q>(
         .bind(opt_ms(op.next_attempt_at))
         .bind(op.reference.as_deref())
         .bind(op.last_error.as_deref())
-        .bind(ms(op.created_at))
         .bind(ms(op.updated_at))
         .bind(opt_ms(op.exception_since))
         .bind(claim.map(|c| c.by.as_str()))
@@ -583,7 +585,7 @@ pub(crate) async fn due_ops(
     } else {
         format!(
             " AND NOT (attempts > budget_start AND destination IN {})",
-            marks(3 + destinations.len(), starved.len(), &[])
+            marks(Marks::Numbered, 3 + destinations.len(), starved.len(), &[])
         )
     };
     let sql = format!(
@@ -592,7 +594,7 @@ pub(crate) async fn due_ops(
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
          AND destination IN {}{waiting} ORDER BY next_attempt_at, id LIMIT $2{}",
-        marks(3, destinations.len(), &[]),
+        marks(Marks::Numbered, 3, destinations.len(), &[]),
         lock.map_or("", |l| lock_clause(backend, l))
     );
     let mut q = sqlx::query(&sql).bind(ms(now)).bind(limit as i64);
@@ -617,7 +619,7 @@ pub(crate) async fn count_unsettled(
         "SELECT COUNT(*) FROM operations WHERE state IN ('pending', 'retry_wait', 'in_flight') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) AND destination IN {}",
-        marks(2, destinations.len(), &[])
+        marks(Marks::Numbered, 2, destinations.len(), &[])
     );
     let mut q = sqlx::query_scalar(&sql).bind(ms(now));
     for d in destinations {
@@ -717,12 +719,40 @@ pub(crate) async fn save_budget(
 
 // Many rows per statement, for the dispatcher's rounds: one statement costs far more than one row.
 
-/// `($first, ..., $first+n-1)`, the first cells cast to the types `casts` gives.
-fn marks(first: usize, n: usize, casts: &[&str]) -> String {
+/// How a statement names its parameters.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Marks {
+    /// `$1, $2, ...`: both backends; a parameter may appear twice.
+    Numbered,
+    /// SQLite's plain `?`, bound in the order they appear. SQLite finds a numbered parameter by
+    /// walking the statement's list of names, so binding hundreds of them (a round's VALUES
+    /// lists) costs their number squared: that was a sixth of a busy dispatcher's time.
+    InOrder,
+}
+
+impl Marks {
+    /// `InOrder` on SQLite, for statements whose parameters appear once each, in bind order.
+    fn in_order(conn: &AnyConnection) -> Marks {
+        if conn.backend_name() == "SQLite" {
+            Marks::InOrder
+        } else {
+            Marks::Numbered
+        }
+    }
+}
+
+/// `($first, ..., $first+n-1)` (or `(?, ...)`), the first cells cast to the types `casts` gives.
+fn marks(style: Marks, first: usize, n: usize, casts: &[&str]) -> String {
     let cells: Vec<String> = (0..n)
-        .map(|i| match casts.get(i) {
-            Some(t) => format!("CAST(${} AS {t})", first + i),
-            None => format!("${}", first + i),
+        .map(|i| {
+            let mark = match style {
+                Marks::Numbered => format!("${}", first + i),
+                Marks::InOrder => "?".to_string(),
+            };
+            match casts.get(i) {
+                Some(t) => format!("CAST({mark} AS {t})"),
+                None => mark,
+            }
         })
         .collect();
     format!("({})", cells.join(", "))
@@ -753,11 +783,12 @@ pub(crate) async fn load_ops(
     backend: super::Backend,
     lock: Lock,
 ) -> Result<std::collections::HashMap<String, (i64, Op)>> {
+    let style = Marks::in_order(conn);
     let mut found = std::collections::HashMap::with_capacity(keys.len());
     for chunk in keys.chunks(500) {
         let sql = format!(
             "SELECT {OP_COLUMNS} FROM operations WHERE key IN {} ORDER BY key{}",
-            marks(1, chunk.len(), &[]),
+            marks(style, 1, chunk.len(), &[]),
             lock_clause(backend, lock)
         );
         let mut q = sqlx::query(&sql);
@@ -774,7 +805,7 @@ pub(crate) async fn load_ops(
 
 /// The columns `bind_mutable` binds, with the types a VALUES list must be cast to (PostgreSQL
 /// reads an uncast parameter there as text).
-const MUTABLE: [(&str, &str); 21] = [
+const MUTABLE: [(&str, &str); 20] = [
     ("conflicting_payload", "TEXT"),
     ("conflicting_fingerprint", "TEXT"),
     ("state", "TEXT"),
@@ -787,7 +818,6 @@ const MUTABLE: [(&str, &str); 21] = [
     ("next_attempt_at", "BIGINT"),
     ("reference", "TEXT"),
     ("last_error", "TEXT"),
-    ("created_at", "BIGINT"),
     ("updated_at", "BIGINT"),
     ("exception_since", "BIGINT"),
     ("claimed_by", "TEXT"),
@@ -798,122 +828,284 @@ const MUTABLE: [(&str, &str); 21] = [
     ("version", "BIGINT"),
 ];
 
-/// Compare-and-set of many operations at once: `(id, new row, expected version)`. Returns
-/// false, having written nothing that will stay, when any of them changed meanwhile (or
-/// PostgreSQL chose this transaction to break a deadlock): the caller rolls back and tries again.
-pub(crate) async fn update_ops(conn: &mut AnyConnection, ops: &[(i64, &Op, i64)]) -> Result<bool> {
+type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments<'q>>;
+
+/// Operations' new rows, `(id, new row, expected version)`: a compare-and-set on each.
+type OpRow<'a> = (i64, &'a Op, i64);
+/// An attempt opened: `(operation id, number, actor, started at)`.
+pub(crate) type Opened<'a> = (i64, u32, &'a str, DateTime<Utc>);
+
+fn update_ops_sql(style: Marks, n: usize) -> String {
     let width = MUTABLE.len() + 2;
     let mut casts: Vec<&str> = MUTABLE.iter().map(|(_, t)| *t).collect();
     casts.extend(["BIGINT", "BIGINT"]);
-    for chunk in ops.chunks(400) {
-        let rows: Vec<String> = (0..chunk.len())
-            .map(|i| marks(1 + i * width, width, &casts))
-            .collect();
-        let sets: Vec<String> = MUTABLE
-            .iter()
-            .enumerate()
-            .map(|(i, (c, _))| format!("{c} = v.column{}", i + 1))
-            .collect();
-        let sql = format!(
-            "UPDATE operations SET {} FROM (VALUES {}) AS v \
-             WHERE operations.id = v.column{} AND operations.version = v.column{}",
-            sets.join(", "),
-            rows.join(", "),
-            MUTABLE.len() + 1,
-            MUTABLE.len() + 2,
-        );
-        let mut q = sqlx::query(&sql);
-        for (id, op, expected) in chunk {
-            q = bind_mutable(q, op).bind(*id).bind(*expected);
+    let rows: Vec<String> = (0..n)
+        .map(|i| marks(style, 1 + i * width, width, &casts))
+        .collect();
+    let sets: Vec<String> = MUTABLE
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _))| format!("{c} = v.column{}", i + 1))
+        .collect();
+    format!(
+        "UPDATE operations SET {} FROM (VALUES {}) AS v \
+         WHERE operations.id = v.column{} AND operations.version = v.column{}",
+        sets.join(", "),
+        rows.join(", "),
+        MUTABLE.len() + 1,
+        MUTABLE.len() + 2,
+    )
+}
+
+fn bind_ops<'q>(mut q: AnyQuery<'q>, ops: &'q [OpRow<'q>]) -> AnyQuery<'q> {
+    for (id, op, expected) in ops {
+        q = bind_mutable(q, op).bind(*id).bind(*expected);
+    }
+    q
+}
+
+fn insert_events_sql(style: Marks, n: usize) -> String {
+    let rows: Vec<String> = (0..n).map(|i| marks(style, 1 + i * 8, 8, &[])).collect();
+    format!(
+        "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) VALUES {}",
+        rows.join(", ")
+    )
+}
+
+fn bind_events<'q>(mut q: AnyQuery<'q>, events: &'q [NewEvent<'q>]) -> AnyQuery<'q> {
+    for e in events {
+        q = q
+            .bind(e.operation_id)
+            .bind(e.workflow)
+            .bind(ms(e.at))
+            .bind(e.actor)
+            .bind(e.kind)
+            .bind(e.from_state.map(|s| s.as_str()))
+            .bind(e.to_state.map(|s| s.as_str()))
+            .bind(e.detail);
+    }
+    q
+}
+
+fn start_attempts_sql(style: Marks, n: usize) -> String {
+    let rows: Vec<String> = (0..n).map(|i| marks(style, 1 + i * 4, 4, &[])).collect();
+    format!(
+        "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
+        rows.join(", ")
+    )
+}
+
+fn bind_opened<'q>(mut q: AnyQuery<'q>, opened: &'q [Opened<'q>]) -> AnyQuery<'q> {
+    for (id, n, actor, at) in opened {
+        q = q.bind(*id).bind(i64::from(*n)).bind(*actor).bind(ms(*at));
+    }
+    q
+}
+
+fn finish_attempts_sql(style: Marks, n: usize) -> String {
+    const CASTS: [&str; 7] = [
+        "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "TEXT", "TEXT",
+    ];
+    let rows: Vec<String> = (0..n).map(|i| marks(style, 1 + i * 7, 7, &CASTS)).collect();
+    format!(
+        "UPDATE attempts SET finished_at = v.column3, outcome = v.column4, http_status = v.column5, \
+         reference = v.column6, error = v.column7 FROM (VALUES {}) AS v \
+         WHERE attempts.operation_id = v.column1 AND attempts.n = v.column2",
+        rows.join(", ")
+    )
+}
+
+fn bind_closed<'q>(mut q: AnyQuery<'q>, closed: &'q [AttemptWrite<'q>]) -> AnyQuery<'q> {
+    for a in closed {
+        q = q
+            .bind(a.operation_id)
+            .bind(i64::from(a.n))
+            .bind(ms(a.at))
+            .bind(a.outcome.as_str())
+            .bind(a.http_status.map(i64::from))
+            .bind(a.reference)
+            .bind(a.error);
+    }
+    q
+}
+
+/// PostgreSQL's code for a transaction it broke to end a deadlock, or could not serialize.
+fn lost_a_race(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
+/// A round's writes (or one change's): the operations' new rows (a compare-and-set on each),
+/// the attempts opened and closed, the audit events. Returns false, having written nothing that
+/// will stay, when any operation changed meanwhile (or PostgreSQL broke a deadlock with this
+/// transaction): the caller rolls back and tries again.
+///
+/// On SQLite all four go in one multi-statement call (its parameters bound in order), one trip
+/// to the database thread instead of four; PostgreSQL takes one statement per kind of row.
+pub(crate) async fn write_rows(
+    conn: &mut AnyConnection,
+    ops: &[OpRow<'_>],
+    opened: &[Opened<'_>],
+    closed: &[AttemptWrite<'_>],
+    events: &[NewEvent<'_>],
+) -> Result<bool> {
+    let style = Marks::in_order(conn);
+    let params =
+        ops.len() * (MUTABLE.len() + 2) + opened.len() * 4 + closed.len() * 7 + events.len() * 8;
+    // SQLite allows 32,766 parameters in a statement
+    if style == Marks::Numbered || params > 30_000 {
+        if !update_ops(conn, ops).await? {
+            return Ok(false);
         }
-        match q.execute(&mut *conn).await {
+        start_attempts(conn, opened).await?;
+        finish_attempts(conn, closed).await?;
+        insert_events(conn, events).await?;
+        return Ok(true);
+    }
+    let mut parts = Vec::new();
+    if !ops.is_empty() {
+        parts.push(update_ops_sql(style, ops.len()));
+    }
+    if !opened.is_empty() {
+        parts.push(start_attempts_sql(style, opened.len()));
+    }
+    if !closed.is_empty() {
+        parts.push(finish_attempts_sql(style, closed.len()));
+    }
+    if !events.is_empty() {
+        parts.push(insert_events_sql(style, events.len()));
+    }
+    if parts.is_empty() {
+        return Ok(true);
+    }
+    let sql = parts.join(";\n");
+    let q = bind_ops(sqlx::query(&sql), ops);
+    let q = bind_events(bind_closed(bind_opened(q, opened), closed), events);
+    let done = q.execute(&mut *conn).await.map_err(db)?;
+    // every row is written once: fewer means an operation's version moved
+    let rows = ops.len() + opened.len() + closed.len() + events.len();
+    Ok(done.rows_affected() == rows as u64)
+}
+
+async fn update_ops(conn: &mut AnyConnection, ops: &[OpRow<'_>]) -> Result<bool> {
+    let style = Marks::in_order(conn);
+    for chunk in ops.chunks(400) {
+        let sql = update_ops_sql(style, chunk.len());
+        match bind_ops(sqlx::query(&sql), chunk).execute(&mut *conn).await {
             Ok(done) if done.rows_affected() == chunk.len() as u64 => {}
             Ok(_) => return Ok(false),
-            Err(sqlx::Error::Database(e))
-                if matches!(e.code().as_deref(), Some("40P01" | "40001")) =>
-            {
-                return Ok(false);
-            }
+            Err(e) if lost_a_race(&e) => return Ok(false),
             Err(e) => return Err(db(e)),
         }
     }
     Ok(true)
 }
 
-pub(crate) async fn insert_events(conn: &mut AnyConnection, events: &[NewEvent<'_>]) -> Result<()> {
+async fn insert_events(conn: &mut AnyConnection, events: &[NewEvent<'_>]) -> Result<()> {
+    let style = Marks::in_order(conn);
     for chunk in events.chunks(500) {
-        let rows: Vec<String> = (0..chunk.len()).map(|i| marks(1 + i * 8, 8, &[])).collect();
-        let sql = format!(
-            "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) VALUES {}",
-            rows.join(", ")
-        );
-        let mut q = sqlx::query(&sql);
-        for e in chunk {
-            q = q
-                .bind(e.operation_id)
-                .bind(e.workflow)
-                .bind(ms(e.at))
-                .bind(e.actor)
-                .bind(e.kind)
-                .bind(e.from_state.map(|s| s.as_str()))
-                .bind(e.to_state.map(|s| s.as_str()))
-                .bind(e.detail);
-        }
-        q.execute(&mut *conn).await.map_err(db)?;
+        let sql = insert_events_sql(style, chunk.len());
+        bind_events(sqlx::query(&sql), chunk)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
     }
     Ok(())
 }
 
-/// Opens many attempts: `(operation id, number, actor, started at)`.
-pub(crate) async fn start_attempts(
-    conn: &mut AnyConnection,
-    attempts: &[(i64, u32, &str, DateTime<Utc>)],
-) -> Result<()> {
-    for chunk in attempts.chunks(500) {
-        let rows: Vec<String> = (0..chunk.len()).map(|i| marks(1 + i * 4, 4, &[])).collect();
-        let sql = format!(
-            "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
-            rows.join(", ")
-        );
-        let mut q = sqlx::query(&sql);
-        for (id, n, actor, at) in chunk {
-            q = q.bind(*id).bind(i64::from(*n)).bind(*actor).bind(ms(*at));
-        }
-        q.execute(&mut *conn).await.map_err(db)?;
+async fn start_attempts(conn: &mut AnyConnection, opened: &[Opened<'_>]) -> Result<()> {
+    let style = Marks::in_order(conn);
+    for chunk in opened.chunks(500) {
+        let sql = start_attempts_sql(style, chunk.len());
+        bind_opened(sqlx::query(&sql), chunk)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
     }
     Ok(())
 }
 
-/// Closes many open attempts with their outcomes.
-pub(crate) async fn finish_attempts(
-    conn: &mut AnyConnection,
-    attempts: &[AttemptWrite<'_>],
-) -> Result<()> {
-    const CASTS: [&str; 7] = [
-        "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "TEXT", "TEXT",
-    ];
-    for chunk in attempts.chunks(500) {
-        let rows: Vec<String> = (0..chunk.len())
-            .map(|i| marks(1 + i * 7, 7, &CASTS))
-            .collect();
-        let sql = format!(
-            "UPDATE attempts SET finished_at = v.column3, outcome = v.column4, http_status = v.column5, \
-             reference = v.column6, error = v.column7 FROM (VALUES {}) AS v \
-             WHERE attempts.operation_id = v.column1 AND attempts.n = v.column2",
-            rows.join(", ")
-        );
-        let mut q = sqlx::query(&sql);
-        for a in chunk {
-            q = q
-                .bind(a.operation_id)
-                .bind(i64::from(a.n))
-                .bind(ms(a.at))
-                .bind(a.outcome.as_str())
-                .bind(a.http_status.map(i64::from))
-                .bind(a.reference)
-                .bind(a.error);
-        }
-        q.execute(&mut *conn).await.map_err(db)?;
+async fn finish_attempts(conn: &mut AnyConnection, closed: &[AttemptWrite<'_>]) -> Result<()> {
+    let style = Marks::in_order(conn);
+    for chunk in closed.chunks(500) {
+        let sql = finish_attempts_sql(style, chunk.len());
+        bind_closed(sqlx::query(&sql), chunk)
+            .execute(&mut *conn)
+            .await
+            .map_err(db)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite writes a round in one multi-statement call and learns of a lost compare-and-set
+    /// only from the number of rows written: a stale version must come back false, and a
+    /// rolled-back try must leave nothing behind.
+    async fn counts(conn: &mut AnyConnection) -> (i64, i64) {
+        (
+            count_rows(conn, "attempts").await.unwrap(),
+            count_rows(conn, "events").await.unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_round_with_a_stale_version_is_refused_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        let store = super::super::Store::open(&url).await.unwrap();
+        let now = Utc::now();
+        let op = Op::new(
+            "k-1",
+            "w",
+            "",
+            "tasks",
+            "create_task",
+            "{}".into(),
+            "fp".into(),
+            now,
+        );
+        let mut tx = store.begin().await.unwrap();
+        let id = insert_op(&mut tx, &op).await.unwrap().unwrap();
+        tx.commit().await.unwrap();
+
+        let mut next = op.clone();
+        next.state = State::InFlight;
+        next.attempts = 1;
+        next.version = 1;
+        let opened = [(id, 1, "dispatcher", now)];
+        let event = NewEvent::on_operation(
+            id,
+            now,
+            "dispatcher",
+            "attempt_started",
+            Some(State::Pending),
+            State::InFlight,
+            "{}",
+        );
+        let events = std::slice::from_ref(&event);
+        let mut tx = store.begin().await.unwrap();
+        assert!(
+            !write_rows(&mut tx, &[(id, &next, 7)], &opened, &[], events)
+                .await
+                .unwrap(),
+            "expected version 7, stored 0"
+        );
+        tx.rollback().await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        assert_eq!(counts(&mut tx).await, (0, 0));
+        assert_eq!(load_op(&mut tx, "k-1").await.unwrap().unwrap().1.version, 0);
+
+        assert!(
+            write_rows(&mut tx, &[(id, &next, 0)], &opened, &[], events)
+                .await
+                .unwrap()
+        );
+        tx.commit().await.unwrap();
+        let mut tx = store.begin().await.unwrap();
+        assert_eq!(counts(&mut tx).await, (1, 1));
+        let (_, stored) = load_op(&mut tx, "k-1").await.unwrap().unwrap();
+        assert_eq!((stored.state, stored.version), (State::InFlight, 1));
+    }
 }
