@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::domain::fingerprint::canonical_json;
 use crate::domain::{Command, Ctx, Op, Outcome, Redactor, State, apply, fingerprint, validate_key};
 use crate::error::{Error, Result};
-use crate::store::{self, AttemptWrite, NewEvent, Store};
+use crate::store::{self, AttemptWrite, NewEvent, RoundStore, Store};
 
 pub use crate::domain::StaffAction;
 pub use crate::store::Cursor;
@@ -165,7 +165,7 @@ impl Change {
 /// Writes decided changes (one, or a dispatcher's round): the operations' new rows (a compare-and-set on each; changes to one
 /// operation come one after another and make one row), the attempts and the events in order.
 /// False when another writer changed one of the operations first.
-async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Result<bool> {
+async fn write_changes(conn: &mut impl RoundStore, changes: &[Box<Change>]) -> Result<bool> {
     let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
     for c in changes {
         match rows.last_mut() {
@@ -190,11 +190,11 @@ async fn write_changes(conn: &mut AnyConnection, changes: &[Box<Change>]) -> Res
         }
     }
     let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
-    if !store::write_rows(conn, &rows, &opened, &closed, &events).await? {
+    if !conn.write_rows(&rows, &opened, &closed, &events).await? {
         return Ok(false);
     }
     for write in &whole {
-        store::finish_attempt(conn, write, true).await?;
+        conn.write_whole_attempt(write).await?;
     }
     Ok(true)
 }
@@ -428,7 +428,7 @@ impl Ledger {
     /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
     async fn decide(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut impl RoundStore,
         id: i64,
         op: &Op,
         actor: &str,
@@ -460,7 +460,7 @@ impl Ledger {
                 }
                 if n <= op.attempts && !(open && n == op.attempts) {
                     // A repeat of a recorded attempt is harmless; a different outcome is not.
-                    return match store::attempt(conn, id, n).await? {
+                    return match conn.attempt(id, n).await? {
                         Some(a) if a.outcome == Some(outcome) => Ok(unchanged(op)),
                         Some(a) => Err(Error::Refused(format!(
                             "{key}: attempt {n} is already recorded as {}",
@@ -485,9 +485,7 @@ impl Ledger {
             Some(p) => p,
             None => {
                 matches!(cmd, Command::StartAttempt)
-                    && store::workflow(conn, &op.workflow)
-                        .await?
-                        .is_some_and(|w| w.paused)
+                    && conn.workflow(&op.workflow).await?.is_some_and(|w| w.paused)
             }
         };
         let policy = self.config.destination(&op.destination);

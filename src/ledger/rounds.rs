@@ -15,7 +15,7 @@ use super::{
 use crate::domain::policy::RetryBudget;
 use crate::domain::{Command, Outcome, State, validate_key};
 use crate::error::{Error, Result};
-use crate::store;
+use crate::store::{self, RoundStore};
 
 /// An attempt the dispatcher has finished.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,9 +87,32 @@ impl Ledger {
                 return Err(Error::Invalid("an attempt needs an outcome".into()));
             }
         }
-        let round = in_transaction!(self, |conn| self
-            .round_in(conn, finished, destinations, limit, actor)
-            .await)?;
+        let round = match self.store.direct() {
+            // SQLite: the whole round on a blocking thread, on the dispatcher's own connection
+            Some(_) => {
+                let (ledger, finished, destinations, actor) = (
+                    self.clone(),
+                    finished.to_vec(),
+                    destinations.to_vec(),
+                    actor.to_string(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    let direct = ledger.store.direct().expect("SQLite");
+                    direct.write(|tx| {
+                        let round = ledger.round_in(tx, &finished, &destinations, limit, &actor);
+                        Ok(match store::run_ready(round)?? {
+                            Tried::Done(round) => Some(round),
+                            Tried::Raced => None,
+                        })
+                    })
+                })
+                .await
+                .map_err(|e| Error::Unavailable(format!("database: a round stopped: {e}")))??
+            }
+            None => in_transaction!(self, |conn| self
+                .round_in(conn, finished, destinations, limit, actor)
+                .await)?,
+        };
         let mut workflows: Vec<&str> = round
             .finished
             .iter()
@@ -107,14 +130,13 @@ impl Ledger {
 
     async fn round_in(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut impl RoundStore,
         finished: &[Finished],
         destinations: &[String],
         limit: usize,
         actor: &str,
     ) -> Result<Tried<Round>> {
         let now = self.now();
-        let backend = self.store.backend();
         let mut round = Round::default();
         let mut budgets: BTreeMap<String, Budget> = BTreeMap::new();
         // Written together at the end: one statement per kind of row, not per operation.
@@ -124,7 +146,7 @@ impl Ledger {
         // taken without waiting. After that a round waits for nothing but a budget row, so two
         // rounds never wait for each other in a circle.
         let keys: Vec<&str> = finished.iter().map(|f| f.report.key.as_str()).collect();
-        let mut own = store::load_ops(conn, &keys, backend, store::Lock::Wait).await?;
+        let mut own = conn.load_ops(&keys, store::Lock::Wait).await?;
         // The budgets this round may touch, held in name order (PostgreSQL) from here on.
         let touched: std::collections::BTreeSet<&str> = destinations
             .iter()
@@ -198,16 +220,15 @@ impl Ledger {
             .filter(|(_, b)| b.bucket.tokens < RetryBudget::RETRY_COST)
             .map(|(d, _)| d.clone())
             .collect();
-        let due = store::due_ops(
-            conn,
-            destinations,
-            &starved,
-            now,
-            limit,
-            backend,
-            Some(store::Lock::SkipLocked),
-        )
-        .await?;
+        let due = conn
+            .due_ops(
+                destinations,
+                &starved,
+                now,
+                limit,
+                Some(store::Lock::SkipLocked),
+            )
+            .await?;
         for (id, op) in due {
             let retry = op.attempts > op.budget_start;
             let left = if retry {
@@ -253,7 +274,8 @@ impl Ledger {
         }
         for (destination, b) in &budgets {
             if b.changed
-                && !store::save_budget(conn, destination, b.bucket.tokens, b.since, b.version)
+                && !conn
+                    .save_budget(destination, b.bucket.tokens, b.since, b.version)
                     .await?
             {
                 return Ok(Tried::Raced);
@@ -265,14 +287,13 @@ impl Ledger {
     /// A destination's budget in this round: loaded once, topped up for the time since.
     async fn budget<'b>(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut impl RoundStore,
         budgets: &'b mut BTreeMap<String, Budget>,
         destination: &str,
         now: DateTime<Utc>,
     ) -> Result<&'b mut Budget> {
         if !budgets.contains_key(destination) {
-            let backend = self.store.backend();
-            let stored = store::budget(conn, destination, backend, Some(store::Lock::Wait)).await?;
+            let stored = conn.budget(destination, Some(store::Lock::Wait)).await?;
             let (bucket, since, version) = match stored {
                 Some(row) => (
                     RetryBudget { tokens: row.tokens },

@@ -5,8 +5,10 @@
 //! transaction begins, the migrations) is chosen by [`Backend`]. Nothing outside this module
 //! writes SQL.
 
+mod direct;
 mod migrate;
 mod queries;
+mod round_store;
 mod rows;
 
 use std::str::FromStr;
@@ -17,9 +19,11 @@ use sqlx::{Any, AnyPool, Transaction};
 
 use crate::error::{Error, Result};
 
+pub(crate) use direct::{Direct, run_ready};
 pub use migrate::SCHEMA_VERSION;
 pub use queries::Cursor;
 pub(crate) use queries::*;
+pub(crate) use round_store::RoundStore;
 pub(crate) use rows::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +92,8 @@ pub struct Store {
     shown_url: String,
     /// The URL as given (it may hold a password): for a listener connection, never printed.
     url: String,
+    /// SQLite: the dispatcher's own connection for its rounds.
+    direct: Option<std::sync::Arc<Direct>>,
 }
 
 /// How a process uses the database.
@@ -176,10 +182,16 @@ impl Store {
             .connect(&connect_url)
             .await
             .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
+        let mut direct = None;
         let read = match backend {
             Backend::Sqlite => {
                 let options = sqlx::sqlite::SqliteConnectOptions::from_str(&connect_url)
-                    .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?
+                    .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
+                direct = Some(std::sync::Arc::new(Direct::new(
+                    options.get_filename().to_path_buf(),
+                    profile.sqlite_cache(),
+                )));
+                let options = options
                     .busy_timeout(Duration::from_secs(15))
                     .pragma("cache_size", profile.sqlite_cache());
                 ReadPool::Sqlite(
@@ -205,6 +217,7 @@ impl Store {
             backend,
             shown_url,
             url: url.to_string(),
+            direct,
         };
         migrate::migrate(&store).await?;
         Ok(store)
@@ -232,6 +245,11 @@ impl Store {
         let mut l = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
         l.listen("settle_events").await.ok()?;
         Some(l)
+    }
+
+    /// SQLite: the connection the dispatcher's rounds write through (see [`Direct`]).
+    pub(crate) fn direct(&self) -> Option<&Direct> {
+        self.direct.as_deref()
     }
 
     pub(crate) fn read_pool(&self) -> &ReadPool {

@@ -43,8 +43,10 @@ pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Optio
     .bind(op.payload.as_str())
     .bind(op.fingerprint.as_str())
     .bind(ms(op.created_at));
-    let q = bind_mutable(q, op);
-    q.fetch_optional(conn)
+    let mut cells = Vec::with_capacity(MUTABLE.len());
+    mutable_cells(op, &mut cells);
+    bind_cells(q, &cells)
+        .fetch_optional(conn)
         .await
         .map_err(db)?
         .map(|r| sqlx::Row::try_get::<i64, _>(&r, 0).map_err(db))
@@ -54,31 +56,32 @@ pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Optio
 /// The columns a transition may change, in the order `insert_op` ($9..$28) and `update_ops` bind
 /// them. Not `created_at`: an update that sets a column rewrites every index holding it, changed
 /// or not, and three indexes hold it.
-fn bind_mutable<'q>(
-    q: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    op: &'q Op,
-) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+fn mutable_cells<'a>(op: &'a Op, cells: &mut Vec<Cell<'a>>) {
     let claim = op.claim.as_ref();
-    q.bind(op.conflicting_payload.as_deref())
-        .bind(op.conflicting_fingerprint.as_deref())
-        .bind(op.state.as_str())
-        .bind(op.reason.as_deref())
-        .bind(i64::from(op.attempts))
-        .bind(i64::from(op.budget_start))
-        .bind(i64::from(op.ambiguous))
-        .bind(opt_ms(op.first_sent_at))
-        .bind(opt_ms(op.attempt_started_at))
-        .bind(opt_ms(op.next_attempt_at))
-        .bind(op.reference.as_deref())
-        .bind(op.last_error.as_deref())
-        .bind(ms(op.updated_at))
-        .bind(opt_ms(op.exception_since))
-        .bind(claim.map(|c| c.by.as_str()))
-        .bind(claim.map(|c| ms(c.since)))
-        .bind(claim.map(|c| ms(c.expires)))
-        .bind(op.resolution.map(|r| r.as_str()))
-        .bind(op.superseded_by.as_deref())
-        .bind(op.version)
+    let text = |v: Option<&'a str>| Cell::Text(v);
+    let int = |v: Option<i64>| Cell::Int(v);
+    cells.extend([
+        text(op.conflicting_payload.as_deref()),
+        text(op.conflicting_fingerprint.as_deref()),
+        text(Some(op.state.as_str())),
+        text(op.reason.as_deref()),
+        int(Some(i64::from(op.attempts))),
+        int(Some(i64::from(op.budget_start))),
+        int(Some(i64::from(op.ambiguous))),
+        int(opt_ms(op.first_sent_at)),
+        int(opt_ms(op.attempt_started_at)),
+        int(opt_ms(op.next_attempt_at)),
+        text(op.reference.as_deref()),
+        text(op.last_error.as_deref()),
+        int(Some(ms(op.updated_at))),
+        int(opt_ms(op.exception_since)),
+        text(claim.map(|c| c.by.as_str())),
+        int(claim.map(|c| ms(c.since))),
+        int(claim.map(|c| ms(c.expires))),
+        text(op.resolution.map(|r| r.as_str())),
+        text(op.superseded_by.as_deref()),
+        int(Some(op.version)),
+    ]);
 }
 
 pub(crate) struct NewEvent<'a> {
@@ -147,51 +150,52 @@ pub(crate) struct AttemptWrite<'a> {
 }
 
 /// Records an outcome: closes the open attempt, or (`whole`) writes an attempt made elsewhere.
+pub(crate) fn finish_attempt_stmt<'a>(a: &AttemptWrite<'a>, whole: bool) -> Stmt<'a> {
+    let sql = if whole {
+        "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
+         VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8)"
+    } else {
+        "UPDATE attempts SET finished_at = $3, outcome = $4, http_status = $5, reference = $6, error = $7 \
+         WHERE operation_id = $1 AND n = $2"
+    };
+    let mut cells = Vec::with_capacity(8);
+    closed_cells(a, &mut cells);
+    if whole {
+        cells.push(Cell::Text(Some(a.actor)));
+    }
+    Stmt::new(sql, cells)
+}
+
 pub(crate) async fn finish_attempt(
     conn: &mut AnyConnection,
     a: &AttemptWrite<'_>,
     whole: bool,
 ) -> Result<()> {
-    let q = if whole {
-        sqlx::query(
-            "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
-             VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8)",
-        )
-    } else {
-        sqlx::query(
-            "UPDATE attempts SET finished_at = $3, outcome = $4, http_status = $5, reference = $6, error = $7 \
-             WHERE operation_id = $1 AND n = $2",
-        )
-    };
-    let q = q
-        .bind(a.operation_id)
-        .bind(i64::from(a.n))
-        .bind(ms(a.at))
-        .bind(a.outcome.as_str())
-        .bind(a.http_status.map(i64::from))
-        .bind(a.reference)
-        .bind(a.error);
-    let q = if whole { q.bind(a.actor) } else { q };
-    q.execute(conn).await.map_err(db)?;
+    finish_attempt_stmt(a, whole)
+        .query()
+        .execute(conn)
+        .await
+        .map_err(db)?;
     Ok(())
 }
 
 const ATTEMPT_COLUMNS: &str =
     "n, actor, started_at, finished_at, outcome, http_status, reference, error";
 
+pub(crate) fn attempt_stmt(op_id: i64, n: u32) -> Stmt<'static> {
+    Stmt::new(
+        format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"),
+        vec![Cell::Int(Some(op_id)), Cell::Int(Some(i64::from(n)))],
+    )
+}
+
 pub(crate) async fn attempt(
     conn: &mut AnyConnection,
     op_id: i64,
     n: u32,
 ) -> Result<Option<AttemptRow>> {
-    let row = sqlx::query(&format!(
-        "SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"
-    ))
-    .bind(op_id)
-    .bind(i64::from(n))
-    .fetch_optional(conn)
-    .await
-    .map_err(db)?;
+    let stmt = attempt_stmt(op_id, n);
+    let row = stmt.query().fetch_optional(conn).await.map_err(db)?;
     row.as_ref().map(attempt_from_row).transpose()
 }
 
@@ -239,12 +243,16 @@ pub(crate) async fn count_rows(conn: &mut AnyConnection, table: &str) -> Result<
         .map_err(db)
 }
 
+pub(crate) fn workflow_stmt(name: &str) -> Stmt<'_> {
+    Stmt::new(
+        "SELECT name, paused, paused_reason, paused_by, paused_at, version FROM workflows WHERE name = $1",
+        vec![Cell::Text(Some(name))],
+    )
+}
+
 pub(crate) async fn workflow(conn: &mut AnyConnection, name: &str) -> Result<Option<WorkflowRow>> {
-    let row = sqlx::query("SELECT name, paused, paused_reason, paused_by, paused_at, version FROM workflows WHERE name = $1")
-        .bind(name)
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?;
+    let stmt = workflow_stmt(name);
+    let row = stmt.query().fetch_optional(conn).await.map_err(db)?;
     row.as_ref().map(workflow_from_row).transpose()
 }
 
@@ -566,19 +574,16 @@ pub(crate) async fn count_exceptions_in(
 /// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
 /// workflow not paused; retries left out at the `starved` destinations (their retry budget is
 /// empty). With `lock` (PostgreSQL), the rows are held until the transaction ends and rows another
-/// dispatcher holds are passed over (`SKIP LOCKED`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn due_ops(
-    conn: &mut AnyConnection,
-    destinations: &[String],
-    starved: &[String],
+/// dispatcher holds are passed over (`SKIP LOCKED`). `None` when there is nothing to ask.
+pub(crate) fn due_ops_stmt<'a>(
+    destinations: &'a [String],
+    starved: &'a [String],
     now: DateTime<Utc>,
     limit: usize,
-    backend: super::Backend,
-    lock: Option<Lock>,
-) -> Result<Vec<(i64, Op)>> {
+    lock: &str,
+) -> Option<Stmt<'a>> {
     if destinations.is_empty() || limit == 0 {
-        return Ok(Vec::new());
+        return None;
     }
     let waiting = if starved.is_empty() {
         String::new()
@@ -593,15 +598,33 @@ pub(crate) async fn due_ops(
          WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
-         AND destination IN {}{waiting} ORDER BY next_attempt_at, id LIMIT $2{}",
+         AND destination IN {}{waiting} ORDER BY next_attempt_at, id LIMIT $2{lock}",
         marks(Marks::Numbered, 3, destinations.len(), &[]),
-        lock.map_or("", |l| lock_clause(backend, l))
     );
-    let mut q = sqlx::query(&sql).bind(ms(now)).bind(limit as i64);
-    for d in destinations.iter().chain(starved) {
-        q = q.bind(d.as_str());
-    }
-    let rows = q.fetch_all(conn).await.map_err(db)?;
+    let mut cells = vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit as i64))];
+    cells.extend(
+        destinations
+            .iter()
+            .chain(starved)
+            .map(|d| Cell::Text(Some(d.as_str()))),
+    );
+    Some(Stmt::new(sql, cells))
+}
+
+pub(crate) async fn due_ops(
+    conn: &mut AnyConnection,
+    destinations: &[String],
+    starved: &[String],
+    now: DateTime<Utc>,
+    limit: usize,
+    backend: super::Backend,
+    lock: Option<Lock>,
+) -> Result<Vec<(i64, Op)>> {
+    let lock = lock.map_or("", |l| lock_clause(backend, l));
+    let Some(stmt) = due_ops_stmt(destinations, starved, now, limit, lock) else {
+        return Ok(Vec::new());
+    };
+    let rows = stmt.query().fetch_all(conn).await.map_err(db)?;
     rows.iter().map(op_from_row).collect()
 }
 
@@ -661,34 +684,65 @@ pub(crate) struct BudgetRow {
 
 /// A destination's budget; with `lock`, held until the transaction ends, so that concurrent
 /// dispatchers on PostgreSQL take their turns instead of racing.
+pub(crate) fn budget_stmt<'a>(destination: &'a str, lock: &str) -> Stmt<'a> {
+    Stmt::new(
+        format!(
+            "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1{lock}"
+        ),
+        vec![Cell::Text(Some(destination))],
+    )
+}
+
+pub(crate) fn budget_from_row(r: &impl Cells) -> Result<BudgetRow> {
+    let tokens: i64 = get(r, "tokens")?;
+    let at: i64 = get(r, "refilled_at")?;
+    Ok(BudgetRow {
+        tokens: u32::try_from(tokens.max(0)).unwrap_or(u32::MAX),
+        refilled_at: time(at),
+        version: get(r, "version")?,
+    })
+}
+
 pub(crate) async fn budget(
     conn: &mut AnyConnection,
     destination: &str,
     backend: super::Backend,
     lock: Option<Lock>,
 ) -> Result<Option<BudgetRow>> {
-    let sql = format!(
-        "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1{}",
-        lock.map_or("", |l| lock_clause(backend, l))
-    );
-    let row = sqlx::query(&sql)
-        .bind(destination)
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?;
-    row.map(|r| {
-        let tokens: i64 = get(&r, "tokens")?;
-        let at: i64 = get(&r, "refilled_at")?;
-        Ok(BudgetRow {
-            tokens: u32::try_from(tokens.max(0)).unwrap_or(u32::MAX),
-            refilled_at: time(at),
-            version: get(&r, "version")?,
-        })
-    })
-    .transpose()
+    let stmt = budget_stmt(destination, lock.map_or("", |l| lock_clause(backend, l)));
+    let row = stmt.query().fetch_optional(conn).await.map_err(db)?;
+    row.as_ref().map(budget_from_row).transpose()
 }
 
-/// Stores a destination's budget; compare-and-set on its version (`None` creates the row).
+/// Stores a destination's budget; compare-and-set on its version (`None` creates the row). The
+/// statement writes one row, or none when another writer changed the budget first.
+pub(crate) fn save_budget_stmt(
+    destination: &str,
+    tokens: u32,
+    refilled_at: DateTime<Utc>,
+    expected_version: Option<i64>,
+) -> Stmt<'_> {
+    let sql = match expected_version {
+        None => {
+            "INSERT INTO retry_budgets (destination, tokens, refilled_at, version) \
+             VALUES ($1, $2, $3, 1) ON CONFLICT (destination) DO NOTHING"
+        }
+        Some(_) => {
+            "UPDATE retry_budgets SET tokens = $2, refilled_at = $3, version = version + 1 \
+             WHERE destination = $1 AND version = $4"
+        }
+    };
+    let mut cells = vec![
+        Cell::Text(Some(destination)),
+        Cell::Int(Some(i64::from(tokens))),
+        Cell::Int(Some(ms(refilled_at))),
+    ];
+    if let Some(v) = expected_version {
+        cells.push(Cell::Int(Some(v)));
+    }
+    Stmt::new(sql, cells)
+}
+
 pub(crate) async fn save_budget(
     conn: &mut AnyConnection,
     destination: &str,
@@ -696,32 +750,61 @@ pub(crate) async fn save_budget(
     refilled_at: DateTime<Utc>,
     expected_version: Option<i64>,
 ) -> Result<bool> {
-    let q = match expected_version {
-        None => sqlx::query(
-            "INSERT INTO retry_budgets (destination, tokens, refilled_at, version) \
-             VALUES ($1, $2, $3, 1) ON CONFLICT (destination) DO NOTHING",
-        ),
-        Some(_) => sqlx::query(
-            "UPDATE retry_budgets SET tokens = $2, refilled_at = $3, version = version + 1 \
-             WHERE destination = $1 AND version = $4",
-        ),
-    };
-    let q = q
-        .bind(destination)
-        .bind(i64::from(tokens))
-        .bind(ms(refilled_at));
-    let q = match expected_version {
-        Some(v) => q.bind(v),
-        None => q,
-    };
-    Ok(q.execute(conn).await.map_err(db)?.rows_affected() == 1)
+    let stmt = save_budget_stmt(destination, tokens, refilled_at, expected_version);
+    Ok(stmt
+        .query()
+        .execute(conn)
+        .await
+        .map_err(db)?
+        .rows_affected()
+        == 1)
 }
 
 // Many rows per statement, for the dispatcher's rounds: one statement costs far more than one row.
 
+/// A bound value, for either driver: sqlx, or SQLite directly (the dispatcher's rounds).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Cell<'a> {
+    Int(Option<i64>),
+    Text(Option<&'a str>),
+}
+
+fn bind_cells<'q>(
+    mut q: Query<'q, sqlx::Any, AnyArguments<'q>>,
+    cells: &[Cell<'q>],
+) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+    for c in cells {
+        q = match c {
+            Cell::Int(v) => q.bind(*v),
+            Cell::Text(v) => q.bind(*v),
+        };
+    }
+    q
+}
+
+/// A statement with its parameters, written once for both drivers.
+#[derive(Clone, Debug)]
+pub(crate) struct Stmt<'a> {
+    pub sql: String,
+    pub cells: Vec<Cell<'a>>,
+}
+
+impl<'a> Stmt<'a> {
+    fn new(sql: impl Into<String>, cells: Vec<Cell<'a>>) -> Stmt<'a> {
+        Stmt {
+            sql: sql.into(),
+            cells,
+        }
+    }
+
+    fn query(&self) -> Query<'_, sqlx::Any, AnyArguments<'_>> {
+        bind_cells(sqlx::query(&self.sql), &self.cells)
+    }
+}
+
 /// How a statement names its parameters.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Marks {
+pub(crate) enum Marks {
     /// `$1, $2, ...`: both backends; a parameter may appear twice.
     Numbered,
     /// SQLite's plain `?`, bound in the order they appear. SQLite finds a numbered parameter by
@@ -776,6 +859,17 @@ fn lock_clause(backend: super::Backend, lock: Lock) -> &'static str {
     }
 }
 
+/// The operations with these keys (at most 500), in key order, held as `lock` says.
+pub(crate) fn load_ops_stmt<'a>(style: Marks, keys: &[&'a str], lock: &str) -> Stmt<'a> {
+    Stmt::new(
+        format!(
+            "SELECT {OP_COLUMNS} FROM operations WHERE key IN {} ORDER BY key{lock}",
+            marks(style, 1, keys.len(), &[]),
+        ),
+        keys.iter().map(|k| Cell::Text(Some(*k))).collect(),
+    )
+}
+
 /// The operations with these keys, by key, held as `lock` says until the transaction ends.
 pub(crate) async fn load_ops(
     conn: &mut AnyConnection,
@@ -786,16 +880,8 @@ pub(crate) async fn load_ops(
     let style = Marks::in_order(conn);
     let mut found = std::collections::HashMap::with_capacity(keys.len());
     for chunk in keys.chunks(500) {
-        let sql = format!(
-            "SELECT {OP_COLUMNS} FROM operations WHERE key IN {} ORDER BY key{}",
-            marks(style, 1, chunk.len(), &[]),
-            lock_clause(backend, lock)
-        );
-        let mut q = sqlx::query(&sql);
-        for k in chunk {
-            q = q.bind(*k);
-        }
-        for row in q.fetch_all(&mut *conn).await.map_err(db)? {
+        let stmt = load_ops_stmt(style, chunk, lock_clause(backend, lock));
+        for row in stmt.query().fetch_all(&mut *conn).await.map_err(db)? {
             let (id, op) = op_from_row(&row)?;
             found.insert(op.key.clone(), (id, op));
         }
@@ -828,18 +914,34 @@ const MUTABLE: [(&str, &str); 20] = [
     ("version", "BIGINT"),
 ];
 
-type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments<'q>>;
-
 /// Operations' new rows, `(id, new row, expected version)`: a compare-and-set on each.
-type OpRow<'a> = (i64, &'a Op, i64);
+pub(crate) type OpRow<'a> = (i64, &'a Op, i64);
 /// An attempt opened: `(operation id, number, actor, started at)`.
 pub(crate) type Opened<'a> = (i64, u32, &'a str, DateTime<Utc>);
 
-fn update_ops_sql(style: Marks, n: usize) -> String {
+/// New rows for `ops` (one `UPDATE ... FROM (VALUES ...)`); it writes one row per operation
+/// whose version still is the expected one.
+///
+/// SQLite gets one plain `UPDATE ... WHERE id = ? AND version = ?` per operation instead (run as
+/// one call): its `UPDATE ... FROM` took three times as long per row.
+pub(crate) fn update_ops_stmt<'a>(style: Marks, ops: &[OpRow<'a>]) -> Stmt<'a> {
     let width = MUTABLE.len() + 2;
+    if style == Marks::InOrder {
+        let sets: Vec<String> = MUTABLE.iter().map(|(c, _)| format!("{c} = ?")).collect();
+        let one = format!(
+            "UPDATE operations SET {} WHERE id = ? AND version = ?",
+            sets.join(", ")
+        );
+        let mut cells = Vec::with_capacity(ops.len() * width);
+        for (id, op, expected) in ops {
+            mutable_cells(op, &mut cells);
+            cells.extend([Cell::Int(Some(*id)), Cell::Int(Some(*expected))]);
+        }
+        return Stmt::new(vec![one; ops.len()].join(";\n"), cells);
+    }
     let mut casts: Vec<&str> = MUTABLE.iter().map(|(_, t)| *t).collect();
     casts.extend(["BIGINT", "BIGINT"]);
-    let rows: Vec<String> = (0..n)
+    let rows: Vec<String> = (0..ops.len())
         .map(|i| marks(style, 1 + i * width, width, &casts))
         .collect();
     let sets: Vec<String> = MUTABLE
@@ -847,86 +949,119 @@ fn update_ops_sql(style: Marks, n: usize) -> String {
         .enumerate()
         .map(|(i, (c, _))| format!("{c} = v.column{}", i + 1))
         .collect();
-    format!(
-        "UPDATE operations SET {} FROM (VALUES {}) AS v \
-         WHERE operations.id = v.column{} AND operations.version = v.column{}",
-        sets.join(", "),
-        rows.join(", "),
-        MUTABLE.len() + 1,
-        MUTABLE.len() + 2,
-    )
-}
-
-fn bind_ops<'q>(mut q: AnyQuery<'q>, ops: &'q [OpRow<'q>]) -> AnyQuery<'q> {
+    let mut cells = Vec::with_capacity(ops.len() * width);
     for (id, op, expected) in ops {
-        q = bind_mutable(q, op).bind(*id).bind(*expected);
+        mutable_cells(op, &mut cells);
+        cells.extend([Cell::Int(Some(*id)), Cell::Int(Some(*expected))]);
     }
-    q
-}
-
-fn insert_events_sql(style: Marks, n: usize) -> String {
-    let rows: Vec<String> = (0..n).map(|i| marks(style, 1 + i * 8, 8, &[])).collect();
-    format!(
-        "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) VALUES {}",
-        rows.join(", ")
+    Stmt::new(
+        format!(
+            "UPDATE operations SET {} FROM (VALUES {}) AS v \
+             WHERE operations.id = v.column{} AND operations.version = v.column{}",
+            sets.join(", "),
+            rows.join(", "),
+            MUTABLE.len() + 1,
+            MUTABLE.len() + 2,
+        ),
+        cells,
     )
 }
 
-fn bind_events<'q>(mut q: AnyQuery<'q>, events: &'q [NewEvent<'q>]) -> AnyQuery<'q> {
+pub(crate) fn insert_events_stmt<'a>(style: Marks, events: &[NewEvent<'a>]) -> Stmt<'a> {
+    let rows: Vec<String> = (0..events.len())
+        .map(|i| marks(style, 1 + i * 8, 8, &[]))
+        .collect();
+    let mut cells = Vec::with_capacity(events.len() * 8);
     for e in events {
-        q = q
-            .bind(e.operation_id)
-            .bind(e.workflow)
-            .bind(ms(e.at))
-            .bind(e.actor)
-            .bind(e.kind)
-            .bind(e.from_state.map(|s| s.as_str()))
-            .bind(e.to_state.map(|s| s.as_str()))
-            .bind(e.detail);
+        cells.extend([
+            Cell::Int(e.operation_id),
+            Cell::Text(e.workflow),
+            Cell::Int(Some(ms(e.at))),
+            Cell::Text(Some(e.actor)),
+            Cell::Text(Some(e.kind)),
+            Cell::Text(e.from_state.map(|s| s.as_str())),
+            Cell::Text(e.to_state.map(|s| s.as_str())),
+            Cell::Text(Some(e.detail)),
+        ]);
     }
-    q
-}
-
-fn start_attempts_sql(style: Marks, n: usize) -> String {
-    let rows: Vec<String> = (0..n).map(|i| marks(style, 1 + i * 4, 4, &[])).collect();
-    format!(
-        "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
-        rows.join(", ")
+    Stmt::new(
+        format!(
+            "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) VALUES {}",
+            rows.join(", ")
+        ),
+        cells,
     )
 }
 
-fn bind_opened<'q>(mut q: AnyQuery<'q>, opened: &'q [Opened<'q>]) -> AnyQuery<'q> {
+pub(crate) fn start_attempts_stmt<'a>(style: Marks, opened: &[Opened<'a>]) -> Stmt<'a> {
+    let rows: Vec<String> = (0..opened.len())
+        .map(|i| marks(style, 1 + i * 4, 4, &[]))
+        .collect();
+    let mut cells = Vec::with_capacity(opened.len() * 4);
     for (id, n, actor, at) in opened {
-        q = q.bind(*id).bind(i64::from(*n)).bind(*actor).bind(ms(*at));
+        cells.extend([
+            Cell::Int(Some(*id)),
+            Cell::Int(Some(i64::from(*n))),
+            Cell::Text(Some(*actor)),
+            Cell::Int(Some(ms(*at))),
+        ]);
     }
-    q
+    Stmt::new(
+        format!(
+            "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
+            rows.join(", ")
+        ),
+        cells,
+    )
 }
 
-fn finish_attempts_sql(style: Marks, n: usize) -> String {
+/// The first seven cells of an attempt's outcome, in the order the attempt statements bind them.
+fn closed_cells<'a>(a: &AttemptWrite<'a>, cells: &mut Vec<Cell<'a>>) {
+    cells.extend([
+        Cell::Int(Some(a.operation_id)),
+        Cell::Int(Some(i64::from(a.n))),
+        Cell::Int(Some(ms(a.at))),
+        Cell::Text(Some(a.outcome.as_str())),
+        Cell::Int(a.http_status.map(i64::from)),
+        Cell::Text(a.reference),
+        Cell::Text(a.error),
+    ]);
+}
+
+/// Closes open attempts (on SQLite one plain `UPDATE` per attempt, as for operations).
+pub(crate) fn finish_attempts_stmt<'a>(style: Marks, closed: &[AttemptWrite<'a>]) -> Stmt<'a> {
+    if style == Marks::InOrder {
+        let one = "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, reference = ?, \
+                   error = ? WHERE operation_id = ? AND n = ?";
+        let mut cells = Vec::with_capacity(closed.len() * 7);
+        for a in closed {
+            let mut row = Vec::with_capacity(7);
+            closed_cells(a, &mut row);
+            // the key (the first two) goes last here
+            row.rotate_left(2);
+            cells.extend(row);
+        }
+        return Stmt::new(vec![one; closed.len()].join(";\n"), cells);
+    }
     const CASTS: [&str; 7] = [
         "BIGINT", "BIGINT", "BIGINT", "TEXT", "BIGINT", "TEXT", "TEXT",
     ];
-    let rows: Vec<String> = (0..n).map(|i| marks(style, 1 + i * 7, 7, &CASTS)).collect();
-    format!(
-        "UPDATE attempts SET finished_at = v.column3, outcome = v.column4, http_status = v.column5, \
-         reference = v.column6, error = v.column7 FROM (VALUES {}) AS v \
-         WHERE attempts.operation_id = v.column1 AND attempts.n = v.column2",
-        rows.join(", ")
-    )
-}
-
-fn bind_closed<'q>(mut q: AnyQuery<'q>, closed: &'q [AttemptWrite<'q>]) -> AnyQuery<'q> {
+    let rows: Vec<String> = (0..closed.len())
+        .map(|i| marks(style, 1 + i * 7, 7, &CASTS))
+        .collect();
+    let mut cells = Vec::with_capacity(closed.len() * 7);
     for a in closed {
-        q = q
-            .bind(a.operation_id)
-            .bind(i64::from(a.n))
-            .bind(ms(a.at))
-            .bind(a.outcome.as_str())
-            .bind(a.http_status.map(i64::from))
-            .bind(a.reference)
-            .bind(a.error);
+        closed_cells(a, &mut cells);
     }
-    q
+    Stmt::new(
+        format!(
+            "UPDATE attempts SET finished_at = v.column3, outcome = v.column4, http_status = v.column5, \
+             reference = v.column6, error = v.column7 FROM (VALUES {}) AS v \
+             WHERE attempts.operation_id = v.column1 AND attempts.n = v.column2",
+            rows.join(", ")
+        ),
+        cells,
+    )
 }
 
 /// PostgreSQL's code for a transaction it broke to end a deadlock, or could not serialize.
@@ -953,87 +1088,55 @@ pub(crate) async fn write_rows(
         ops.len() * (MUTABLE.len() + 2) + opened.len() * 4 + closed.len() * 7 + events.len() * 8;
     // SQLite allows 32,766 parameters in a statement
     if style == Marks::Numbered || params > 30_000 {
-        if !update_ops(conn, ops).await? {
-            return Ok(false);
+        for chunk in ops.chunks(400) {
+            match update_ops_stmt(style, chunk)
+                .query()
+                .execute(&mut *conn)
+                .await
+            {
+                Ok(done) if done.rows_affected() == chunk.len() as u64 => {}
+                Ok(_) => return Ok(false),
+                Err(e) if lost_a_race(&e) => return Ok(false),
+                Err(e) => return Err(db(e)),
+            }
         }
-        start_attempts(conn, opened).await?;
-        finish_attempts(conn, closed).await?;
-        insert_events(conn, events).await?;
+        for chunk in opened.chunks(500) {
+            let stmt = start_attempts_stmt(style, chunk);
+            stmt.query().execute(&mut *conn).await.map_err(db)?;
+        }
+        for chunk in closed.chunks(500) {
+            let stmt = finish_attempts_stmt(style, chunk);
+            stmt.query().execute(&mut *conn).await.map_err(db)?;
+        }
+        for chunk in events.chunks(500) {
+            let stmt = insert_events_stmt(style, chunk);
+            stmt.query().execute(&mut *conn).await.map_err(db)?;
+        }
         return Ok(true);
     }
-    let mut parts = Vec::new();
-    if !ops.is_empty() {
-        parts.push(update_ops_sql(style, ops.len()));
+    let mut all = Stmt::new(String::new(), Vec::with_capacity(params));
+    for stmt in [
+        (!ops.is_empty()).then(|| update_ops_stmt(style, ops)),
+        (!opened.is_empty()).then(|| start_attempts_stmt(style, opened)),
+        (!closed.is_empty()).then(|| finish_attempts_stmt(style, closed)),
+        (!events.is_empty()).then(|| insert_events_stmt(style, events)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !all.sql.is_empty() {
+            all.sql.push_str(";\n");
+        }
+        all.sql.push_str(&stmt.sql);
+        all.cells.extend(stmt.cells);
     }
-    if !opened.is_empty() {
-        parts.push(start_attempts_sql(style, opened.len()));
-    }
-    if !closed.is_empty() {
-        parts.push(finish_attempts_sql(style, closed.len()));
-    }
-    if !events.is_empty() {
-        parts.push(insert_events_sql(style, events.len()));
-    }
-    if parts.is_empty() {
+    if all.sql.is_empty() {
         return Ok(true);
     }
-    let sql = parts.join(";\n");
-    let q = bind_ops(sqlx::query(&sql), ops);
-    let q = bind_events(bind_closed(bind_opened(q, opened), closed), events);
-    let done = q.execute(&mut *conn).await.map_err(db)?;
+    let done = all.query().execute(&mut *conn).await.map_err(db)?;
     // every row is written once: fewer means an operation's version moved
     let rows = ops.len() + opened.len() + closed.len() + events.len();
     Ok(done.rows_affected() == rows as u64)
-}
-
-async fn update_ops(conn: &mut AnyConnection, ops: &[OpRow<'_>]) -> Result<bool> {
-    let style = Marks::in_order(conn);
-    for chunk in ops.chunks(400) {
-        let sql = update_ops_sql(style, chunk.len());
-        match bind_ops(sqlx::query(&sql), chunk).execute(&mut *conn).await {
-            Ok(done) if done.rows_affected() == chunk.len() as u64 => {}
-            Ok(_) => return Ok(false),
-            Err(e) if lost_a_race(&e) => return Ok(false),
-            Err(e) => return Err(db(e)),
-        }
-    }
-    Ok(true)
-}
-
-async fn insert_events(conn: &mut AnyConnection, events: &[NewEvent<'_>]) -> Result<()> {
-    let style = Marks::in_order(conn);
-    for chunk in events.chunks(500) {
-        let sql = insert_events_sql(style, chunk.len());
-        bind_events(sqlx::query(&sql), chunk)
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-    }
-    Ok(())
-}
-
-async fn start_attempts(conn: &mut AnyConnection, opened: &[Opened<'_>]) -> Result<()> {
-    let style = Marks::in_order(conn);
-    for chunk in opened.chunks(500) {
-        let sql = start_attempts_sql(style, chunk.len());
-        bind_opened(sqlx::query(&sql), chunk)
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-    }
-    Ok(())
-}
-
-async fn finish_attempts(conn: &mut AnyConnection, closed: &[AttemptWrite<'_>]) -> Result<()> {
-    let style = Marks::in_order(conn);
-    for chunk in closed.chunks(500) {
-        let sql = finish_attempts_sql(style, chunk.len());
-        bind_closed(sqlx::query(&sql), chunk)
-            .execute(&mut *conn)
-            .await
-            .map_err(db)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
