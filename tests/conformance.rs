@@ -394,6 +394,32 @@ async fn ingesting_twice_changes_nothing(db: &TestDb) {
     assert_eq!((r3.conflicts, r3.refused()), (1, 1));
     assert_eq!(state(&l, "ing-2").await, State::Conflict);
     assert_eq!(l.show("ing-1", "t").await.unwrap().payload["n"], 1);
+    // a new key three times in one run of intents (new ones go in many to a statement): created
+    // once, the same again unchanged, changed contents a conflict, each judged in line order
+    let line = |key: &str, n: i64| {
+        format!(
+            r#"{{"type":"intent","key":"{key}","workflow":"onboarding","destination":"crm","action":"create_task","payload":{{"n":{n}}}}}"#
+        ) + "\n"
+    };
+    let before = l.counts().await.unwrap();
+    let run = [
+        line("rep-1", 1),
+        line("rep-1", 1),
+        line("rep-2", 2),
+        line("rep-1", 9),
+    ]
+    .concat();
+    let r4 = l.ingest(run.as_bytes(), "bot").await.unwrap();
+    assert_eq!((r4.created, r4.unchanged, r4.conflicts), (2, 1, 1));
+    assert_eq!(state(&l, "rep-1").await, State::Conflict);
+    assert_eq!(state(&l, "rep-2").await, State::Pending);
+    assert_eq!(l.show("rep-1", "t").await.unwrap().payload["n"], 1);
+    let after = l.counts().await.unwrap();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (2, 0, 3),
+        "two operations; recorded twice and one conflict in the audit"
+    );
 }
 
 async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {

@@ -9,8 +9,10 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use super::{Ask, AttemptReport, CAS_TRIES, Intent, Ledger, Recorded, Tried, in_transaction};
 use crate::domain::redact::redact_text;
-use crate::domain::{Op, Outcome, escape_text};
+use crate::domain::{Op, Outcome, State, escape_text};
 use crate::error::{Error, Result};
+use crate::store::{self, NewEvent};
+use serde_json::json;
 
 /// Lines per transaction: large enough to amortise the commit, small enough to keep locks short.
 const BATCH: usize = 500;
@@ -190,21 +192,46 @@ impl Ledger {
         let mut local = IngestReport::default();
         let mut local_touched = BTreeSet::new();
         let mut whole = true;
-        for (n, parsed) in batch.iter() {
-            match self.ingest_one(&mut tx, parsed, actor).await {
-                Ok(Tried::Done(r)) => tally(&mut local, &mut local_touched, *n, parsed, Ok(r)),
-                Ok(Tried::Raced) => {
-                    whole = false;
-                    break;
-                }
-                Err(e @ (Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_))) => {
-                    tally(&mut local, &mut local_touched, *n, parsed, Err(e))
-                }
+        let mut start = 0;
+        'lines: while start < batch.len() {
+            // A run of intents: the new keys go in with one statement, their events with another.
+            let run = batch[start..]
+                .iter()
+                .take_while(|(_, p)| matches!(p, Parsed::Intent(..)))
+                .count();
+            let created = match self
+                .insert_new(&mut tx, &batch[start..start + run], actor)
+                .await
+            {
+                Ok(c) => c,
                 Err(e) => {
                     let _ = tx.rollback().await;
                     return Err(e);
                 }
+            };
+            let end = start + run.max(1);
+            for (k, (n, parsed)) in batch[start..end].iter().enumerate() {
+                if created.get(k) == Some(&true) {
+                    let r = Ok(Taken::Intent(Recorded::Created));
+                    tally(&mut local, &mut local_touched, *n, parsed, r);
+                    continue;
+                }
+                match self.ingest_one(&mut tx, parsed, actor).await {
+                    Ok(Tried::Done(r)) => tally(&mut local, &mut local_touched, *n, parsed, Ok(r)),
+                    Ok(Tried::Raced) => {
+                        whole = false;
+                        break 'lines;
+                    }
+                    Err(e @ (Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_))) => {
+                        tally(&mut local, &mut local_touched, *n, parsed, Err(e))
+                    }
+                    Err(e) => {
+                        let _ = tx.rollback().await;
+                        return Err(e);
+                    }
+                }
             }
+            start = end;
         }
         if whole {
             tx.commit().await.map_err(|e| self.store.err(e))?;
@@ -238,6 +265,59 @@ impl Ledger {
         touched.extend(local_touched);
         batch.clear();
         Ok(())
+    }
+
+    /// Inserts the operations of a run of intent lines that are new, with their `recorded`
+    /// events, many to a statement. Says per line whether it created its operation; the others (a
+    /// key stored before, or repeated within the run) are left for [`Ledger::record_in`].
+    async fn insert_new(
+        &self,
+        conn: &mut AnyConnection,
+        run: &[(usize, Parsed)],
+        actor: &str,
+    ) -> Result<Vec<bool>> {
+        if run.len() < 2 {
+            return Ok(vec![false; run.len()]);
+        }
+        let now = self.now();
+        let ops: Vec<Op> = run
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Parsed::Intent(op, _) => Some(Op {
+                    created_at: now,
+                    updated_at: now,
+                    next_attempt_at: Some(now),
+                    ..(**op).clone()
+                }),
+                Parsed::Attempt(_) => None,
+            })
+            .collect();
+        let refs: Vec<&Op> = ops.iter().collect();
+        let mut ids: std::collections::HashMap<String, i64> = store::insert_ops(conn, &refs)
+            .await?
+            .into_iter()
+            .map(|(id, k)| (k, id))
+            .collect();
+        let mut created = Vec::with_capacity(ops.len());
+        let mut new = Vec::new();
+        for op in &ops {
+            // the first line with a key created it; a repeat is the rules' to judge
+            match ids.remove(&op.key) {
+                Some(id) => {
+                    created.push(true);
+                    new.push((id, json!({ "fingerprint": op.fingerprint }).to_string()));
+                }
+                None => created.push(false),
+            }
+        }
+        let events: Vec<NewEvent> = new
+            .iter()
+            .map(|(id, detail)| {
+                NewEvent::on_operation(*id, now, actor, "recorded", None, State::Pending, detail)
+            })
+            .collect();
+        store::insert_events(conn, &events).await?;
+        Ok(created)
     }
 
     /// `Some(recorded)` for an intent or a repeated attempt, `None` with the workflow for a new attempt.

@@ -25,32 +25,64 @@ pub(crate) async fn load_op(conn: &mut AnyConnection, key: &str) -> Result<Optio
     row.as_ref().map(op_from_row).transpose()
 }
 
+/// Inserts new operations, many to a statement; returns `(id, key)` of those inserted (a key
+/// already stored, or twice in `ops`, is inserted once).
+pub(crate) async fn insert_ops(
+    conn: &mut AnyConnection,
+    ops: &[&Op],
+) -> Result<Vec<(i64, String)>> {
+    const WIDTH: usize = 8 + MUTABLE.len();
+    let style = Marks::in_order(conn);
+    let mut inserted = Vec::with_capacity(ops.len());
+    for chunk in ops.chunks(500) {
+        let rows: Vec<String> = (0..chunk.len())
+            .map(|i| marks(style, 1 + i * WIDTH, WIDTH, &[]))
+            .collect();
+        let mut cells = Vec::with_capacity(chunk.len() * WIDTH);
+        for op in chunk {
+            cells.extend([
+                Cell::Text(Some(op.key.as_str())),
+                Cell::Text(Some(op.workflow.as_str())),
+                Cell::Text(Some(op.step.as_str())),
+                Cell::Text(Some(op.destination.as_str())),
+                Cell::Text(Some(op.action.as_str())),
+                Cell::Text(Some(op.payload.as_str())),
+                Cell::Text(Some(op.fingerprint.as_str())),
+                Cell::Int(Some(ms(op.created_at))),
+            ]);
+            mutable_cells(op, &mut cells);
+        }
+        let stmt = Stmt::new(
+            format!(
+                "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, created_at, \
+                 conflicting_payload, conflicting_fingerprint, state, reason, attempts, budget_start, ambiguous, \
+                 first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, updated_at, \
+                 exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version) \
+                 VALUES {} ON CONFLICT (key) DO NOTHING RETURNING id, key",
+                rows.join(", ")
+            ),
+            cells,
+        );
+        for row in stmt.query().fetch_all(&mut *conn).await.map_err(db)? {
+            inserted.push((get(&row, "id")?, get(&row, "key")?));
+        }
+    }
+    Ok(inserted)
+}
+
 /// Inserts a new operation; `None` when the key already exists.
 pub(crate) async fn insert_op(conn: &mut AnyConnection, op: &Op) -> Result<Option<i64>> {
-    let q = sqlx::query(
-        "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, created_at, \
-         conflicting_payload, conflicting_fingerprint, state, reason, attempts, budget_start, ambiguous, \
-         first_sent_at, attempt_started_at, next_attempt_at, reference, last_error, updated_at, \
-         exception_since, claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-         $21, $22, $23, $24, $25, $26, $27, $28) ON CONFLICT (key) DO NOTHING RETURNING id",
-    )
-    .bind(op.key.as_str())
-    .bind(op.workflow.as_str())
-    .bind(op.step.as_str())
-    .bind(op.destination.as_str())
-    .bind(op.action.as_str())
-    .bind(op.payload.as_str())
-    .bind(op.fingerprint.as_str())
-    .bind(ms(op.created_at));
-    let mut cells = Vec::with_capacity(MUTABLE.len());
-    mutable_cells(op, &mut cells);
-    bind_cells(q, &cells)
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?
-        .map(|r| sqlx::Row::try_get::<i64, _>(&r, 0).map_err(db))
-        .transpose()
+    Ok(insert_ops(conn, &[op]).await?.pop().map(|(id, _)| id))
+}
+
+/// Appends audit events, many to a statement.
+pub(crate) async fn insert_events(conn: &mut AnyConnection, events: &[NewEvent<'_>]) -> Result<()> {
+    let style = Marks::in_order(conn);
+    for chunk in events.chunks(500) {
+        let stmt = insert_events_stmt(style, chunk);
+        stmt.query().execute(&mut *conn).await.map_err(db)?;
+    }
+    Ok(())
 }
 
 /// The columns a transition may change, in the order `insert_op` ($9..$28) and `update_ops` bind
@@ -1108,10 +1140,7 @@ pub(crate) async fn write_rows(
             let stmt = finish_attempts_stmt(style, chunk);
             stmt.query().execute(&mut *conn).await.map_err(db)?;
         }
-        for chunk in events.chunks(500) {
-            let stmt = insert_events_stmt(style, chunk);
-            stmt.query().execute(&mut *conn).await.map_err(db)?;
-        }
+        insert_events(conn, events).await?;
         return Ok(true);
     }
     let mut all = Stmt::new(String::new(), Vec::with_capacity(params));
