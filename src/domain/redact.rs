@@ -38,7 +38,19 @@ pub fn sensitive_key(key: &str) -> bool {
         "phone",
         "dob",
     ];
-    let k = key.to_ascii_lowercase();
+    // Lowercased on the stack: this runs for every key of every payload a list page shows.
+    let mut buf = [0u8; 64];
+    let owned;
+    let k: &str = if key.len() <= buf.len() {
+        let b = &mut buf[..key.len()];
+        b.copy_from_slice(key.as_bytes());
+        b.make_ascii_lowercase();
+        // ASCII lowercasing keeps UTF-8 valid
+        std::str::from_utf8(b).unwrap_or(key)
+    } else {
+        owned = key.to_ascii_lowercase();
+        &owned
+    };
     WORDS.iter().any(|w| k.contains(w)) || k.contains("birth") || k.contains("address")
 }
 
@@ -272,10 +284,19 @@ impl<'de> serde::de::Visitor<'de> for Collect<'_, '_> {
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let by_name = self.sensitive || sensitive_key(&k);
+            if self.rules.is_empty() {
+                // no configured paths: the key's name alone decides, and no path is kept
+                map.next_value_seed(Collect {
+                    path: &mut *self.path,
+                    rules: self.rules,
+                    out: &mut *self.out,
+                    sensitive: by_name,
+                })?;
+                continue;
+            }
             self.path.push(PathSeg::Key(k.into_owned()));
-            let sensitive = self.sensitive
-                || matches!(self.path.last(), Some(PathSeg::Key(k)) if sensitive_key(k))
-                || self.rules.iter().any(|r| r.matches(self.path));
+            let sensitive = by_name || self.rules.iter().any(|r| r.matches(self.path));
             map.next_value_seed(Collect {
                 path: &mut *self.path,
                 rules: self.rules,
@@ -290,7 +311,8 @@ impl<'de> serde::de::Visitor<'de> for Collect<'_, '_> {
         let mut i = 0;
         loop {
             self.path.push(PathSeg::Index(i));
-            let sensitive = self.sensitive || self.rules.iter().any(|r| r.matches(self.path));
+            let sensitive = self.sensitive
+                || (!self.rules.is_empty() && self.rules.iter().any(|r| r.matches(self.path)));
             let more = seq
                 .next_element_seed(Collect {
                     path: &mut *self.path,
