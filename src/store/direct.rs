@@ -277,47 +277,18 @@ pub(crate) fn run_ready<F: std::future::Future>(f: F) -> Result<F::Output> {
 mod tests {
     use super::*;
     use crate::domain::State;
-    use crate::store::{Store, insert_op};
+    use crate::store::fixture::OnePending;
 
     /// A round on the dispatcher's own connection is a compare-and-set on every operation: a
     /// stale version is tried again and then refused, and leaves nothing behind.
     #[tokio::test]
     async fn a_stale_round_is_refused_and_leaves_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("t.db").display());
-        let store = Store::open(&url).await.unwrap();
-        let now = Utc::now();
-        let op = Op::new(
-            "k-1",
-            "w",
-            "",
-            "tasks",
-            "create_task",
-            "{}".into(),
-            "fp".into(),
-            now,
-        );
-        let mut tx = store.begin().await.unwrap();
-        let id = insert_op(&mut tx, &op).await.unwrap().unwrap();
-        tx.commit().await.unwrap();
-        let mut next = op.clone();
-        next.state = State::InFlight;
-        next.attempts = 1;
-        next.version = 1;
-        let opened = [(id, 1, "dispatcher", now)];
-        let event = NewEvent::on_operation(
-            id,
-            now,
-            "dispatcher",
-            "attempt_started",
-            Some(State::Pending),
-            State::InFlight,
-            "{}",
-        );
-        let direct = store.direct().expect("SQLite");
+        let f = OnePending::new().await;
+        let (opened, event) = (f.opened(), f.event());
+        let direct = f.store.direct().expect("SQLite");
         let write = |expected: i64| {
             direct.write(|tx| {
-                let ops = [(id, &next, expected)];
+                let ops = [(f.id, &f.next, expected)];
                 let done =
                     run_ready(tx.write_rows(&ops, &opened, &[], std::slice::from_ref(&event)))??;
                 Ok(done.then_some(()))
@@ -341,7 +312,7 @@ mod tests {
         assert_eq!(counts().unwrap(), (0, 0));
         write(0).unwrap();
         assert_eq!(counts().unwrap(), (1, 1));
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = f.store.begin().await.unwrap();
         let (_, stored) = crate::store::load_op(&mut tx, "k-1")
             .await
             .unwrap()

@@ -279,6 +279,76 @@ impl Store {
     }
 }
 
+/// What the store's own tests start from.
+#[cfg(test)]
+pub(crate) mod fixture {
+    use chrono::{DateTime, Utc};
+
+    use super::{NewEvent, Opened, Store, insert_op};
+    use crate::domain::{Op, State};
+
+    /// A SQLite store holding one pending operation, `k-1`, and the change that starts its
+    /// first attempt: its new row, the attempt opened and the audit event.
+    pub(crate) struct OnePending {
+        _dir: tempfile::TempDir,
+        pub store: Store,
+        pub id: i64,
+        pub next: Op,
+        pub at: DateTime<Utc>,
+    }
+
+    impl OnePending {
+        pub(crate) async fn new() -> OnePending {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", dir.path().join("t.db").display());
+            let store = Store::open(&url).await.unwrap();
+            let at = Utc::now();
+            let op = Op::new(
+                "k-1",
+                "w",
+                "",
+                "tasks",
+                "create_task",
+                "{}".into(),
+                "fp".into(),
+                at,
+            );
+            let mut tx = store.begin().await.unwrap();
+            let id = insert_op(&mut tx, &op).await.unwrap().unwrap();
+            tx.commit().await.unwrap();
+            let next = Op {
+                state: State::InFlight,
+                attempts: 1,
+                version: 1,
+                ..op
+            };
+            OnePending {
+                _dir: dir,
+                store,
+                id,
+                next,
+                at,
+            }
+        }
+
+        pub(crate) fn opened(&self) -> [Opened<'static>; 1] {
+            [(self.id, 1, "dispatcher", self.at)]
+        }
+
+        pub(crate) fn event(&self) -> NewEvent<'static> {
+            NewEvent::on_operation(
+                self.id,
+                self.at,
+                "dispatcher",
+                "attempt_started",
+                Some(State::Pending),
+                State::InFlight,
+                "{}",
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1171,10 +1171,8 @@ pub(crate) async fn write_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::fixture::OnePending;
 
-    /// SQLite writes a round in one multi-statement call and learns of a lost compare-and-set
-    /// only from the number of rows written: a stale version must come back false, and a
-    /// rolled-back try must leave nothing behind.
     async fn counts(conn: &mut AnyConnection) -> (i64, i64) {
         (
             count_rows(conn, "attempts").await.unwrap(),
@@ -1182,60 +1180,33 @@ mod tests {
         )
     }
 
+    /// SQLite writes a round in one multi-statement call and learns of a lost compare-and-set
+    /// only from the number of rows written: a stale version must come back false, and a
+    /// rolled-back try must leave nothing behind.
     #[tokio::test]
     async fn a_round_with_a_stale_version_is_refused_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("t.db").display());
-        let store = super::super::Store::open(&url).await.unwrap();
-        let now = Utc::now();
-        let op = Op::new(
-            "k-1",
-            "w",
-            "",
-            "tasks",
-            "create_task",
-            "{}".into(),
-            "fp".into(),
-            now,
-        );
-        let mut tx = store.begin().await.unwrap();
-        let id = insert_op(&mut tx, &op).await.unwrap().unwrap();
-        tx.commit().await.unwrap();
-
-        let mut next = op.clone();
-        next.state = State::InFlight;
-        next.attempts = 1;
-        next.version = 1;
-        let opened = [(id, 1, "dispatcher", now)];
-        let event = NewEvent::on_operation(
-            id,
-            now,
-            "dispatcher",
-            "attempt_started",
-            Some(State::Pending),
-            State::InFlight,
-            "{}",
-        );
+        let f = OnePending::new().await;
+        let (opened, event) = (f.opened(), f.event());
         let events = std::slice::from_ref(&event);
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = f.store.begin().await.unwrap();
         assert!(
-            !write_rows(&mut tx, &[(id, &next, 7)], &opened, &[], events)
+            !write_rows(&mut tx, &[(f.id, &f.next, 7)], &opened, &[], events)
                 .await
                 .unwrap(),
             "expected version 7, stored 0"
         );
         tx.rollback().await.unwrap();
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = f.store.begin().await.unwrap();
         assert_eq!(counts(&mut tx).await, (0, 0));
         assert_eq!(load_op(&mut tx, "k-1").await.unwrap().unwrap().1.version, 0);
 
         assert!(
-            write_rows(&mut tx, &[(id, &next, 0)], &opened, &[], events)
+            write_rows(&mut tx, &[(f.id, &f.next, 0)], &opened, &[], events)
                 .await
                 .unwrap()
         );
         tx.commit().await.unwrap();
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = f.store.begin().await.unwrap();
         assert_eq!(counts(&mut tx).await, (1, 1));
         let (_, stored) = load_op(&mut tx, "k-1").await.unwrap().unwrap();
         assert_eq!((stored.state, stored.version), (State::InFlight, 1));
