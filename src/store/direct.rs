@@ -87,16 +87,19 @@ impl Direct {
         Ok(conn)
     }
 
+    /// Closes the connection (the next round opens it again).
+    pub(crate) fn close(&self) {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE`: the write lock from the start), again
     /// from the start when it lost a compare-and-set race. Blocks: call it off the async threads.
     pub(crate) fn write<T>(
         &self,
         mut body: impl FnMut(&mut DirectTx<'_>) -> Result<Option<T>>,
     ) -> Result<T> {
-        let mut guard = self
-            .conn
-            .lock()
-            .map_err(|_| Error::Unavailable("database: a round failed midway before".into()))?;
+        // A round that panicked rolled its transaction back as it unwound: the connection is fine.
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             *guard = Some(self.open()?);
         }

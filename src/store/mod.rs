@@ -271,6 +271,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(d) = &self.direct {
+            d.close();
+        }
         match &self.read {
             ReadPool::Sqlite(p) => p.close().await,
             ReadPool::Postgres(p) => p.close().await,
