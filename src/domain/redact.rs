@@ -19,39 +19,33 @@ const MIN_SCRUB_LEN: usize = 4;
 
 /// Whether a JSON object key names sensitive data (SPEC section 8), case-insensitively.
 pub fn sensitive_key(key: &str) -> bool {
-    const WORDS: [&str; 17] = [
-        "password",
-        "passwd",
-        "secret",
-        "token",
-        "apikey",
-        "api_key",
-        "api-key",
-        "authorization",
-        "cookie",
-        "session",
-        "ssn",
-        "iban",
-        "card",
-        "cvv",
-        "email",
-        "phone",
-        "dob",
-    ];
-    // Lowercased on the stack: this runs for every key of every payload a list page shows.
-    let mut buf = [0u8; 64];
-    let owned;
-    let k: &str = if key.len() <= buf.len() {
-        let b = &mut buf[..key.len()];
-        b.copy_from_slice(key.as_bytes());
-        b.make_ascii_lowercase();
-        // ASCII lowercasing keeps UTF-8 valid
-        std::str::from_utf8(b).unwrap_or(key)
-    } else {
-        owned = key.to_ascii_lowercase();
-        &owned
-    };
-    WORDS.iter().any(|w| k.contains(w)) || k.contains("birth") || k.contains("address")
+    // Does any of the words start at any position, ignoring ASCII case? One pass, no allocation,
+    // the words grouped by first letter: this runs for every key of every payload a page shows.
+    let k = key.as_bytes();
+    (0..k.len()).any(|i| {
+        let words: &[&[u8]] = match k[i].to_ascii_lowercase() {
+            b'a' => &[
+                b"apikey",
+                b"api_key",
+                b"api-key",
+                b"authorization",
+                b"address",
+            ],
+            b'b' => &[b"birth"],
+            b'c' => &[b"cookie", b"card", b"cvv"],
+            b'd' => &[b"dob"],
+            b'e' => &[b"email"],
+            b'i' => &[b"iban"],
+            b'p' => &[b"password", b"passwd", b"phone"],
+            b's' => &[b"secret", b"session", b"ssn"],
+            b't' => &[b"token"],
+            _ => return false,
+        };
+        let rest = &k[i..];
+        words
+            .iter()
+            .any(|w| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w))
+    })
 }
 
 /// One configured path, e.g. `customer.name`, `*.notes`, `items[*].address`, `**.iban`.
