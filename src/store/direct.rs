@@ -13,8 +13,8 @@ use rusqlite::{Connection, OpenFlags, Statement};
 
 use super::queries::{
     self, AttemptWrite, Cell, Lock, Marks, NewEvent, OpRow, Opened, Stmt, attempt_stmt,
-    budget_stmt, due_ops_stmt, finish_attempt_stmt, finish_attempts_stmt, insert_events_stmt,
-    load_ops_stmt, save_budget_stmt, start_attempts_stmt, update_ops_stmt, workflow_stmt,
+    budget_stmt, due_ops_stmt, finish_attempts_stmt, insert_events_stmt, load_ops_stmt,
+    save_budget_stmt, start_attempts_stmt, update_ops_stmt, whole_attempt_stmt, workflow_stmt,
 };
 use super::round_store::RoundStore;
 use super::rows::{
@@ -259,7 +259,7 @@ impl RoundStore for DirectTx<'_> {
     }
 
     async fn write_whole_attempt(&mut self, attempt: &AttemptWrite<'_>) -> Result<()> {
-        self.execute(&finish_attempt_stmt(attempt, true))?;
+        self.execute(&whole_attempt_stmt(attempt))?;
         Ok(())
     }
 }

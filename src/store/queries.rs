@@ -152,22 +152,7 @@ impl<'a> NewEvent<'a> {
 }
 
 pub(crate) async fn insert_event(conn: &mut AnyConnection, e: &NewEvent<'_>) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(e.operation_id)
-    .bind(e.workflow)
-    .bind(ms(e.at))
-    .bind(e.actor)
-    .bind(e.kind)
-    .bind(e.from_state.map(|s| s.as_str()))
-    .bind(e.to_state.map(|s| s.as_str()))
-    .bind(e.detail)
-    .execute(conn)
-    .await
-    .map_err(db)?;
-    Ok(())
+    insert_events(conn, std::slice::from_ref(e)).await
 }
 
 pub(crate) struct AttemptWrite<'a> {
@@ -181,33 +166,25 @@ pub(crate) struct AttemptWrite<'a> {
     pub error: Option<&'a str>,
 }
 
-/// Records an outcome: closes the open attempt, or (`whole`) writes an attempt made elsewhere.
-pub(crate) fn finish_attempt_stmt<'a>(a: &AttemptWrite<'a>, whole: bool) -> Stmt<'a> {
-    let sql = if whole {
-        "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
-         VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8)"
-    } else {
-        "UPDATE attempts SET finished_at = $3, outcome = $4, http_status = $5, reference = $6, error = $7 \
-         WHERE operation_id = $1 AND n = $2"
-    };
+/// Writes an attempt made elsewhere, with its outcome (an open attempt is closed by
+/// [`finish_attempts_stmt`]).
+pub(crate) fn whole_attempt_stmt<'a>(a: &AttemptWrite<'a>) -> Stmt<'a> {
     let mut cells = Vec::with_capacity(8);
     closed_cells(a, &mut cells);
-    if whole {
-        cells.push(Cell::Text(Some(a.actor)));
-    }
-    Stmt::new(sql, cells)
+    cells.push(Cell::Text(Some(a.actor)));
+    Stmt::new(
+        "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
+         VALUES ($1, $2, $3, $3, $4, $5, $6, $7, $8)",
+        cells,
+    )
 }
 
-pub(crate) async fn finish_attempt(
+pub(crate) async fn insert_whole_attempt(
     conn: &mut AnyConnection,
     a: &AttemptWrite<'_>,
-    whole: bool,
 ) -> Result<()> {
-    finish_attempt_stmt(a, whole)
-        .query()
-        .execute(conn)
-        .await
-        .map_err(db)?;
+    let stmt = whole_attempt_stmt(a);
+    stmt.query().execute(conn).await.map_err(db)?;
     Ok(())
 }
 

@@ -111,6 +111,6 @@ impl RoundStore for AnyConnection {
     }
 
     async fn write_whole_attempt(&mut self, attempt: &AttemptWrite<'_>) -> Result<()> {
-        queries::finish_attempt(self, attempt, true).await
+        queries::insert_whole_attempt(self, attempt).await
     }
 }
