@@ -56,12 +56,41 @@ fn one_line(r: &Run, code: i32, what: &str) {
     );
 }
 
-fn snapshot(db: &str, dir: &Path) -> String {
+/// What the database holds, as the CLI shows it, without the readings of the clock (ages, and the
+/// safe next step that quotes them): every operation with its attempts and history, and the
+/// totals. Two snapshots differ only when something was written.
+fn snapshot(db: &str, dir: &Path) -> serde_json::Value {
     let r = settle(db, dir, &["list", "--all", "--json"]);
     ok(&r);
+    let list: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let mut ops: Vec<serde_json::Value> = Vec::new();
+    for op in list.as_array().unwrap() {
+        let key = op["key"].as_str().unwrap();
+        let s = settle(db, dir, &["show", key, "--json"]);
+        ok(&s);
+        ops.push(serde_json::from_str(&s.stdout).unwrap());
+    }
     let s = settle(db, dir, &["stats", "--json"]);
     ok(&s);
-    format!("{}{}", r.stdout, s.stdout)
+    let mut v = serde_json::json!({
+        "operations": ops,
+        "stats": serde_json::from_str::<serde_json::Value>(&s.stdout).unwrap(),
+    });
+    without_clock(&mut v);
+    v
+}
+
+fn without_clock(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for clocked in ["age_seconds", "oldest_exception_seconds", "next_step"] {
+                m.remove(clocked);
+            }
+            m.values_mut().for_each(without_clock);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(without_clock),
+        _ => {}
+    }
 }
 
 #[test]
@@ -87,7 +116,23 @@ fn the_bad_input_matrix() {
             "{}",
         ],
     ));
+    // m-1 was rejected; bob holds it
+    ok(&settle(
+        url,
+        d,
+        &[
+            "attempt",
+            "--key",
+            "m-1",
+            "--outcome",
+            "rejected",
+            "--error",
+            "422",
+        ],
+    ));
+    ok(&settle(url, d, &["--as", "bob", "claim", "m-1"]));
     let before = snapshot(url, d);
+    assert_eq!(before["operations"][0]["claimed_by"], "bob");
     let rec = |key: &str, payload: &str| {
         settle(
             url,
@@ -129,23 +174,43 @@ fn the_bad_input_matrix() {
     );
     one_line(&settle(url, d, &["frobnicate"]), 2, "unknown command");
     one_line(&settle(url, d, &["show", "nope"]), 3, "unknown key");
-    one_line(&settle(url, d, &["retry", "m-1"]), 3, "refused: no claim");
-    one_line(
-        &settle(
-            url,
-            d,
-            &[
-                "close",
-                "m-1",
-                "--resolution",
-                "done_elsewhere",
-                "--note",
-                "x",
-            ],
-        ),
-        3,
-        "refused: no claim",
+    // a rejected operation may be retried or closed, but not by alice while bob holds it
+    let r = settle(url, d, &["retry", "m-1"]);
+    one_line(&r, 3, "refused: claimed by another");
+    assert!(r.stderr.contains("m-1 is claimed by bob"), "{}", r.stderr);
+    let r = settle(
+        url,
+        d,
+        &[
+            "close",
+            "m-1",
+            "--resolution",
+            "done_elsewhere",
+            "--reference",
+            "REF-1",
+            "--note",
+            "x",
+        ],
     );
+    one_line(&r, 3, "refused: claimed by another");
+    assert!(r.stderr.contains("m-1 is claimed by bob"), "{}", r.stderr);
+    // bob holds it, but done_elsewhere names where it was done
+    let r = settle(
+        url,
+        d,
+        &[
+            "--as",
+            "bob",
+            "close",
+            "m-1",
+            "--resolution",
+            "done_elsewhere",
+            "--note",
+            "x",
+        ],
+    );
+    one_line(&r, 3, "refused: done_elsewhere without a reference");
+    assert!(r.stderr.contains("needs --reference"), "{}", r.stderr);
     let missing = dir.path().join("missing.jsonl");
     one_line(
         &settle(url, d, &["ingest", missing.to_str().unwrap()]),
@@ -350,10 +415,20 @@ fn no_output_holds_a_sensitive_value_and_escapes_are_shown_escaped() {
     ok(&r);
     let r = settle(url, d, &["--config", c, "show", "red-1"]);
     outputs.push(("show after note".into(), r.stdout + &r.stderr));
-    outputs.push((
-        "log file".into(),
-        std::fs::read_to_string(d.join("settle.log")).unwrap_or_default(),
-    ));
+    // the log holds a line for each command above, and a refusal
+    let log = std::fs::read_to_string(d.join("settle.log")).expect("the commands wrote a log");
+    for command in ["record", "attempt", "list", "show", "stats", "note"] {
+        assert!(
+            log.contains(&format!("start command={command} operator=alice")),
+            "the log names the {command} run:\n{log}"
+        );
+    }
+    assert!(
+        log.lines()
+            .any(|l| l.contains("command failed") && l.contains("a note needs some text")),
+        "the log holds the empty note's refusal:\n{log}"
+    );
+    outputs.push(("log file".into(), log));
     for (what, text) in &outputs {
         for s in SECRETS {
             assert!(!text.contains(s), "{s} leaked in {what}: {text}");
@@ -436,10 +511,9 @@ fn fifty_processes_claim_one_operation_on_sqlite() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
 async fn fifty_processes_claim_one_operation_on_postgres() {
-    let Some(db) = common::postgres().await else {
-        return;
-    };
+    let db = common::postgres().await;
     tokio::task::spawn_blocking(move || fifty_claims(&db))
         .await
         .unwrap();

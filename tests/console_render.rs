@@ -1,199 +1,356 @@
 //! What the console draws, on ratatui's TestBackend: snapshots of every view, the detail pane and
-//! the help at 80x24 and 160x48; and, against a real database, that no screen shows a secret.
+//! the help at 80x24 and 160x48, drawn from a real ledger (SQLite, with a clock the test sets) so
+//! that they show what users see; and, against a real database, that no screen shows a secret
+//! and that stored text is shown escaped.
 
 mod common;
 
-use chrono::{DateTime, Utc};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use serde_json::json;
-use settle::console::app::{App, Effect, Header, Msg, Place, View};
+use settle::console::app::{App, Effect, Msg};
 use settle::console::theme::Theme;
 use settle::console::{run_effect, ui};
-use settle::domain::next_step::StepKind;
-use settle::ledger::{AttemptView, Cursor, EventView, OperationDetail, OperationView, Page, Stats};
-use settle::{AttemptReport, Intent, Ledger, Outcome, State};
+use settle::{AttemptReport, Config, Intent, Ledger, Outcome, Resolution, StaffAction};
+
+/// The moment the snapshots are taken.
+const NOW: &str = "2026-11-29T10:00:00Z";
 
 fn t(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s).unwrap().to_utc()
 }
 
-fn row(
-    i: i64,
-    key: &str,
-    state: State,
-    age: i64,
-    claim: Option<&str>,
-    next: &str,
-) -> OperationView {
-    OperationView {
-        key: key.into(),
-        state,
-        workflow: if i % 2 == 0 {
-            "onboarding".into()
-        } else {
-            "crm-sync".into()
-        },
-        step: if i % 2 == 0 {
-            "create-task".into()
-        } else {
-            "upsert-customer".into()
-        },
-        destination: if i % 2 == 0 {
-            "projects".into()
-        } else {
-            "crm".into()
-        },
-        action: "create_task".into(),
-        created_at: t("2026-11-27T08:00:00Z"),
-        age_seconds: age,
-        attempts: 1,
-        claimed_by: claim.map(Into::into),
-        claim_expires_at: claim.map(|_| t("2026-11-29T10:30:00Z")),
-        reference: None,
-        next_step: next.into(),
-        next_step_kind: StepKind::CheckDestination,
-        exception_since: Some(t("2026-11-27T08:00:00Z")),
-        next_attempt_at: None,
-        reason: Some("read timeout after 30s".into()),
-        last_error: Some("read timeout after 30s".into()),
-        resolution: None,
-        superseded_by: None,
-        workflow_paused: i % 2 == 1,
-        cursor: Cursor {
-            group: None,
-            at: i,
-            id: i,
-        },
+/// A ledger on a fresh SQLite file whose clock the fixture moves.
+struct Fixture {
+    ledger: Ledger,
+    clock: Arc<Mutex<DateTime<Utc>>>,
+    _db: common::TestDb,
+}
+
+impl Fixture {
+    async fn new(config: &str) -> Fixture {
+        let db = common::sqlite();
+        let clock = Arc::new(Mutex::new(t(NOW)));
+        let c = clock.clone();
+        let ledger = Ledger::open(&db.url, Config::parse(config, "render config").unwrap())
+            .await
+            .unwrap()
+            .with_clock(move || *c.lock().unwrap());
+        Fixture {
+            ledger,
+            clock,
+            _db: db,
+        }
+    }
+
+    /// Sets the clock to `ago` before NOW.
+    fn at(&self, ago: TimeDelta) -> &Ledger {
+        *self.clock.lock().unwrap() = t(NOW) - ago;
+        &self.ledger
+    }
+
+    async fn record(
+        &self,
+        ago: TimeDelta,
+        key: &str,
+        wf: &str,
+        step: &str,
+        dest: &str,
+        payload: serde_json::Value,
+    ) {
+        let action = match dest {
+            "crm" => "upsert_customer",
+            "sms" => "send_sms",
+            _ => "create_task",
+        };
+        self.at(ago)
+            .record(
+                &Intent {
+                    key: key.into(),
+                    workflow: wf.into(),
+                    step: step.into(),
+                    destination: dest.into(),
+                    action: action.into(),
+                    payload,
+                },
+                &format!("{wf}-bot"),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// An attempt started at `ago` that took `took` and ended as `report` says.
+    async fn attempt(&self, ago: TimeDelta, took: TimeDelta, report: AttemptReport) {
+        let actor = "dispatcher";
+        self.at(ago)
+            .start_attempt(&report.key, actor)
+            .await
+            .unwrap();
+        self.at(ago - took)
+            .report_attempt(&report, actor)
+            .await
+            .unwrap();
+    }
+
+    async fn staff(&self, ago: TimeDelta, key: &str, who: &str, action: StaffAction) {
+        self.at(ago).staff(key, who, action).await.unwrap();
     }
 }
 
-fn fixture() -> App {
-    let mut app = App::new("sqlite://settle.db", "alice");
-    let fx = app.start();
-    let Some(Effect::Page { seq, .. }) = fx.first().cloned() else {
-        panic!()
-    };
-    let rows = vec![
-        row(
-            0,
-            "onb-42-task",
-            State::Unknown,
-            2 * 86_400 + 4 * 3600,
-            None,
-            "Check projects for this request (onb-42-task, created 2d 4h ago); reconcile found/absent before any retry",
-        ),
-        row(
-            1,
-            "crm-sync-9005",
-            State::Rejected,
-            5 * 3600,
-            Some("bob"),
-            "Claimed by bob for 12m: leave it to them",
-        ),
-        row(
-            2,
-            "onb-43-task",
-            State::Failed,
-            40 * 60,
-            Some("alice"),
-            "Confirmed not done: retry, or close as abandoned",
-        ),
-        row(
-            3,
-            "crm-sync-9011",
-            State::Conflict,
-            45,
-            None,
-            "Request changed under crm-sync-9011: decide which contents are intended; close or supersede",
-        ),
-    ];
-    app.update(Msg::Page {
-        seq,
-        place: Place::Replace { select_last: false },
-        page: Ok(Page {
-            items: rows.clone(),
+fn mins(n: i64) -> TimeDelta {
+    TimeDelta::minutes(n)
+}
+
+fn secs(n: i64) -> TimeDelta {
+    TimeDelta::seconds(n)
+}
+
+const CONFIG: &str = r#"
+lease = "30m"
+attempt_timeout = "5m"
+[destinations.projects]
+[destinations.crm]
+lookup = true
+[destinations.sms]
+dedupes = true
+key_retention = "24h"
+[[redaction.rules]]
+destination = "crm"
+fields = ["customer.name"]
+[[redaction.rules]]
+destination = "projects"
+fields = ["customer.name"]
+"#;
+
+fn task(title: &str) -> serde_json::Value {
+    json!({"title": title, "due": "2026-12-01", "assignee": {"id": 7, "team": "cs"},
+           "customer": {"email": "zoe@example.org", "name": "Zoe Quist"}})
+}
+
+fn customer(n: u32) -> serde_json::Value {
+    json!({"customer": {"id": n, "name": "Zoe Quist", "email": "zoe@example.org", "plan": "team"}})
+}
+
+/// A small incident drawn through the ledger's own API, as automations, a dispatcher and staff
+/// would leave it: an unknown outcome at a destination that neither deduplicates nor can be
+/// asked, a rejection bob holds, a failure alice holds, a conflict, one waiting for its retry,
+/// one succeeded and one closed; the crm-sync workflow paused; a dispatcher alive.
+async fn incident() -> Fixture {
+    let f = Fixture::new(CONFIG).await;
+    let day = TimeDelta::days(1);
+    let hour = TimeDelta::hours(1);
+    // written in the order it happened, as the ledger's own clock would have it
+    // done three days ago
+    f.record(
+        day * 3,
+        "onb-10-task",
+        "onboarding",
+        "create-task",
+        "projects",
+        task("Kickoff call"),
+    )
+    .await;
+    f.attempt(
+        day * 3 - secs(2),
+        secs(1),
+        AttemptReport {
+            key: "onb-10-task".into(),
+            outcome: Some(Outcome::Accepted),
+            http_status: Some(201),
+            reference: Some("TASK-981".into()),
             ..Default::default()
-        }),
-    });
-    let mut by_state = std::collections::BTreeMap::new();
-    for s in State::ALL {
-        by_state.insert(s, 0);
-    }
-    by_state.insert(State::Unknown, 7);
-    by_state.insert(State::Rejected, 9);
-    by_state.insert(State::Failed, 6);
-    by_state.insert(State::Conflict, 1);
-    by_state.insert(State::Pending, 30);
-    by_state.insert(State::Succeeded, 170);
-    by_state.insert(State::Closed, 10);
-    app.update(Msg::Header(Ok(Header {
-        stats: Some(Stats {
-            by_state,
-            exceptions: 23,
-            oldest_exception_seconds: Some(2 * 86_400 + 4 * 3600),
-            paused_workflows: vec!["crm-sync".into()],
-        }),
-        mine: 2,
-        dispatcher_seen: Some(2),
-        full: true,
-    })));
-    let detail = OperationDetail {
-        op: rows[0].clone(),
-        payload: json!({"title": "Kickoff call", "customer": {"email": "[redacted]", "name": "[redacted]"}, "due": "2026-12-01"}),
-        fingerprint: "46e51983cd02c42b4aec38b7d7688c315288f427a09b388db36a1f00bcd84867".into(),
-        conflicting_payload: None,
-        conflicting_fingerprint: None,
-        attempt_log: vec![AttemptView {
-            n: 1,
-            actor: "onboarding-bot".into(),
+        },
+    )
+    .await;
+    // the request timed out two days ago; nobody can tell whether the task exists
+    f.record(
+        day * 2 + hour * 4,
+        "onb-42-task",
+        "onboarding",
+        "create-task",
+        "projects",
+        task("Welcome call"),
+    )
+    .await;
+    f.attempt(
+        day * 2 + hour * 4 - secs(2),
+        secs(30),
+        AttemptReport {
+            key: "onb-42-task".into(),
             outcome: Some(Outcome::Unknown),
-            http_status: None,
-            reference: None,
             error: Some("read timeout after 30s".into()),
-            started_at: t("2026-11-27T08:00:02Z"),
-            finished_at: Some(t("2026-11-27T08:00:32Z")),
-        }],
-        history: vec![
-            EventView {
-                id: 1,
-                at: t("2026-11-27T08:00:00Z"),
-                actor: "onboarding-bot".into(),
-                kind: "recorded".into(),
-                from_state: None,
-                to_state: Some("pending".into()),
-                detail: json!({}),
-                subject: None,
-            },
-            EventView {
-                id: 2,
-                at: t("2026-11-27T08:00:32Z"),
-                actor: "onboarding-bot".into(),
-                kind: "attempt".into(),
-                from_state: Some("pending".into()),
-                to_state: Some("unknown".into()),
-                detail: json!({}),
-                subject: None,
-            },
-            EventView {
-                id: 3,
-                at: t("2026-11-27T09:40:00Z"),
-                actor: "bob".into(),
-                kind: "note".into(),
-                from_state: Some("unknown".into()),
-                to_state: Some("unknown".into()),
-                detail: json!({"text": "asked the projects team"}),
-                subject: None,
-            },
-        ],
+            ..Default::default()
+        },
+    )
+    .await;
+    f.staff(
+        day * 2 + hour * 2,
+        "onb-42-task",
+        "bob",
+        StaffAction::Note {
+            text: "asked the projects team".into(),
+        },
+    )
+    .await;
+    // crm rejected a customer a day ago, and again five hours ago with a new key; the first was
+    // closed as superseded by the second, which bob now holds
+    let rejected = |key: &str| AttemptReport {
+        key: key.into(),
+        outcome: Some(Outcome::Rejected),
+        http_status: Some(422),
+        error: Some("HTTP 422: plan 'team' needs a billing contact".into()),
+        ..Default::default()
     };
-    app.update(Msg::Detail {
-        key: "onb-42-task".into(),
-        detail: Ok(Box::new(detail)),
-    });
-    app.loading = false;
+    f.record(
+        day + hour,
+        "crm-sync-9001",
+        "crm-sync",
+        "upsert-customer",
+        "crm",
+        customer(9001),
+    )
+    .await;
+    f.attempt(day + hour - secs(1), secs(1), rejected("crm-sync-9001"))
+        .await;
+    f.record(
+        hour * 5,
+        "crm-sync-9005",
+        "crm-sync",
+        "upsert-customer",
+        "crm",
+        customer(9005),
+    )
+    .await;
+    f.attempt(hour * 5 - secs(1), secs(1), rejected("crm-sync-9005"))
+        .await;
+    f.staff(
+        hour * 5 - secs(30),
+        "crm-sync-9001",
+        "alice",
+        StaffAction::Claim { force_reason: None },
+    )
+    .await;
+    f.staff(
+        hour * 5 - mins(5),
+        "crm-sync-9001",
+        "alice",
+        StaffAction::Close {
+            resolution: Resolution::Superseded,
+            reference: None,
+            superseded_by: Some("crm-sync-9005".into()),
+            note: "sent again with a billing contact".into(),
+        },
+    )
+    .await;
+    f.at(hour)
+        .pause("crm-sync", "crm maintenance until 11:00", "alice")
+        .await
+        .unwrap();
+    // a task that alice found was never made
+    f.record(
+        mins(50),
+        "onb-43-task",
+        "onboarding",
+        "create-task",
+        "projects",
+        task("Training"),
+    )
+    .await;
+    f.attempt(
+        mins(41),
+        secs(30),
+        AttemptReport {
+            key: "onb-43-task".into(),
+            outcome: Some(Outcome::Unknown),
+            error: Some("connection reset by peer".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    f.staff(
+        mins(20),
+        "onb-43-task",
+        "alice",
+        StaffAction::Claim { force_reason: None },
+    )
+    .await;
+    f.staff(
+        mins(15),
+        "onb-43-task",
+        "alice",
+        StaffAction::ReconcileAbsent {
+            note: Some("not in projects".into()),
+        },
+    )
+    .await;
+    f.staff(
+        mins(12),
+        "crm-sync-9005",
+        "bob",
+        StaffAction::Claim { force_reason: None },
+    )
+    .await;
+    // a welcome SMS refused with 503 waits out its Retry-After; meanwhile the same crm key came
+    // again with new contents
+    f.record(
+        mins(3),
+        "sms-7020",
+        "notifications",
+        "welcome-sms",
+        "sms",
+        json!({"to": "+44 7700 900123", "text": "Welcome!"}),
+    )
+    .await;
+    f.record(
+        mins(2),
+        "crm-sync-9011",
+        "crm-sync",
+        "upsert-customer",
+        "crm",
+        customer(9011),
+    )
+    .await;
+    f.attempt(
+        secs(91),
+        secs(1),
+        AttemptReport {
+            key: "sms-7020".into(),
+            outcome: Some(Outcome::Transient),
+            http_status: Some(503),
+            error: Some("HTTP 503: not done, try later".into()),
+            retry_after: Some(Duration::from_secs(300)),
+            ..Default::default()
+        },
+    )
+    .await;
+    f.record(secs(45), "crm-sync-9011", "crm-sync", "upsert-customer", "crm",
+        json!({"customer": {"id": 9011, "name": "Zoe Quist", "email": "zoe@example.org", "plan": "enterprise"}})).await;
+    f.at(secs(2)).heartbeat("dispatcher-1").await.unwrap();
+    f.at(TimeDelta::zero());
+    f
+}
+
+/// The console's state after it has loaded, with every effect answered by the ledger.
+async fn console(f: &Fixture, operator: &str) -> App {
+    // the header shows the database; the fixture's lives in a temporary directory
+    let mut app = App::new("sqlite://settle.db", operator);
+    app.now = t(NOW);
+    app.update(Msg::Resized { rows: 20 });
+    let fx = app.start();
+    settle_effects(&mut app, &f.ledger, fx, operator).await;
     app
+}
+
+/// Presses a key and answers what it asks of the ledger.
+async fn press(app: &mut App, f: &Fixture, k: Msg) {
+    let fx = app.update(k);
+    let operator = app.operator.clone();
+    settle_effects(app, &f.ledger, fx, &operator).await;
 }
 
 fn render(app: &App, w: u16, h: u16) -> String {
@@ -216,91 +373,54 @@ fn key(c: char) -> Msg {
     Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
 }
 
-#[test]
-fn snapshots_of_the_exception_view_and_detail() {
-    let app = fixture();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_the_exception_view_and_detail() {
+    let f = incident().await;
+    let app = console(&f, "alice").await;
+    assert_eq!(
+        app.rows.first().map(|r| r.key.as_str()),
+        Some("onb-42-task")
+    );
+    assert!(app.detail.is_some(), "the first row's detail is loaded");
     insta::assert_snapshot!("exceptions_80x24", render(&app, 80, 24));
     insta::assert_snapshot!("exceptions_160x48", render(&app, 160, 48));
 }
 
-#[test]
-fn snapshots_of_the_other_views() {
-    for (c, name) in [('2', "mine"), ('3', "in_progress"), ('4', "closed")] {
-        let mut app = fixture();
-        let fx = app.update(key(c));
-        let Some(Effect::Page { seq, .. }) = fx.first().cloned() else {
-            panic!()
-        };
-        let items = match c {
-            '2' => vec![row(
-                2,
-                "onb-43-task",
-                State::Failed,
-                40 * 60,
-                Some("alice"),
-                "Confirmed not done: retry, or close as abandoned",
-            )],
-            '3' => vec![row(
-                4,
-                "onb-50-task",
-                State::RetryWait,
-                90,
-                None,
-                "Automatic attempt 2 of 6 at 10:05 UTC",
-            )],
-            _ => vec![row(
-                6,
-                "onb-10-task",
-                State::Succeeded,
-                3 * 86_400,
-                None,
-                "Nothing to do",
-            )],
-        };
-        app.update(Msg::Page {
-            seq,
-            place: Place::Replace { select_last: false },
-            page: Ok(Page {
-                items,
-                ..Default::default()
-            }),
-        });
-        app.loading = false;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_the_other_views() {
+    let f = incident().await;
+    for (c, name) in [
+        ('2', "mine"),
+        ('3', "in_progress"),
+        ('4', "closed"),
+        ('5', "activity"),
+    ] {
+        let mut app = console(&f, "alice").await;
+        press(&mut app, &f, key(c)).await;
+        assert!(!app.loading, "{name}: loaded");
         insta::assert_snapshot!(format!("{name}_80x24"), render(&app, 80, 24));
         insta::assert_snapshot!(format!("{name}_160x48"), render(&app, 160, 48));
+        if c == '4' {
+            // the closed one's detail
+            press(&mut app, &f, key('j')).await;
+            assert_eq!(
+                app.detail.as_ref().map(|d| d.op.key.as_str()),
+                Some("crm-sync-9001")
+            );
+            insta::assert_snapshot!("closed_detail_160x48", render(&app, 160, 48));
+        }
     }
-    let mut app = fixture();
-    let fx = app.update(key('5'));
-    let Some(Effect::Activity { seq }) = fx.first().cloned() else {
-        panic!("{fx:?}")
-    };
-    let events = vec![EventView {
-        id: 9,
-        at: t("2026-11-29T09:58:00Z"),
-        actor: "bob".into(),
-        kind: "claimed".into(),
-        from_state: Some("rejected".into()),
-        to_state: Some("rejected".into()),
-        detail: json!({}),
-        subject: Some("crm-sync-9005".into()),
-    }];
-    app.update(Msg::Activity {
-        seq,
-        events: Ok(events),
-    });
-    assert_eq!(app.view, View::Activity);
-    insta::assert_snapshot!("activity_80x24", render(&app, 80, 24));
-    insta::assert_snapshot!("activity_160x48", render(&app, 160, 48));
 }
 
-#[test]
-fn snapshots_of_the_help_and_a_confirmation() {
-    let mut app = fixture();
-    app.update(key('?'));
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_the_help_and_a_confirmation() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('?')).await;
     insta::assert_snapshot!("help_80x24", render(&app, 80, 24));
     insta::assert_snapshot!("help_160x48", render(&app, 160, 48));
-    let mut app = fixture();
-    app.update(key('c'));
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('c')).await;
     insta::assert_snapshot!("confirm_claim_80x24", render(&app, 80, 24));
 }
 
@@ -314,11 +434,11 @@ const SECRETS: [&str; 6] = [
 ];
 
 /// Feeds the app what the real ledger answers for each effect (no terminal, real database).
-async fn settle_effects(app: &mut App, ledger: &Ledger, mut fx: Vec<Effect>) {
+async fn settle_effects(app: &mut App, ledger: &Ledger, mut fx: Vec<Effect>, operator: &str) {
     for _ in 0..20 {
         let mut next = Vec::new();
         for e in fx {
-            if let Some(msg) = run_effect(ledger, e, "alice").await {
+            if let Some(msg) = run_effect(ledger, e, operator).await {
                 next.extend(app.update(msg));
             }
         }
@@ -329,6 +449,11 @@ async fn settle_effects(app: &mut App, ledger: &Ledger, mut fx: Vec<Effect>) {
     }
 }
 
+/// Characters that must never reach a terminal raw: C0 controls (ESC, BEL), a C1 control (CSI),
+/// bidi overrides and isolates, zero-width characters. ratatui itself drops the C0 controls, but
+/// not the others: the console must show them all escaped.
+const HOSTILE: &str = "\u{1b}]0;owned\u{7}\u{1b}[2J \u{9b}31m \u{202e}evil \u{2066}iso \u{200b}zw";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_screen_shows_a_secret_or_a_raw_escape() {
     let db = common::sqlite();
@@ -336,16 +461,19 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     let payload = json!({"customer": {"name": "Zebulon Quixote", "contact": "ada@example.com", "phone": "+44 7700 900123"},
         "memo": "card 4111111111111111", "headers": {"auth": "Bearer abc.def-123"}, "api_key": "sk_live_c0ffee",
         "title": "\u{1b}]0;owned\u{7}\u{1b}[2J"});
-    // the configured field (customer.name) is configured for crm: every item goes there
-    for (i, dest) in ["crm", "crm", "crm"].iter().enumerate() {
+    // the configured field (customer.name) is configured for crm: every item goes there; the
+    // names carry what a name may (the bidi and zero-width characters are not controls)
+    let workflow = "crm-sync\u{202e}x";
+    let bob = "bob\u{2066}\u{200b}";
+    for i in 0..3 {
         let key = format!("sec-{i}");
         ledger
             .record(
                 &Intent {
                     key: key.clone(),
-                    workflow: "crm-sync".into(),
+                    workflow: workflow.into(),
                     step: "upsert".into(),
-                    destination: dest.to_string(),
+                    destination: "crm".into(),
                     action: "upsert".into(),
                     payload: payload.clone(),
                 },
@@ -353,13 +481,15 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
             )
             .await
             .unwrap();
-        let err = "502: Zebulon Quixote ada@example.com +44 7700 900123 Bearer abc.def-123 4111111111111111 api_key=sk_live_c0ffee \u{1b}]0;owned\u{7}";
+        let err = format!(
+            "502: Zebulon Quixote ada@example.com +44 7700 900123 Bearer abc.def-123 4111111111111111 api_key=sk_live_c0ffee {HOSTILE}"
+        );
         ledger
             .report_attempt(
                 &AttemptReport {
                     key: key.clone(),
                     outcome: Some(Outcome::Unknown),
-                    error: Some(err.into()),
+                    error: Some(err),
                     ..Default::default()
                 },
                 "bot",
@@ -369,36 +499,32 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         ledger
             .staff(
                 &key,
-                "alice",
-                settle::StaffAction::Note {
-                    text: "called ada@example.com at +44 7700 900123".into(),
+                bob,
+                StaffAction::Note {
+                    text: format!("called ada@example.com at +44 7700 900123 {HOSTILE}"),
                 },
             )
             .await
             .unwrap();
     }
     ledger
-        .staff(
-            "sec-1",
-            "alice",
-            settle::StaffAction::Claim { force_reason: None },
-        )
+        .staff("sec-1", bob, StaffAction::Claim { force_reason: None })
         .await
         .unwrap();
     let mut app = App::new(ledger.database(), "alice");
     let fx = app.start();
-    settle_effects(&mut app, &ledger, fx).await;
+    settle_effects(&mut app, &ledger, fx, "alice").await;
     let mut screens = Vec::new();
     for view in ['1', '2', '3', '4', '5', '1'] {
         let fx = app.update(key(view));
-        settle_effects(&mut app, &ledger, fx).await;
+        settle_effects(&mut app, &ledger, fx, "alice").await;
         for _ in 0..3 {
             // every row's detail pane
             for (w, h) in [(80, 24), (160, 48)] {
                 screens.push(render(&app, w, h));
             }
             let fx = app.update(key('j'));
-            settle_effects(&mut app, &ledger, fx).await;
+            settle_effects(&mut app, &ledger, fx, "alice").await;
         }
     }
     assert!(
@@ -406,19 +532,36 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         "the items were shown"
     );
     assert!(screens.iter().any(|s| s.contains("[redacted]")));
-    assert!(
-        screens
-            .iter()
-            .any(|s| s.contains("\\x1b]0;owned\\x07") || s.contains("\\u001b]0;owned")),
-        "escapes shown escaped"
+    // each stored text shows its hostile characters escaped, not dropped: the error text (in the
+    // detail's state line and attempts), the note (in the history), the workflow (list and
+    // detail) and the operator's name (the claim)
+    let shown = |what: &str, escaped: &str| {
+        assert!(
+            screens.iter().any(|s| s.contains(escaped)),
+            "{what} shown escaped as {escaped:?}; screens:\n{}",
+            screens.join("\n")
+        );
+    };
+    let hostile_escaped =
+        "\\x1b]0;owned\\x07\\x1b[2J \\x9b31m \\u{202e}evil \\u{2066}iso \\u{200b}zw";
+    shown(
+        "the error text",
+        "api_key=[redacted] \\x1b]0;owned\\x07\\x1b[2J \\x9b31m \\u{202e}evil",
     );
+    shown(
+        "the note",
+        &format!("note: called [redacted] at [redacted] {hostile_escaped}"),
+    );
+    shown("the workflow", "crm-sync\\u{202e}x/upsert");
+    shown("the claim holder", "bob\\u{2066}\\u{200b}");
     for s in &screens {
         for secret in SECRETS {
             assert!(!s.contains(secret), "{secret} on screen:\n{s}");
         }
-        assert!(
-            !s.contains('\u{1b}') && !s.contains('\u{7}'),
-            "a raw escape reached the screen:\n{s}"
-        );
+        for raw in [
+            '\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\u{2066}', '\u{200b}',
+        ] {
+            assert!(!s.contains(raw), "{:?} reached the screen raw:\n{s}", raw);
+        }
     }
 }
