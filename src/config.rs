@@ -8,21 +8,45 @@ use serde::{Deserialize, Deserializer};
 
 use crate::domain::policy::{DestinationPolicy, RetryPolicy};
 use crate::domain::redact::{FieldRule, Redactor};
-use crate::domain::time::parse_duration;
+use crate::domain::time::parse_duration_within;
 use crate::error::{Error, Result};
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
-    let text = String::deserialize(d)?;
-    parse_duration(&text).map_err(serde::de::Error::custom)
+const SECOND: Duration = Duration::from_secs(1);
+const MILLI: Duration = Duration::from_millis(1);
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
 }
 
-fn opt_duration<'de, D: Deserializer<'de>>(
-    d: D,
-) -> std::result::Result<Option<Duration>, D::Error> {
-    duration(d).map(Some)
+/// A duration field of the config, read within the range its use makes sense of (a lease of a
+/// century is a typo, and one too large to add to the clock would stop settle): `$name` reads a
+/// required field, `$opt` an optional one. An error names the file, line and key.
+macro_rules! bounded {
+    ($name:ident, $opt:ident, $min:expr, $max:expr) => {
+        fn $name<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
+            let text = String::deserialize(d)?;
+            parse_duration_within(&text, $min, $max).map_err(serde::de::Error::custom)
+        }
+        #[allow(dead_code)]
+        fn $opt<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Option<Duration>, D::Error> {
+            $name(d).map(Some)
+        }
+    };
 }
+
+bounded!(lease_or_timeout, opt_lease_or_timeout, SECOND, days(7));
+bounded!(age_limit, opt_age_limit, SECOND, days(365));
+bounded!(retention, opt_retention, SECOND, days(3650));
+bounded!(backoff, opt_backoff, MILLI, days(7));
+bounded!(
+    http_timeout,
+    opt_http_timeout,
+    MILLI,
+    Duration::from_secs(3600)
+);
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,14 +58,17 @@ pub struct Config {
     #[serde(default)]
     pub log_file: Option<PathBuf>,
     /// How long a claim lasts; each action of the holder renews it.
-    #[serde(default = "default_lease", deserialize_with = "duration")]
+    #[serde(default = "default_lease", deserialize_with = "lease_or_timeout")]
     pub lease: Duration,
     /// An attempt without an outcome after this long is swept to `unknown`.
-    #[serde(default = "default_attempt_timeout", deserialize_with = "duration")]
+    #[serde(
+        default = "default_attempt_timeout",
+        deserialize_with = "lease_or_timeout"
+    )]
     pub attempt_timeout: Duration,
-    #[serde(default = "default_warn_after", deserialize_with = "duration")]
+    #[serde(default = "default_warn_after", deserialize_with = "age_limit")]
     pub warn_after: Duration,
-    #[serde(default = "default_critical_after", deserialize_with = "duration")]
+    #[serde(default = "default_critical_after", deserialize_with = "age_limit")]
     pub critical_after: Duration,
     #[serde(default)]
     pub destinations: BTreeMap<String, DestinationConfig>,
@@ -85,15 +112,15 @@ impl Default for Config {
 pub struct DestinationConfig {
     #[serde(default)]
     pub dedupes: bool,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "opt_retention")]
     pub key_retention: Option<Duration>,
     #[serde(default)]
     pub lookup: bool,
     #[serde(default)]
     pub max_attempts: Option<u32>,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "opt_backoff")]
     pub base: Option<Duration>,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "opt_backoff")]
     pub cap: Option<Duration>,
     /// For `settle dispatch`: where the request is POSTed (JSON payload, `Idempotency-Key`).
     #[serde(default)]
@@ -102,7 +129,7 @@ pub struct DestinationConfig {
     #[serde(default)]
     pub lookup_url: Option<String>,
     /// For `settle dispatch`: how long an attempt may take before its outcome is unknown.
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "opt_http_timeout")]
     pub timeout: Option<Duration>,
 }
 
@@ -128,7 +155,7 @@ pub struct WorkflowConfig {
 pub struct PauseWhen {
     #[serde(default)]
     pub unresolved: Option<u64>,
-    #[serde(default, deserialize_with = "opt_duration")]
+    #[serde(default, deserialize_with = "opt_age_limit")]
     pub oldest: Option<Duration>,
 }
 

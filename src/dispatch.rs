@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::config::HttpDestination;
 use crate::domain::Outcome;
+use crate::domain::redact::OperationRedaction;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
 use crate::ledger::{AttemptReport, Finished, Ledger, StartedOp};
@@ -153,9 +154,26 @@ struct Sent {
     retry: bool,
 }
 
+/// A destination's text as settle keeps it: scrubbed of this operation's sensitive values (an
+/// answer may echo the payload) and of the built-in patterns, and with any NUL escaped, since
+/// PostgreSQL cannot store one (the same on SQLite, so both backends keep the same text).
+fn kept(scrub: &OperationRedaction, text: &str) -> String {
+    let text = scrub.text(text);
+    if text.contains('\0') {
+        text.replace('\0', "\\x00")
+    } else {
+        text
+    }
+}
+
 /// Sends one started attempt and, where the outcome is unknown and the destination has a lookup,
 /// asks whether the work exists.
-async fn send(client: reqwest::Client, dest: Arc<HttpDestination>, row: StartedOp) -> Sent {
+async fn send(
+    client: reqwest::Client,
+    dest: Arc<HttpDestination>,
+    row: StartedOp,
+    scrub: OperationRedaction,
+) -> Sent {
     let sent = client
         .post(&dest.url)
         .header("Idempotency-Key", &row.key)
@@ -164,10 +182,14 @@ async fn send(client: reqwest::Client, dest: Arc<HttpDestination>, row: StartedO
         .body(row.payload)
         .send()
         .await;
-    let seen = classify(sent, dest.timeout).await;
+    let mut seen = classify(sent, dest.timeout).await;
+    seen.error = seen.error.map(|e| kept(&scrub, &e));
+    seen.reference = seen.reference.map(|r| kept(&scrub, &r));
     let lookup = match (&dest.lookup_url, seen.outcome) {
         (Some(template), Outcome::Unknown) => {
-            look_up(&client, &template.replace("{key}", &row.key), dest.timeout).await
+            look_up(&client, &template.replace("{key}", &row.key), dest.timeout)
+                .await
+                .map(|found| found.map(|r| kept(&scrub, &r)))
         }
         _ => None,
     };
@@ -256,14 +278,14 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
                 Ok(v) => {
                     if let Some(since) = outage.take() {
                         tracing::info!(after_ms = since.elapsed().as_millis() as u64, "database reachable again");
-                        eprintln!("settle: database reachable again");
+                        crate::tell!("settle: database reachable again");
                     }
                     v
                 }
                 Err(Error::Unavailable(why)) if !stopping.load(Ordering::SeqCst) => {
                     if outage.is_none() {
                         tracing::warn!(error = %why, kept = answered.len(), "database unreachable");
-                        eprintln!("settle: {why}: keeping {} answer(s) in hand, retrying", answered.len());
+                        crate::tell!("settle: {}: keeping {} answer(s) in hand, retrying", crate::domain::escape_text(&why), answered.len());
                         outage = Some(Instant::now());
                     }
                     idle(&stop, OUTAGE_PAUSE).await;
@@ -304,7 +326,13 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             continue;
         }
         let finished: Vec<Finished> = answered.iter().map(|s| s.finished.clone()).collect();
-        let round = db!(ledger.round(&finished, &names, free, DISPATCHER));
+        let round = match ledger.round(&finished, &names, free, DISPATCHER).await {
+            // an answer the database would not store must not hold back the others
+            Err(Error::Unstorable(why)) if !finished.is_empty() => {
+                db!(one_by_one(&ledger, &finished, &names, &why))
+            }
+            other => db!(async { other }),
+        };
         let recorded = answered.len();
         for (sent, applied) in answered.drain(..).zip(round.finished) {
             log_attempt(&sent, &applied);
@@ -323,9 +351,10 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
                 continue;
             };
             let (client, done) = (client.clone(), done.clone());
+            let scrub = ledger.answer_scrubber(&op);
             in_flight += 1;
             tokio::spawn(async move {
-                let _ = done.send(send(client, dest, op).await);
+                let _ = done.send(send(client, dest, op, scrub).await);
             });
         }
         if launched == 0 && recorded == 0 {
@@ -339,6 +368,33 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     }
     totals.budget_waits = deferred.len() as u64;
     Ok(totals)
+}
+
+/// Records finished attempts a round each, starting nothing: after the database refused a round
+/// whole for a value it cannot store, so that one such answer does not hold back the rest. The
+/// one it refuses stays unrecorded (said in the log); its attempt is swept to `unknown` later.
+async fn one_by_one(
+    ledger: &Ledger,
+    finished: &[Finished],
+    names: &[String],
+    why: &str,
+) -> Result<crate::ledger::Round> {
+    tracing::warn!(error = %why, "a round was refused; recording its answers one by one");
+    let mut round = crate::ledger::Round::default();
+    for f in finished {
+        match ledger
+            .round(std::slice::from_ref(f), names, 0, DISPATCHER)
+            .await
+        {
+            Ok(r) => {
+                round.looked_up += r.looked_up;
+                round.finished.extend(r.finished);
+            }
+            Err(e @ Error::Unstorable(_)) => round.finished.push(Err(e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(round)
 }
 
 /// Waits for the next answer, for at most a heartbeat's interval (the heartbeat goes on while a
@@ -369,10 +425,11 @@ async fn idle(stop: &tokio::sync::Notify, pause: Duration) {
     }
 }
 
-/// One concise, redacted line per attempt.
+/// One concise line per attempt. The error is the destination's answer as it was kept (scrubbed
+/// of this operation's values when it arrived); the log file escapes what is left.
 fn log_attempt(sent: &Sent, applied: &Result<crate::ledger::Applied>) {
     let r = &sent.finished.report;
-    let error = r.error.as_deref().map(redact_text).unwrap_or_default();
+    let error = r.error.as_deref().unwrap_or_default();
     match applied {
         Ok(a) => tracing::info!(
             key = %r.key,

@@ -16,6 +16,11 @@ pub enum Error {
     /// The database cannot be reached or used (down, wrong schema, newer version).
     #[error("{0}")]
     Unavailable(String),
+    /// The database refused a value it cannot store (PostgreSQL's data exceptions). The input
+    /// checks keep such values out; this is the last line, so that one bad value is reported as
+    /// such and never taken for an outage.
+    #[error("{0}")]
+    Unstorable(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -24,7 +29,7 @@ impl Error {
     /// The process exit code the SPEC gives this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Invalid(_) => 2,
+            Error::Invalid(_) | Error::Unstorable(_) => 2,
             Error::Refused(_) | Error::NotFound(_) => 3,
             Error::Unavailable(_) => 4,
         }
@@ -32,14 +37,20 @@ impl Error {
 
     pub(crate) fn db(context: &str, err: sqlx::Error) -> Error {
         // Driver messages can quote values; they go through redaction like everything else.
-        let text = match &err {
-            sqlx::Error::Database(e) => e.message().to_string(),
-            other => other.to_string(),
+        let (text, data) = match &err {
+            sqlx::Error::Database(e) => (
+                e.message().to_string(),
+                // SQLSTATE class 22: a data exception (a NUL in text, a value out of range)
+                e.code().is_some_and(|c| c.starts_with("22")),
+            ),
+            other => (other.to_string(), false),
         };
-        Error::Unavailable(format!(
-            "{context}: {}",
-            redact_text(&text).replace('\n', " ")
-        ))
+        let text = format!("{context}: {}", redact_text(&text).replace('\n', " "));
+        if data {
+            Error::Unstorable(text)
+        } else {
+            Error::Unavailable(text)
+        }
     }
 }
 

@@ -6,13 +6,33 @@
 //! ([`Ledger::staff`]). Readers only ever get redacted views.
 #![forbid(unsafe_code)]
 
-/// `println!` that does not panic when stdout is gone (`settle list | head`).
+/// `println!` that does not panic when stdout is gone: a reader that went away (`settle list |
+/// head`) ends settle quietly, as it would any Unix tool (exit 141, 128 + SIGPIPE).
 #[macro_export]
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            $crate::stdout_failed(&e);
+        }
     }};
+}
+
+/// `eprintln!` that never panics (a closed stderr is no reason to crash).
+#[macro_export]
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// What a failed write to stdout means: a closed pipe ends the process quietly with 141; any
+/// other failure is left to the caller's next write.
+pub fn stdout_failed(e: &std::io::Error) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
 }
 
 pub mod cli;

@@ -11,7 +11,7 @@ fn main() {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("settle: cannot start: {e}");
+            settle::tell!("settle: cannot start: {e}");
             std::process::exit(1);
         }
     };

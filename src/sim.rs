@@ -259,12 +259,11 @@ async fn create(
                     json!({ "error": "the first request with this key is still running" }),
                 );
             }
-            let horizon = chrono::TimeDelta::from_std(sim.profile.key_retention)
-                .unwrap_or(chrono::TimeDelta::MAX);
+            let since = crate::domain::time::before(now, sim.profile.key_retention);
             if let Some(t) = records
                 .tasks
                 .iter()
-                .find(|t| t.key.as_ref() == Some(k) && now - t.created_at < horizon)
+                .find(|t| t.key.as_ref() == Some(k) && t.created_at > since)
             {
                 if canonical_json(&t.body) != canonical_json(&body) {
                     return answer(

@@ -461,10 +461,8 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     let payload = json!({"customer": {"name": "Zebulon Quixote", "contact": "ada@example.com", "phone": "+44 7700 900123"},
         "memo": "card 4111111111111111", "headers": {"auth": "Bearer abc.def-123"}, "api_key": "sk_live_c0ffee",
         "title": "\u{1b}]0;owned\u{7}\u{1b}[2J"});
-    // the configured field (customer.name) is configured for crm: every item goes there; the
-    // names carry what a name may (the bidi and zero-width characters are not controls)
-    let workflow = "crm-sync\u{202e}x";
-    let bob = "bob\u{2066}\u{200b}";
+    // the configured field (customer.name) is configured for crm: every item goes there
+    let (workflow, bob) = ("crm-sync", "bob");
     for i in 0..3 {
         let key = format!("sec-{i}");
         ledger
@@ -511,6 +509,22 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         .staff("sec-1", bob, StaffAction::Claim { force_reason: None })
         .await
         .unwrap();
+    // settle refuses such names, but automations may write the ledger with plain SQL (SPEC 1),
+    // and a database may hold rows from before: the console must still show them escaped
+    {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+        sqlx::query("UPDATE operations SET workflow = $1")
+            .bind("crm-sync\u{202e}x")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE operations SET claimed_by = $1 WHERE key = 'sec-1'")
+            .bind("bob\u{2066}\u{200b}")
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
     let mut app = App::new(ledger.database(), "alice");
     let fx = app.start();
     settle_effects(&mut app, &ledger, fx, "alice").await;
@@ -550,7 +564,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     );
     shown(
         "the note",
-        &format!("note: called [redacted] at [redacted] {hostile_escaped}"),
+        &format!("bob note: called [redacted] at [redacted] {hostile_escaped}"),
     );
     shown("the workflow", "crm-sync\\u{202e}x/upsert");
     shown("the claim holder", "bob\\u{2066}\\u{200b}");

@@ -3,12 +3,13 @@
 mod output;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tokio::io::AsyncBufRead;
 
 use crate::config::{Config, DEFAULT_DATABASE};
-use crate::domain::{Outcome, Resolution, State, parse_duration};
+use crate::domain::{Outcome, Resolution, State};
 use crate::error::{Error, Result};
 use crate::ledger::{AttemptReport, Intent, Ledger, ListFilter, Recorded, Scope, StaffAction};
 
@@ -210,6 +211,30 @@ pub fn print_stats(stats: &crate::ledger::Stats) {
     output::stats(stats);
 }
 
+/// A message fit for stderr and the log: no sensitive value (a rejected argument may hold one), no
+/// control or escape sequence.
+fn clean(text: &str) -> String {
+    crate::domain::escape_text(&crate::domain::redact::redact_text(text)).into_owned()
+}
+
+/// clap's error as one line: its first paragraph (which names what is missing or wrong), without
+/// the usage that follows.
+fn usage_error(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let first: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let line = first.join(" ");
+    let line = line.trim_start_matches("error: ");
+    if line.is_empty() {
+        "bad usage".into()
+    } else {
+        line.to_string()
+    }
+}
+
 /// Parses the arguments and runs the command; returns the process exit code.
 pub async fn run(args: Vec<String>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
@@ -217,40 +242,55 @@ pub async fn run(args: Vec<String>) -> i32 {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{e}");
+                // help read by `head` that stopped early is still help given
+                use std::io::Write as _;
+                let _ = write!(std::io::stdout(), "{e}");
                 return 0;
             }
-            let first = e
-                .to_string()
-                .lines()
-                .next()
-                .unwrap_or("bad usage")
-                .trim_start_matches("error: ")
-                .to_string();
-            eprintln!(
-                "settle: {} (see settle --help)",
-                crate::domain::escape_text(&crate::domain::redact::redact_text(&first))
-            );
+            crate::tell!("settle: {} (see settle --help)", clean(&usage_error(&e)));
             return 2;
         }
     };
     match execute(cli).await {
         Ok(code) => code,
         Err(e) => {
-            tracing::warn!(error = %e, "command failed");
-            eprintln!("settle: {}", crate::domain::escape_text(&e.to_string()));
+            let text = clean(&e.to_string());
+            tracing::warn!(error = %text, "command failed");
+            crate::tell!("settle: {text}");
             e.exit_code()
         }
     }
 }
 
-fn operator(cli: &Cli) -> String {
-    cli.operator
-        .clone()
-        .or_else(|| std::env::var("SETTLE_OPERATOR").ok())
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "unknown".into())
+/// The operator: `--as`, else `SETTLE_OPERATOR`, else `$USER`; checked before anything uses it
+/// (the log's first line names it). `None` when none is set.
+fn operator(cli: &Cli) -> Result<Option<String>> {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let (name, from) = match &cli.operator {
+        Some(n) => (n.clone(), "--as"),
+        None => match env("SETTLE_OPERATOR") {
+            Some(n) => (n, "SETTLE_OPERATOR"),
+            None => match env("USER") {
+                Some(n) => (n, "USER"),
+                None => return Ok(None),
+            },
+        },
+    };
+    crate::domain::validate_operator(&name).map_err(|e| invalid(format!("{from}: {e}")))?;
+    Ok(Some(name))
+}
+
+/// A command that writes names who did it.
+fn required(operator: &Option<String>) -> Result<&str> {
+    operator.as_deref().ok_or_else(|| {
+        invalid("this command records who acted: pass --as NAME or set SETTLE_OPERATOR".into())
+    })
+}
+
+/// A duration argument, within the range its use makes sense of.
+fn duration_arg(flag: &str, text: &str, min: Duration, max: Duration) -> Result<Duration> {
+    crate::domain::time::parse_duration_within(text, min, max)
+        .map_err(|e| invalid(format!("{flag}: {e}")))
 }
 
 fn database_url(cli: &Cli, config: &Config, fallback: &str) -> String {
@@ -272,11 +312,13 @@ fn invalid(text: String) -> Error {
 async fn execute(cli: Cli) -> Result<i32> {
     let config = Config::discover(cli.config.as_deref())?;
     crate::logging::init(&config);
-    let actor = operator(&cli);
+    let actor = operator(&cli)?;
     let Some(command) = &cli.command else {
+        let who = required(&actor)?.to_string();
         let ledger =
             Ledger::open_console(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
-        let result = crate::console::run(ledger.clone(), &actor).await;
+        tracing::info!(command = "console", operator = %who, "start");
+        let result = crate::console::run(ledger.clone(), &who).await;
         ledger.close().await;
         return result.map(|()| 0);
     };
@@ -298,7 +340,12 @@ async fn execute(cli: Cli) -> Result<i32> {
         }
         let profile = crate::sim::Profile {
             dedupe: !no_dedupe,
-            key_retention: parse_duration(key_retention).map_err(invalid)?,
+            key_retention: duration_arg(
+                "--key-retention",
+                key_retention,
+                Duration::from_secs(1),
+                Duration::from_secs(3650 * 86_400),
+            )?,
             fault: fault
                 .as_deref()
                 .map(crate::sim::Fault::parse)
@@ -306,16 +353,23 @@ async fn execute(cli: Cli) -> Result<i32> {
                 .map_err(invalid)?,
             fault_rate: *fault_rate,
             seed: *seed,
-            late: parse_duration(late).map_err(invalid)?,
+            late: duration_arg("--late", late, Duration::ZERO, Duration::from_secs(3600))?,
             fault_first_only: *fault_first_only,
-            latency: parse_duration(latency).map_err(invalid)?,
+            latency: duration_arg(
+                "--latency",
+                latency,
+                Duration::ZERO,
+                Duration::from_secs(3600),
+            )?,
         };
         crate::sim::run(listen, state.clone(), profile).await?;
         return Ok(0);
     }
     if let Cmd::Demo { reset, live } = command {
         let url = database_url(&cli, &Config::default(), crate::demo::DEMO_DATABASE);
-        return crate::demo::run(&url, config, *reset, *live, &actor).await;
+        // the demo is a sandbox: without an operator it shows the console as alice
+        let who = actor.as_deref().unwrap_or("alice");
+        return crate::demo::run(&url, config, *reset, *live, who).await;
     }
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
@@ -326,13 +380,15 @@ async fn execute(cli: Cli) -> Result<i32> {
         .take_while(char::is_ascii_alphanumeric)
         .collect::<String>()
         .to_lowercase();
-    tracing::info!(command = %name, operator = %actor, "start");
+    tracing::info!(command = %name, operator = %actor.as_deref().unwrap_or("-"), "start");
     let code = dispatch(&ledger, command, &actor).await;
     ledger.close().await;
     code
 }
 
-async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
+async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> Result<i32> {
+    // readers see claims as this operator's (or nobody's); writers must name one
+    let viewer = operator.as_deref().unwrap_or("");
     match command {
         Cmd::Demo { .. } | Cmd::Sim { .. } => unreachable!("handled before the database is opened"),
         Cmd::Dispatch {
@@ -369,8 +425,8 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
             action,
             payload,
         } => {
-            let payload = serde_json::from_str(payload)
-                .map_err(|e| invalid(format!("--payload is not JSON: {e}")))?;
+            let payload = crate::domain::payload::parse_payload(payload)
+                .map_err(|e| invalid(format!("--payload is not valid JSON: {e}")))?;
             let intent = Intent {
                 key: key.clone(),
                 workflow: workflow.clone(),
@@ -379,7 +435,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                 action: action.clone(),
                 payload,
             };
-            let r = ledger.record(&intent, actor).await?;
+            let r = ledger.record(&intent, required(operator)?).await?;
             let key = output::esc(key);
             match r {
                 Recorded::Created => say!("{key}: recorded (pending)"),
@@ -411,14 +467,20 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                 http_status: *http_status,
                 retry_after: retry_after
                     .as_deref()
-                    .map(parse_duration)
-                    .transpose()
-                    .map_err(invalid)?,
+                    .map(|t| {
+                        duration_arg(
+                            "--retry-after",
+                            t,
+                            Duration::ZERO,
+                            Duration::from_secs(365 * 86_400),
+                        )
+                    })
+                    .transpose()?,
             };
-            let a = ledger.report_attempt(&report, actor).await?;
+            let a = ledger.report_attempt(&report, required(operator)?).await?;
             output::applied(&a, "attempt recorded");
         }
-        Cmd::Ingest { file } => return ingest(ledger, file, actor).await,
+        Cmd::Ingest { file } => return ingest(ledger, file, required(operator)?).await,
         Cmd::List {
             all,
             state,
@@ -441,15 +503,21 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                 workflow: workflow.clone(),
                 older_than: older_than
                     .as_deref()
-                    .map(parse_duration)
-                    .transpose()
-                    .map_err(invalid)?,
+                    .map(|t| {
+                        duration_arg(
+                            "--older-than",
+                            t,
+                            Duration::ZERO,
+                            crate::domain::time::MAX_DURATION,
+                        )
+                    })
+                    .transpose()?,
                 ..Default::default()
             };
-            output::list(ledger, &filter, actor, *json).await?;
+            output::list(ledger, &filter, viewer, *json).await?;
         }
         Cmd::Show { key, json } => {
-            let detail = ledger.show(key, actor).await?;
+            let detail = ledger.show(key, viewer).await?;
             if *json {
                 output::json(&detail);
             } else {
@@ -459,12 +527,18 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
         Cmd::Claim { key, force, reason } => {
             let force_reason = if *force { reason.clone() } else { None };
             let a = ledger
-                .staff(key, actor, StaffAction::Claim { force_reason })
+                .staff(
+                    key,
+                    required(operator)?,
+                    StaffAction::Claim { force_reason },
+                )
                 .await?;
-            output::applied(&a, &format!("claimed by {actor}"));
+            output::applied(&a, &format!("claimed by {}", output::esc(viewer)));
         }
         Cmd::Release { key } => {
-            let a = ledger.staff(key, actor, StaffAction::Release).await?;
+            let a = ledger
+                .staff(key, required(operator)?, StaffAction::Release)
+                .await?;
             output::applied(&a, "released");
         }
         Cmd::Reconcile {
@@ -480,12 +554,16 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                 },
                 None => StaffAction::ReconcileAbsent { note: note.clone() },
             };
-            let a = ledger.staff(key, actor, action).await?;
+            let a = ledger.staff(key, required(operator)?, action).await?;
             output::applied(&a, "reconciled");
         }
         Cmd::Retry { key, note } => {
             let a = ledger
-                .staff(key, actor, StaffAction::Retry { note: note.clone() })
+                .staff(
+                    key,
+                    required(operator)?,
+                    StaffAction::Retry { note: note.clone() },
+                )
                 .await?;
             output::applied(&a, "will be retried with the same key");
         }
@@ -502,18 +580,22 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
                 superseded_by: superseded_by.clone(),
                 note: note.clone(),
             };
-            let a = ledger.staff(key, actor, action).await?;
+            let a = ledger.staff(key, required(operator)?, action).await?;
             output::applied(&a, "closed");
         }
         Cmd::Note { key, text } => {
             let a = ledger
-                .staff(key, actor, StaffAction::Note { text: text.clone() })
+                .staff(
+                    key,
+                    required(operator)?,
+                    StaffAction::Note { text: text.clone() },
+                )
                 .await?;
             output::applied(&a, "note added");
         }
         Cmd::Pause { workflow, reason } => {
             let w = output::esc(workflow);
-            if ledger.pause(workflow, reason, actor).await? {
+            if ledger.pause(workflow, reason, required(operator)?).await? {
                 say!("workflow {w} paused: no automatic attempt starts until it is resumed");
             } else {
                 say!("workflow {w} was already paused; nothing changed");
@@ -521,7 +603,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, actor: &str) -> Result<i32> {
         }
         Cmd::Resume { workflow } => {
             let w = output::esc(workflow);
-            if ledger.resume(workflow, actor).await? {
+            if ledger.resume(workflow, required(operator)?).await? {
                 say!("workflow {w} resumed");
             } else {
                 say!("workflow {w} was not paused; nothing changed");
@@ -554,11 +636,7 @@ async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
     };
     let report = ledger.ingest(reader, actor).await?;
     for p in &report.problems {
-        eprintln!(
-            "line {}: {}",
-            p.line,
-            crate::domain::escape_text(&p.message)
-        );
+        crate::tell!("line {}: {}", p.line, clean(&p.message));
     }
     say!(
         "{} line(s): {} recorded, {} unchanged, {} conflict(s), {} attempt(s); {} malformed, {} refused",

@@ -6,6 +6,7 @@ use std::io::Write;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use crate::domain::patterns::is_hostile;
 use crate::domain::{escape_text, format_age};
 use crate::error::{Error, Result};
 use crate::ledger::{Applied, Ledger, ListFilter, OperationDetail, OperationView, Stats};
@@ -20,10 +21,95 @@ fn io(e: std::io::Error) -> Error {
     Error::Invalid(format!("cannot write output: {e}"))
 }
 
+/// serde_json's formatting, with every character of [`is_hostile`] written as `\uXXXX` as well:
+/// serde_json escapes the C0 controls but leaves C1 controls, DEL, bidi overrides, zero-width
+/// characters and U+2028/U+2029 as they are, and a terminal showing `--json` would act on them
+/// (SPEC 12). The layout is the inner formatter's.
+struct Safe<F>(F);
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Safe<F> {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if is_hostile(c) {
+                w.write_all(&fragment.as_bytes()[start..i])?;
+                write!(w, "\\u{:04x}", c as u32)?;
+                start = i + c.len_utf8();
+            }
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn end_object_key<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_key(w)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+/// A value as JSON text that is safe to show on a terminal: pretty (indented) or on one line.
+pub fn to_json<T: Serialize>(
+    value: &T,
+    pretty: bool,
+) -> std::result::Result<String, serde_json::Error> {
+    let mut out = Vec::with_capacity(256);
+    if pretty {
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut out,
+            Safe(serde_json::ser::PrettyFormatter::new()),
+        );
+        value.serialize(&mut ser)?;
+    } else {
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut out,
+            Safe(serde_json::ser::CompactFormatter),
+        );
+        value.serialize(&mut ser)?;
+    }
+    // serde_json writes UTF-8, and the escapes above are ASCII
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
 pub fn json<T: Serialize>(value: &T) {
-    match serde_json::to_string_pretty(value) {
+    match to_json(value, true) {
         Ok(text) => say!("{text}"),
-        Err(e) => eprintln!("settle: cannot encode JSON: {e}"),
+        Err(e) => crate::tell!("settle: cannot encode JSON: {e}"),
     }
 }
 
@@ -35,7 +121,7 @@ pub fn applied(a: &Applied, what: &str) {
         Some(_) => say!("{key}: {what}: {} -> {}", a.from, a.to),
     }
     if let Some(w) = &a.warning {
-        eprintln!("warning: {}", esc(w));
+        crate::tell!("warning: {}", esc(w));
     }
 }
 
@@ -70,8 +156,11 @@ pub async fn list(ledger: &Ledger, filter: &ListFilter, viewer: &str, as_json: b
     let result = stream(ledger, filter, viewer, as_json, &mut out).await;
     match result.and_then(|()| out.flush().map_err(Failure::Io)) {
         Ok(()) => Ok(()),
-        // the reader went away (`settle list | head`): not an error
-        Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        // the reader went away (`settle list | head`): a quiet end, as for any Unix tool
+        Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            crate::stdout_failed(&e);
+            Ok(())
+        }
         Err(Failure::Io(e)) => Err(io(e)),
         Err(Failure::Ledger(e)) => Err(e),
     }
@@ -108,7 +197,7 @@ async fn stream(
             .map_err(Failure::Ledger)?;
         for v in &page.items {
             if as_json {
-                let text = serde_json::to_string(v).unwrap_or_default();
+                let text = to_json(v, false).unwrap_or_default();
                 write!(out, "{}\n  {text}", if first { "" } else { "," }).map_err(Failure::Io)?;
             } else {
                 writeln!(out, "{}", row(v)).map_err(Failure::Io)?;

@@ -5,8 +5,10 @@
 
 pub mod fingerprint;
 pub mod key;
+pub mod names;
 pub mod next_step;
 pub mod patterns;
+pub mod payload;
 pub mod policy;
 pub mod redact;
 pub mod state;
@@ -15,6 +17,7 @@ pub mod transition;
 
 pub use fingerprint::fingerprint;
 pub use key::validate_key;
+pub use names::{validate_name, validate_operator};
 pub use next_step::{NextStep, safe_next_step};
 pub use policy::{DestinationPolicy, RetryPolicy};
 pub use redact::{Redactor, escape_text};

@@ -57,7 +57,7 @@ fn is_domain(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')
 }
 
-fn find_emails(text: &str) -> Vec<Range<usize>> {
+pub(crate) fn find_emails(text: &str) -> Vec<Range<usize>> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     for (at, _) in text.match_indices('@') {
@@ -80,8 +80,16 @@ fn find_emails(text: &str) -> Vec<Range<usize>> {
     out
 }
 
-/// Digit groups separated by single spaces or dashes; any span of whole groups holding 13-19 digits
-/// that passes the Luhn check is a card-like number.
+/// Whether a byte may separate the digit groups of a written card number.
+fn card_separator(b: u8) -> bool {
+    matches!(b, b' ' | b'-' | b'.' | b'_' | b'/' | b':')
+}
+
+/// Card-like numbers in a text: a run of 13-19 digits that passes the Luhn check, written whole
+/// or in groups. Groups may be separated by one or two of ` - . _ / :` (the same separator all
+/// along a number, as people and systems write them: `4111 1111 1111 1111`, `4111.1111.1111.1111`,
+/// `4111  1111 ...`), and any span of whole groups counts. A span that mixes separators, such as a
+/// time stamp's `11-30 15:22:17.2706`, is not a card.
 pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
     let b = text.as_bytes();
     let mut out = Vec::new();
@@ -91,8 +99,9 @@ pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
             i += 1;
             continue;
         }
-        // Collect the groups of one run.
+        // Collect the groups of one run, and the separator before each (after the first).
         let mut groups: Vec<Range<usize>> = Vec::new();
+        let mut seps: Vec<&[u8]> = Vec::new();
         let mut j = i;
         loop {
             let g = j;
@@ -100,8 +109,13 @@ pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
                 j += 1;
             }
             groups.push(g..j);
-            if j + 1 < b.len() && matches!(b[j], b' ' | b'-') && b[j + 1].is_ascii_digit() {
-                j += 1;
+            let mut k = j;
+            while k < b.len() && k - j < 2 && card_separator(b[k]) {
+                k += 1;
+            }
+            if k > j && k < b.len() && b[k].is_ascii_digit() && b[j..k].iter().all(|c| *c == b[j]) {
+                seps.push(&b[j..k]);
+                j = k;
             } else {
                 break;
             }
@@ -111,6 +125,10 @@ pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
             let mut digits = String::new();
             let mut found = None;
             for (h, group) in groups.iter().enumerate().skip(g) {
+                // one written number keeps one separator (seps[k] lies between groups k and k+1)
+                if h > g && seps[h - 1] != seps[g] {
+                    break;
+                }
                 digits.push_str(&text[group.clone()]);
                 if digits.len() > 19 {
                     break;
@@ -132,6 +150,12 @@ pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
     out
 }
 
+/// Whether a JSON number is a card-like number (13-19 digits passing Luhn), e.g. `4111111111111111`.
+pub fn card_like_number(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    (13..=19).contains(&digits.len()) && digits.bytes().all(|c| c.is_ascii_digit()) && luhn(digits)
+}
+
 fn luhn(digits: &str) -> bool {
     let sum: u32 = digits
         .bytes()
@@ -149,7 +173,7 @@ fn luhn(digits: &str) -> bool {
     sum.is_multiple_of(10)
 }
 
-fn find_bearer_tokens(text: &str) -> Vec<Range<usize>> {
+pub(crate) fn find_bearer_tokens(text: &str) -> Vec<Range<usize>> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     for at in 0..b.len().saturating_sub(5) {
@@ -253,19 +277,33 @@ fn find_secret_pairs(text: &str) -> Vec<Range<usize>> {
     out
 }
 
+/// Characters that must never reach a terminal, a log line or a JSON document raw: C0 and C1
+/// controls and DEL, the bidi marks, embeddings, overrides and isolates that reorder text
+/// (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), zero-width characters that hide text
+/// (U+200B-U+200D, U+2060-U+2064, U+FEFF) and the line and paragraph separators (U+2028,
+/// U+2029) that some readers take for a new line.
+pub fn is_hostile(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        )
+}
+
 /// Shows control characters and terminal escape sequences as `\xNN` (or `\u{...}` for the Unicode
-/// controls that reorder or hide text), so stored text can never drive the terminal.
+/// characters that reorder, hide or break text, see [`is_hostile`]), so stored text can never
+/// drive the terminal.
 pub fn escape_text(text: &str) -> Cow<'_, str> {
-    fn needs(c: char) -> bool {
-        c.is_control()
-            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-    }
-    if !text.chars().any(needs) {
+    if !text.chars().any(is_hostile) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
-        if !needs(c) {
+        if !is_hostile(c) {
             out.push(c);
         } else if (c as u32) < 0x100 {
             out.push_str(&format!("\\x{:02x}", c as u32));

@@ -11,8 +11,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::patterns::redact_cow;
 pub use super::patterns::{REDACTED, escape_text, find_card_numbers, redact_text};
+use super::patterns::{card_like_number, redact_cow};
+use super::payload::NUMBER_TOKEN;
 
 /// Secrets shorter than this are not scrubbed from free text: they would destroy ordinary words.
 const MIN_SCRUB_LEN: usize = 4;
@@ -204,6 +205,24 @@ impl Redactor {
         }
     }
 
+    /// What redacts the free texts of an operation that holds more than one set of contents (a
+    /// conflict keeps the new payload beside the old): the sensitive values of all of them.
+    pub fn scrubber_of(
+        &self,
+        destination: &str,
+        action: &str,
+        payloads: &[&str],
+    ) -> OperationRedaction {
+        let mut secrets = Vec::new();
+        for p in payloads {
+            secrets.extend(self.scrubber(destination, action, p).secrets);
+        }
+        OperationRedaction {
+            payload: Value::Null,
+            secrets: tidy(secrets),
+        }
+    }
+
     fn paths(&self, destination: &str, action: &str) -> Vec<&FieldPath> {
         self.rules
             .iter()
@@ -277,7 +296,16 @@ impl<'de> serde::de::Visitor<'de> for Collect<'_, '_> {
         Ok(())
     }
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut first = true;
         while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if std::mem::take(&mut first) && k == NUMBER_TOKEN {
+                // a number as written (serde_json's arbitrary precision)
+                let text: std::borrow::Cow<'de, str> = map.next_value()?;
+                if self.sensitive || card_like_number(&text) {
+                    self.out.push(text.into_owned());
+                }
+                return Ok(());
+            }
             let by_name = self.sensitive || sensitive_key(&k);
             if self.rules.is_empty() {
                 // no configured paths: the key's name alone decides, and no path is kept
@@ -325,6 +353,13 @@ impl<'de> serde::de::Visitor<'de> for Collect<'_, '_> {
 }
 
 impl OperationRedaction {
+    /// Adds the sensitive values of other contents of the same operation (a conflicting payload).
+    pub fn with_secrets_of(mut self, other: OperationRedaction) -> OperationRedaction {
+        self.secrets.extend(other.secrets);
+        self.secrets = tidy(self.secrets);
+        self
+    }
+
     /// Redacts a free text that belongs to this operation (error, reference, note, reply).
     pub fn text(&self, text: &str) -> String {
         let mut out = redact_cow(text);
@@ -402,6 +437,13 @@ fn redact_value(
             let red = redact_text(s);
             if red != *s {
                 *s = red;
+            }
+        }
+        Value::Number(n) => {
+            let text = n.to_string();
+            if card_like_number(&text) {
+                secrets.push(text);
+                *v = Value::String(REDACTED.into());
             }
         }
         _ => {}

@@ -2,14 +2,65 @@
 
 use std::time::Duration;
 
-/// Parses `90s`, `15m`, `2h`, `3d`, `500ms` or a sum of them such as `1h30m`.
+use chrono::{DateTime, TimeDelta, Utc};
+
+/// The longest duration settle reads anywhere: a hundred years, which can still be added to or
+/// taken from any time settle meets.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// `t + d`, saturating at the end of chrono's calendar instead of panicking.
+pub fn after(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// `t - d`, saturating at the start of chrono's calendar instead of panicking.
+pub fn before(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_sub_signed(d))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// Parses a duration for a use that needs it between `min` and `max`; the error names the range.
+pub fn parse_duration_within(text: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let out_of_range = || {
+        format!(
+            "bad duration '{}': must be from {} to {}",
+            crate::domain::escape_text(text),
+            format_duration(min),
+            format_duration(max)
+        )
+    };
+    let ms = parse_millis(text)?.ok_or_else(out_of_range)?;
+    let d = Duration::from_millis(ms);
+    if d < min || d > max {
+        return Err(out_of_range());
+    }
+    Ok(d)
+}
+
+/// Parses `90s`, `15m`, `2h`, `3d`, `500ms` or a sum of them such as `1h30m`, up to
+/// [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("bad duration '{text}': use a number and a unit, e.g. 90s, 15m, 2h, 3d");
+    parse_duration_within(text, Duration::ZERO, MAX_DURATION)
+}
+
+/// The milliseconds a duration's text gives (`None`: too many to count), or why it is no duration.
+fn parse_millis(text: &str) -> Result<Option<u64>, String> {
+    let bad = || {
+        format!(
+            "bad duration '{}': use a number and a unit, e.g. 90s, 15m, 2h, 3d",
+            crate::domain::escape_text(text)
+        )
+    };
     let s = text.trim();
     if s.is_empty() {
         return Err(bad());
     }
-    let mut total: u64 = 0;
+    let mut total: Option<u64> = Some(0);
     let mut rest = s;
     while !rest.is_empty() {
         let digits = rest
@@ -18,12 +69,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         if digits == 0 {
             return Err(bad());
         }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        // a number too long for u64 is still a number: too large, not malformed
+        let n: Option<u64> = rest[..digits].parse().ok();
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let millis_per = match rest[..unit_len].trim() {
+        let millis_per: u64 = match rest[..unit_len].trim() {
             "ms" => 1,
             "s" | "sec" | "secs" => 1_000,
             "m" | "min" | "mins" => 60_000,
@@ -31,13 +83,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "d" | "day" | "days" => 86_400_000,
             _ => return Err(bad()),
         };
-        total = n
-            .checked_mul(millis_per)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(bad)?;
+        total = match (total, n) {
+            (Some(t), Some(n)) => n.checked_mul(millis_per).and_then(|v| t.checked_add(v)),
+            _ => None,
+        };
         rest = rest[unit_len..].trim_start();
     }
-    Ok(Duration::from_millis(total))
+    Ok(total)
 }
 
 /// Formats a duration as the console shows ages: `45s`, `12m`, `3h 5m`, `2d 4h`.
@@ -81,7 +133,6 @@ pub fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeDelta;
 
     #[test]
     fn parses_the_spec_examples_and_sums() {
@@ -102,6 +153,34 @@ mod tests {
             let err = parse_duration(bad).unwrap_err();
             assert!(err.contains("bad duration"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn durations_stay_in_range_and_times_never_overflow() {
+        assert!(parse_duration("106751991d").is_err());
+        assert!(parse_duration("36500d").is_ok());
+        let err = parse_duration_within(
+            "10d",
+            Duration::from_secs(1),
+            Duration::from_secs(7 * 86_400),
+        )
+        .unwrap_err();
+        assert!(err.contains("from 1s to 7d"), "{err}");
+        let now = Utc::now();
+        assert_eq!(after(now, Duration::MAX), DateTime::<Utc>::MAX_UTC);
+        assert_eq!(before(now, Duration::MAX), DateTime::<Utc>::MIN_UTC);
+        assert_eq!(
+            after(now, Duration::from_secs(60)),
+            now + TimeDelta::seconds(60)
+        );
+        assert!(parse_duration("\u{1b}]0;x").unwrap_err().contains("\\x1b"));
+        let err = parse_duration("106751991d").unwrap_err();
+        assert!(err.contains("from 0s to 36500d"), "{err}");
+        assert!(
+            parse_duration("99999999999999999999999d")
+                .unwrap_err()
+                .contains("from 0s")
+        );
     }
 
     #[test]

@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::policy::DestinationPolicy;
 use super::state::{Outcome, Resolution, State};
-use super::time::format_duration;
+use super::time::{after, format_duration};
 
 /// A lease naming the operator working an item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,7 +111,7 @@ impl Op {
         self.state == State::InFlight
             && self
                 .attempt_started_at
-                .is_some_and(|t| t + TimeDelta::from_std(timeout).unwrap_or(TimeDelta::MAX) <= now)
+                .is_some_and(|t| after(t, timeout) <= now)
     }
 
     pub fn is_exception(&self, now: DateTime<Utc>) -> bool {
@@ -469,7 +469,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             next.claim = Some(Claim {
                 by: ctx.actor.into(),
                 since,
-                expires: now + lease(ctx),
+                expires: lease_end(ctx),
             });
         }
         Command::Staff(StaffAction::Release) => {
@@ -652,8 +652,7 @@ fn finish_attempt(
                     .retry
                     .delay(used.saturating_sub(1), ctx.jitter, retry_after);
                 next.state = State::RetryWait;
-                next.next_attempt_at =
-                    Some(ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX));
+                next.next_attempt_at = Some(after(ctx.now, delay));
                 next.reason = None;
             }
         }
@@ -662,7 +661,7 @@ fn finish_attempt(
             let delay = policy
                 .retry
                 .delay(used.saturating_sub(1), ctx.jitter, retry_after);
-            let at = ctx.now + TimeDelta::from_std(delay).unwrap_or(TimeDelta::MAX);
+            let at = after(ctx.now, delay);
             if !spent && policy.dedupes_at(next.first_sent_at, at) {
                 next.state = State::RetryWait;
                 next.next_attempt_at = Some(at);
@@ -699,15 +698,16 @@ fn note(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Transition, Refusal> {
     })
 }
 
-fn lease(ctx: &Ctx) -> TimeDelta {
-    TimeDelta::from_std(ctx.lease).unwrap_or(TimeDelta::MAX)
+/// When a claim taken or renewed now expires.
+fn lease_end(ctx: &Ctx) -> DateTime<Utc> {
+    after(ctx.now, ctx.lease)
 }
 
 /// The holder's claim with its expiry pushed out (each action of the holder renews the lease).
 fn renewed(op: &Op, ctx: &Ctx) -> Option<Claim> {
     op.claim.clone().map(|mut c| {
         if c.by == ctx.actor && c.is_live(ctx.now) {
-            c.expires = ctx.now + lease(ctx);
+            c.expires = lease_end(ctx);
         }
         c
     })
@@ -757,7 +757,7 @@ fn settle_bookkeeping(old: &Op, next: &mut Op, ctx: &Ctx) {
         },
         State::InFlight => next
             .attempt_started_at
-            .map(|t| t + TimeDelta::from_std(ctx.attempt_timeout).unwrap_or(TimeDelta::MAX)),
+            .map(|t| after(t, ctx.attempt_timeout)),
         _ => None,
     };
     if !matches!(next.state, State::Pending | State::RetryWait) {

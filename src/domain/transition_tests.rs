@@ -1,5 +1,6 @@
 use super::*;
 use crate::domain::next_step::{StepKind, safe_next_step};
+use chrono::TimeDelta;
 
 const TIMEOUT: Duration = Duration::from_secs(300);
 

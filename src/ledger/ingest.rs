@@ -17,29 +17,58 @@ use serde_json::json;
 /// Lines per transaction: large enough to amortise the commit, small enough to keep locks short.
 const BATCH: usize = 500;
 
+/// One line as written: a plain struct rather than an enum tagged by `type`, because serde reads a
+/// tagged enum through a buffer that turns numbers written in full (`arbitrary_precision`, which
+/// keeps a payload's numbers as given) into maps; which fields each type needs is checked after.
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-enum Line {
-    Intent {
-        key: String,
-        workflow: String,
-        #[serde(default)]
-        step: String,
-        destination: String,
-        action: String,
-        payload: Value,
-    },
-    Attempt {
-        key: String,
-        attempt: u32,
-        outcome: Outcome,
-        #[serde(default)]
-        error: Option<String>,
-        #[serde(default)]
-        http_status: Option<u16>,
-        #[serde(default)]
-        reference: Option<String>,
-    },
+#[serde(deny_unknown_fields)]
+struct RawLine {
+    #[serde(rename = "type")]
+    kind: String,
+    key: Option<String>,
+    workflow: Option<String>,
+    step: Option<String>,
+    destination: Option<String>,
+    action: Option<String>,
+    #[serde(default, deserialize_with = "strict_payload")]
+    payload: Option<Value>,
+    attempt: Option<u32>,
+    outcome: Option<Outcome>,
+    error: Option<String>,
+    http_status: Option<u16>,
+    reference: Option<String>,
+}
+
+fn strict_payload<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    crate::domain::payload::deserialize_strict(d).map(Some)
+}
+
+/// The fields of a line of type `kind` that another type owns.
+fn foreign_fields(line: &RawLine) -> Vec<&'static str> {
+    let intent = [
+        ("workflow", line.workflow.is_some()),
+        ("step", line.step.is_some()),
+        ("destination", line.destination.is_some()),
+        ("action", line.action.is_some()),
+        ("payload", line.payload.is_some()),
+    ];
+    let attempt = [
+        ("attempt", line.attempt.is_some()),
+        ("outcome", line.outcome.is_some()),
+        ("error", line.error.is_some()),
+        ("http_status", line.http_status.is_some()),
+        ("reference", line.reference.is_some()),
+    ];
+    let other: &[(&'static str, bool)] = if line.kind == "intent" {
+        &attempt
+    } else {
+        &intent
+    };
+    other
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(f, _)| *f)
+        .collect()
 }
 
 enum Taken {
@@ -83,52 +112,78 @@ impl IngestReport {
 
 impl Ledger {
     fn parse_line(&self, text: &str) -> std::result::Result<Parsed, String> {
-        let line: Line = serde_json::from_str(text).map_err(|e| {
+        let line: RawLine = serde_json::from_str(text).map_err(|e| {
             // serde quotes the offending value: it goes through redaction like everything else.
             escape_text(&redact_text(&e.to_string())).into_owned()
         })?;
-        Ok(match line {
-            Line::Intent {
-                key,
-                workflow,
-                step,
-                destination,
-                action,
-                payload,
-            } => {
-                let intent = Intent {
-                    key,
-                    workflow,
-                    step,
-                    destination,
-                    action,
-                    payload,
-                };
-                let op = self.prepare(&intent).map_err(|e| e.to_string())?;
-                Parsed::Intent(Box::new(op), intent.workflow)
+        let foreign = foreign_fields(&line);
+        let missing = |fields: &[(&str, bool)]| -> std::result::Result<(), String> {
+            let absent: Vec<&str> = fields
+                .iter()
+                .filter(|(_, set)| !set)
+                .map(|(f, _)| *f)
+                .collect();
+            if absent.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("an {} line needs {}", line.kind, absent.join(", ")))
             }
-            Line::Attempt {
-                key,
-                attempt,
-                outcome,
-                error,
-                http_status,
-                reference,
-            } => {
-                crate::domain::validate_key(&key)?;
-                if attempt == 0 {
-                    return Err("attempts are numbered from 1".into());
-                }
-                Parsed::Attempt(AttemptReport {
-                    key,
-                    attempt: Some(attempt),
-                    outcome: Some(outcome),
-                    reference,
-                    error,
-                    http_status,
-                    retry_after: None,
-                })
+        };
+        match line.kind.as_str() {
+            "intent" | "attempt" if !foreign.is_empty() => {
+                return Err(format!(
+                    "an {} line has no field {}",
+                    line.kind,
+                    foreign.join(", ")
+                ));
             }
+            "intent" => missing(&[
+                ("key", line.key.is_some()),
+                ("workflow", line.workflow.is_some()),
+                ("destination", line.destination.is_some()),
+                ("action", line.action.is_some()),
+                ("payload", line.payload.is_some()),
+            ])?,
+            "attempt" => missing(&[
+                ("key", line.key.is_some()),
+                ("attempt", line.attempt.is_some()),
+                ("outcome", line.outcome.is_some()),
+            ])?,
+            other => {
+                return Err(format!(
+                    "unknown type '{}': use intent or attempt",
+                    escape_text(&redact_text(other))
+                ));
+            }
+        }
+        let key = line.key.unwrap_or_default();
+        Ok(if line.kind == "intent" {
+            let intent = Intent {
+                key,
+                workflow: line.workflow.unwrap_or_default(),
+                step: line.step.unwrap_or_default(),
+                destination: line.destination.unwrap_or_default(),
+                action: line.action.unwrap_or_default(),
+                payload: line.payload.unwrap_or_default(),
+            };
+            let op = self.prepare(&intent).map_err(|e| e.to_string())?;
+            Parsed::Intent(Box::new(op), intent.workflow)
+        } else {
+            let attempt = line.attempt.unwrap_or_default();
+            if attempt == 0 {
+                return Err("attempts are numbered from 1".into());
+            }
+            let report = AttemptReport {
+                key,
+                attempt: Some(attempt),
+                outcome: line.outcome,
+                reference: line.reference,
+                error: line.error,
+                http_status: line.http_status,
+                retry_after: None,
+            };
+            super::check_report(&report).map_err(|e| e.to_string())?;
+            Parsed::Attempt(report)
         })
     }
 
@@ -140,22 +195,47 @@ impl Ledger {
         actor: &str,
     ) -> Result<IngestReport> {
         let mut report = IngestReport::default();
-        let mut lines = reader.lines();
+        let mut reader = reader;
+        let mut bytes = Vec::new();
         let mut batch: Vec<(usize, Parsed)> = Vec::with_capacity(BATCH);
         let mut touched = BTreeSet::new();
         let mut number = 0;
         loop {
-            let next = lines
-                .next_line()
+            // Bytes, line by line: a line that is not UTF-8 is that line's problem, not the run's.
+            bytes.clear();
+            let read = reader
+                .read_until(b'\n', &mut bytes)
                 .await
                 .map_err(|e| Error::Invalid(format!("cannot read input: {e}")))?;
-            let Some(text) = next else { break };
+            if read == 0 {
+                break;
+            }
             number += 1;
             report.lines = number;
+            if bytes.last() == Some(&b'\n') {
+                bytes.pop();
+                if bytes.last() == Some(&b'\r') {
+                    bytes.pop();
+                }
+            }
+            let text = match std::str::from_utf8(&bytes) {
+                Ok(t) => t,
+                Err(e) => {
+                    report.problems.push(IngestProblem {
+                        line: number,
+                        refused: false,
+                        message: format!(
+                            "invalid UTF-8 (at byte {} of the line)",
+                            e.valid_up_to() + 1
+                        ),
+                    });
+                    continue;
+                }
+            };
             if text.trim().is_empty() {
                 continue;
             }
-            match self.parse_line(&text) {
+            match self.parse_line(text) {
                 Ok(p) => batch.push((number, p)),
                 Err(message) => report.problems.push(IngestProblem {
                     line: number,
@@ -204,6 +284,11 @@ impl Ledger {
                 .await
             {
                 Ok(c) => c,
+                // the database would not store a line's value: find it line by line
+                Err(Error::Unstorable(_)) => {
+                    whole = false;
+                    break 'lines;
+                }
                 Err(e) => {
                     let _ = tx.rollback().await;
                     return Err(e);
@@ -218,7 +303,9 @@ impl Ledger {
                 }
                 match self.ingest_one(&mut tx, parsed, actor).await {
                     Ok(Tried::Done(r)) => tally(&mut local, &mut local_touched, *n, parsed, Ok(r)),
-                    Ok(Tried::Raced) => {
+                    // another writer raced us, or the database would not store this line's value
+                    // (on PostgreSQL that also spoils the transaction): line by line instead
+                    Ok(Tried::Raced) | Err(Error::Unstorable(_)) => {
                         whole = false;
                         break 'lines;
                     }
@@ -366,7 +453,7 @@ fn tally(
         }
         Err(e) => report.problems.push(IngestProblem {
             line,
-            refused: !matches!(e, Error::Invalid(_)),
+            refused: !matches!(e, Error::Invalid(_) | Error::Unstorable(_)),
             message: e.to_string(),
         }),
     }

@@ -223,15 +223,51 @@ impl std::fmt::Debug for Ledger {
 }
 
 fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
-    if value.is_empty() && !may_be_empty {
-        return Err(Error::Invalid(format!("{what} must not be empty")));
+    crate::domain::validate_name(what, value, may_be_empty).map_err(Error::Invalid)
+}
+
+/// An operator acting as a person: a valid name, not one of settle's own.
+fn check_operator(name: &str) -> Result<()> {
+    crate::domain::validate_operator(name).map_err(Error::Invalid)
+}
+
+/// A text given to settle must be storable as it is on both databases (no NUL).
+fn check_text(what: &str, text: Option<&str>) -> Result<()> {
+    text.map_or(Ok(()), |t| {
+        crate::domain::payload::check_text(what, t).map_err(Error::Invalid)
+    })
+}
+
+/// The texts a staff action carries.
+fn staff_texts(action: &StaffAction) -> Vec<(&'static str, Option<&str>)> {
+    match action {
+        StaffAction::Claim { force_reason } => vec![("the reason", force_reason.as_deref())],
+        StaffAction::Release => Vec::new(),
+        StaffAction::ReconcileFound { reference, note } => vec![
+            ("the reference", Some(reference.as_str())),
+            ("the note", note.as_deref()),
+        ],
+        StaffAction::ReconcileAbsent { note } | StaffAction::Retry { note } => {
+            vec![("the note", note.as_deref())]
+        }
+        StaffAction::Close {
+            reference, note, ..
+        } => vec![
+            ("the reference", reference.as_deref()),
+            ("the note", Some(note.as_str())),
+        ],
+        StaffAction::Note { text } => vec![("the note", Some(text.as_str()))],
     }
-    if value.chars().count() > 128 || value.chars().any(char::is_control) {
-        return Err(Error::Invalid(format!(
-            "{what} must be at most 128 printable characters"
-        )));
+}
+
+/// An attempt's report: a valid key, an outcome, and texts that can be stored.
+fn check_report(report: &AttemptReport) -> Result<()> {
+    validate_key(&report.key).map_err(Error::Invalid)?;
+    if report.outcome.is_none() {
+        return Err(Error::Invalid("an attempt needs an outcome".into()));
     }
-    Ok(())
+    check_text("the error", report.error.as_deref())?;
+    check_text("the reference", report.reference.as_deref())
 }
 
 impl Ledger {
@@ -288,6 +324,7 @@ impl Ledger {
     /// Records an intended operation. Repeating it is harmless; new contents under a known key
     /// make a `conflict` that keeps both (a terminal operation refuses them).
     pub async fn record(&self, intent: &Intent, actor: &str) -> Result<Recorded> {
+        check_name("actor", actor, false)?;
         let prepared = self.prepare(intent)?;
         let result = in_transaction!(self, |conn| self.record_in(conn, &prepared, actor).await)?;
         if result == Recorded::Conflict {
@@ -302,6 +339,7 @@ impl Ledger {
         check_name("step", &intent.step, true)?;
         check_name("destination", &intent.destination, false)?;
         check_name("action", &intent.action, false)?;
+        crate::domain::payload::check_payload(&intent.payload).map_err(Error::Invalid)?;
         let fp = fingerprint(&intent.destination, &intent.action, &intent.payload);
         Ok(Op::new(
             &intent.key,
@@ -348,15 +386,15 @@ impl Ledger {
 
     /// Records an attempt's outcome (`settle attempt`, a JSON line, or the dispatcher).
     pub async fn report_attempt(&self, report: &AttemptReport, actor: &str) -> Result<Applied> {
-        validate_key(&report.key).map_err(Error::Invalid)?;
-        if report.outcome.is_none() {
-            return Err(Error::Invalid("an attempt needs an outcome".into()));
-        }
+        check_report(report)?;
+        check_name("actor", actor, false)?;
         self.act(&report.key, actor, Ask::Attempt(report)).await
     }
 
     /// Starts the next attempt of a due operation (the dispatcher's first step).
     pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
+        validate_key(key).map_err(Error::Invalid)?;
+        check_name("actor", actor, false)?;
         self.act(key, actor, Ask::Cmd(Command::StartAttempt)).await
     }
 
@@ -369,7 +407,10 @@ impl Ledger {
     /// A staff action by `actor`: claim, release, reconcile, retry, close or note.
     pub async fn staff(&self, key: &str, actor: &str, action: StaffAction) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
-        check_name("operator", actor, false)?;
+        check_operator(actor)?;
+        for (what, text) in staff_texts(&action) {
+            check_text(what, text)?;
+        }
         if let StaffAction::Close {
             superseded_by: Some(k),
             ..
@@ -501,9 +542,14 @@ impl Ledger {
         let Some(t) = apply(op, &cmd, &ctx)? else {
             return Ok(unchanged(op));
         };
+        // Every set of contents this key has held (and the one arriving, for a conflict): their
+        // sensitive values never reach the append-only events.
+        let mut payloads = vec![op.payload.as_str()];
+        payloads.extend(t.op.conflicting_payload.as_deref());
+        payloads.extend(op.conflicting_payload.as_deref());
         let redaction = self
             .redactor
-            .scrubber(&op.destination, &op.action, &op.payload);
+            .scrubber_of(&op.destination, &op.action, &payloads);
         let detail = redaction.json(&t.detail).to_string();
         Ok(Decided::Change(Box::new(Change {
             id,
@@ -530,6 +576,8 @@ impl Ledger {
     /// Returns false when it was already paused.
     pub async fn pause(&self, workflow: &str, reason: &str, actor: &str) -> Result<bool> {
         check_name("workflow", workflow, false)?;
+        check_operator(actor)?;
+        check_text("the reason", Some(reason))?;
         if reason.trim().is_empty() {
             return Err(Error::Invalid("pause needs --reason".into()));
         }
@@ -540,6 +588,7 @@ impl Ledger {
     /// Resumes a paused workflow. Returns false when it was not paused.
     pub async fn resume(&self, workflow: &str, actor: &str) -> Result<bool> {
         check_name("workflow", workflow, false)?;
+        check_operator(actor)?;
         self.set_paused(workflow, false, None, actor, "resumed")
             .await
     }
@@ -600,7 +649,9 @@ impl Ledger {
         Ok(Tried::Done(true))
     }
 
-    /// The stopping threshold (SPEC section 7): pause a workflow whose exceptions passed it.
+    /// The stopping threshold (SPEC section 7): pause a workflow whose exceptions passed it. A
+    /// resume holds: after one, only an exception recorded since can pause the workflow again
+    /// (a sweep, a restart or a console start never re-pauses by itself).
     pub async fn check_threshold(&self, workflow: &str) -> Result<bool> {
         let Some(limit) = self
             .config
@@ -610,16 +661,32 @@ impl Ledger {
         else {
             return Ok(false);
         };
+        in_transaction!(self, |conn| self.threshold_in(conn, workflow, &limit).await)
+    }
+
+    async fn threshold_in(
+        &self,
+        conn: &mut AnyConnection,
+        workflow: &str,
+        limit: &crate::config::PauseWhen,
+    ) -> Result<Tried<bool>> {
         let now = self.now();
-        let (count, oldest) = {
-            let mut conn = self.pooled().await?;
-            store::exception_summary(&mut conn, Some(workflow), now).await?
-        };
+        let row = store::workflow(conn, workflow).await?;
+        if row.as_ref().is_some_and(|w| w.paused) {
+            return Ok(Tried::Done(false));
+        }
+        let summary = store::exception_summary(conn, Some(workflow), now).await?;
+        // an unpaused row with a time of change was resumed then
+        let resumed = row.as_ref().and_then(|w| w.paused_at);
+        if resumed.is_some_and(|r| summary.newest.is_none_or(|n| n <= r)) {
+            return Ok(Tried::Done(false));
+        }
+        let count = summary.count;
         let by_count = limit
             .unresolved
             .filter(|n| count as u64 >= *n)
             .map(|n| format!("{count} unresolved exceptions (limit {n})"));
-        let by_age = match (limit.oldest, oldest) {
+        let by_age = match (limit.oldest, summary.oldest) {
             (Some(max), Some(t)) if (now - t).to_std().unwrap_or_default() > max => Some(format!(
                 "oldest exception {} old (limit {})",
                 crate::domain::format_age(now - t),
@@ -629,16 +696,18 @@ impl Ledger {
         };
         match by_count.or(by_age) {
             Some(why) => {
-                self.set_paused(
+                let reason = format!("stopping threshold: {why}");
+                self.set_paused_in(
+                    conn,
                     workflow,
                     true,
-                    Some(&format!("stopping threshold: {why}")),
+                    Some(&reason),
                     SYSTEM_ACTOR,
                     "auto_paused",
                 )
                 .await
             }
-            None => Ok(false),
+            None => Ok(Tried::Done(false)),
         }
     }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::Ledger;
@@ -136,7 +136,7 @@ impl Ledger {
     ) -> Result<Page> {
         let now = self.now();
         let limit = limit.max(1);
-        let cutoff = |d: Duration| now - TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
+        let cutoff = |d: Duration| crate::domain::time::before(now, d);
         let mut states: Vec<State> = match filter.scope {
             Scope::InProgress => IN_PROGRESS.to_vec(),
             Scope::Closed => CLOSED.to_vec(),
@@ -250,9 +250,15 @@ impl Ledger {
         paused: bool,
         now: DateTime<Utc>,
     ) -> OperationView {
-        let red = self
-            .redactor
-            .scrubber(&op.destination, &op.action, &op.payload);
+        let red = match &op.conflicting_payload {
+            None => self
+                .redactor
+                .scrubber(&op.destination, &op.action, &op.payload),
+            Some(other) => {
+                self.redactor
+                    .scrubber_of(&op.destination, &op.action, &[&op.payload, other])
+            }
+        };
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         let reason = text(&op.reason);
         // the error usually is the reason: redact it once
@@ -323,14 +329,19 @@ impl Ledger {
             .is_some_and(|w| w.paused);
         let attempts = store::attempts(&mut conn, id).await?;
         let events = store::events_of(&mut conn, id).await?;
-        let red = self
+        let mut red = self
             .redactor
             .for_operation(&op.destination, &op.action, &op.payload);
-        let conflicting = op.conflicting_payload.as_deref().map(|p| {
-            self.redactor
-                .for_operation(&op.destination, &op.action, p)
-                .payload
-        });
+        // a conflict's new contents are redacted alike, and their values scrubbed from every text
+        let conflicting = match op.conflicting_payload.as_deref() {
+            Some(p) => {
+                let other = self.redactor.for_operation(&op.destination, &op.action, p);
+                let shown = other.payload.clone();
+                red = red.with_secrets_of(other);
+                Some(shown)
+            }
+            None => None,
+        };
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         Ok(OperationDetail {
             op: self.view(
@@ -376,7 +387,8 @@ impl Ledger {
         for (s, n) in store::count_by_state(&mut conn).await? {
             by_state.insert(s, n);
         }
-        let (exceptions, oldest) = store::exception_summary(&mut conn, None, now).await?;
+        let summary = store::exception_summary(&mut conn, None, now).await?;
+        let (exceptions, oldest) = (summary.count, summary.oldest);
         let paused = store::paused_workflows(&mut conn).await?;
         Ok(Stats {
             by_state,
@@ -392,7 +404,8 @@ impl Ledger {
     pub async fn header_stats(&self) -> Result<Stats> {
         let now = self.now();
         let mut conn = self.pooled().await?;
-        let (exceptions, oldest) = store::exception_summary(&mut conn, None, now).await?;
+        let summary = store::exception_summary(&mut conn, None, now).await?;
+        let (exceptions, oldest) = (summary.count, summary.oldest);
         let unknown = store::count_exceptions_in(&mut conn, State::Unknown, now).await?;
         let paused = store::paused_workflows(&mut conn).await?;
         Ok(Stats {
@@ -424,7 +437,7 @@ impl Ledger {
         let now = self.now();
         let backend = self.store.backend();
         Ok(
-            !store::due_ops(&mut conn, destinations, &[], now, 1, backend, None)
+            !store::due_ops(&mut conn, destinations, &[], &[], now, 1, backend, None)
                 .await?
                 .is_empty(),
         )
@@ -464,9 +477,13 @@ impl Ledger {
         Ok(rows
             .into_iter()
             .map(|(e, op)| match op {
-                Some((key, dest, action, payload)) => {
-                    let red = self.redactor.scrubber(&dest, &action, &payload);
-                    event_view(e, &|v| red.json(v), Some(key))
+                Some(op) => {
+                    let mut payloads = vec![op.payload.as_str()];
+                    payloads.extend(op.conflicting_payload.as_deref());
+                    let red = self
+                        .redactor
+                        .scrubber_of(&op.destination, &op.action, &payloads);
+                    event_view(e, &|v| red.json(v), Some(op.key))
                 }
                 None => event_view(
                     e,

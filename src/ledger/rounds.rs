@@ -31,6 +31,7 @@ pub struct Finished {
 pub struct StartedOp {
     pub key: String,
     pub destination: String,
+    pub action: String,
     pub attempt: u32,
     /// An attempt of the current budget was made before.
     pub retry: bool,
@@ -57,6 +58,50 @@ struct Budget {
     since: DateTime<Utc>,
     version: Option<i64>,
     changed: bool,
+}
+
+/// A workflow with a stopping threshold by count (SPEC 7), as one round sees it: its exceptions
+/// and the attempts of it still running, kept up to date with the round's own changes.
+struct Guard {
+    limit: u64,
+    row: Option<crate::store::WorkflowRow>,
+    exceptions: i64,
+    running: i64,
+    /// An operation of it became an exception in this round.
+    new_exception: bool,
+    /// Paused in this round, with this reason (its audit event is written with the round's).
+    paused_now: Option<String>,
+    started: i64,
+}
+
+impl Guard {
+    fn changed(
+        &mut self,
+        before: &crate::domain::Op,
+        after: &crate::domain::Op,
+        now: DateTime<Utc>,
+    ) {
+        let (was, is) = (before.is_exception(now), after.is_exception(now));
+        self.exceptions += i64::from(is) - i64::from(was);
+        let running =
+            |op: &crate::domain::Op, exception: bool| op.state == State::InFlight && !exception;
+        self.running += i64::from(running(after, is)) - i64::from(running(before, was));
+        self.new_exception |= is && !was;
+    }
+
+    /// How many more attempts of it may start: never more than could become the exceptions that
+    /// are still short of the limit, so that with a destination that rejects everything exactly
+    /// `limit` requests reach it, at any concurrency. A workflow resumed while over its limit
+    /// sends one at a time: its next exception pauses it again with nothing else in flight.
+    fn room(&self) -> i64 {
+        let limit = self.limit as i64;
+        let allowance = if self.exceptions < limit {
+            limit - self.exceptions
+        } else {
+            1
+        };
+        allowance - self.running - self.started
+    }
 }
 
 /// A refusal concerns one operation; anything else (the database) ends the round.
@@ -156,6 +201,28 @@ impl Ledger {
         for d in touched {
             self.budget(conn, &mut budgets, d, now).await?;
         }
+        // The workflows with a stopping threshold by count, held in name order (after the
+        // budgets, as every round takes them): rounds of several dispatchers take turns on each.
+        let mut guards: BTreeMap<String, Guard> = BTreeMap::new();
+        for (name, w) in &self.config.workflows {
+            let Some(limit) = w.pause_when.as_ref().and_then(|p| p.unresolved) else {
+                continue;
+            };
+            let row = conn.hold_workflow(name).await?;
+            let (exceptions, running) = conn.threshold_counts(name, now).await?;
+            guards.insert(
+                name.clone(),
+                Guard {
+                    limit,
+                    row,
+                    exceptions,
+                    running,
+                    new_exception: false,
+                    paused_now: None,
+                    started: 0,
+                },
+            );
+        }
         for f in finished {
             let key = f.report.key.as_str();
             let Some((id, op)) = own.remove(key) else {
@@ -186,6 +253,12 @@ impl Ledger {
                         }
                         _ => None,
                     };
+                    if let Some(g) = guards.get_mut(&op.workflow) {
+                        g.changed(&op, &c.op, now);
+                        if let Some(l) = &lookup {
+                            g.changed(&c.op, &l.op, now);
+                        }
+                    }
                     changes.push(c);
                     if let Some(l) = lookup {
                         round.looked_up += 1;
@@ -214,6 +287,33 @@ impl Ledger {
             round.finished.push(result);
         }
 
+        // A new exception that brings a workflow to its limit pauses it now, in this round:
+        // nothing of it starts after the exception that reached the limit.
+        for (name, g) in guards.iter_mut() {
+            let paused = g.row.as_ref().is_some_and(|w| w.paused);
+            if paused || !g.new_exception || g.exceptions < g.limit as i64 {
+                continue;
+            }
+            let reason = format!(
+                "stopping threshold: {} unresolved exceptions (limit {})",
+                g.exceptions, g.limit
+            );
+            let version = g.row.as_ref().map(|w| w.version);
+            if !conn
+                .set_paused(name, true, Some(&reason), SYSTEM_ACTOR, now, version)
+                .await?
+            {
+                return Ok(Tried::Raced);
+            }
+            g.paused_now = Some(reason);
+        }
+        // Workflows with no room for another attempt: their due operations are left for later.
+        let held: Vec<String> = guards
+            .iter()
+            .filter(|(_, g)| g.paused_now.is_none() && g.room() <= 0)
+            .map(|(name, _)| name.clone())
+            .collect();
+
         // Destinations whose budget cannot pay for a retry: their retries are passed over.
         let starved: Vec<String> = budgets
             .iter()
@@ -224,12 +324,19 @@ impl Ledger {
             .due_ops(
                 destinations,
                 &starved,
+                &held,
                 now,
                 limit,
                 Some(store::Lock::SkipLocked),
             )
             .await?;
         for (id, op) in due {
+            if guards
+                .get(&op.workflow)
+                .is_some_and(|g| g.paused_now.is_some() || g.room() <= 0)
+            {
+                continue;
+            }
             let retry = op.attempts > op.budget_start;
             let left = if retry {
                 let b = self
@@ -254,12 +361,16 @@ impl Ledger {
                         b.bucket = left;
                         b.changed = true;
                     }
+                    if let Some(g) = guards.get_mut(&op.workflow) {
+                        g.started += 1;
+                    }
                     changes.push(c);
                     round.started.push(StartedOp {
                         attempt: op.attempts + 1,
                         retry,
                         key: op.key,
                         destination: op.destination,
+                        action: op.action,
                         payload: op.payload,
                     });
                 }
@@ -271,6 +382,23 @@ impl Ledger {
         }
         if !write_changes(conn, &changes).await? {
             return Ok(Tried::Raced);
+        }
+        // the pauses' audit events after the exceptions that caused them
+        for (name, g) in &guards {
+            if let Some(reason) = &g.paused_now {
+                let detail = serde_json::json!({ "reason": reason }).to_string();
+                conn.insert_event(&store::NewEvent {
+                    operation_id: None,
+                    workflow: Some(name),
+                    at: now,
+                    actor: SYSTEM_ACTOR,
+                    kind: "auto_paused",
+                    from_state: None,
+                    to_state: None,
+                    detail: &detail,
+                })
+                .await?;
+            }
         }
         for (destination, b) in &budgets {
             if b.changed
@@ -314,6 +442,14 @@ impl Ledger {
             );
         }
         Ok(budgets.get_mut(destination).expect("inserted above"))
+    }
+
+    /// What scrubs a destination's answer to one started operation before it is stored, logged or
+    /// printed: the built-in patterns and the sensitive values of the payload that was sent, which
+    /// a destination may echo back (SPEC 8, 11a).
+    pub fn answer_scrubber(&self, op: &StartedOp) -> crate::domain::redact::OperationRedaction {
+        self.redactor
+            .scrubber(&op.destination, &op.action, &op.payload)
     }
 
     /// A destination's retry budget as it stands now (full when never drawn on).

@@ -18,7 +18,7 @@ use super::queries::{
 };
 use super::round_store::RoundStore;
 use super::rows::{
-    AttemptRow, Cells, Col, WorkflowRow, attempt_from_row, op_from_row, workflow_from_row,
+    AttemptRow, Cells, Col, WorkflowRow, attempt_from_row, get, op_from_row, workflow_from_row,
 };
 use crate::domain::Op;
 use crate::domain::redact::redact_text;
@@ -190,14 +190,51 @@ impl RoundStore for DirectTx<'_> {
         &mut self,
         destinations: &[String],
         starved: &[String],
+        held: &[String],
         now: DateTime<Utc>,
         limit: usize,
         _lock: Option<Lock>,
     ) -> Result<Vec<(i64, Op)>> {
-        match due_ops_stmt(destinations, starved, now, limit, "") {
+        match due_ops_stmt(destinations, starved, held, now, limit, "") {
             Some(stmt) => self.rows(&stmt, |r| op_from_row(r)),
             None => Ok(Vec::new()),
         }
+    }
+
+    async fn hold_workflow(&mut self, name: &str) -> Result<Option<WorkflowRow>> {
+        // the write transaction already holds the whole database
+        self.execute(&queries::ensure_workflow_stmt(name))?;
+        Ok(self
+            .rows(&workflow_stmt(name), |r| workflow_from_row(r))?
+            .pop())
+    }
+
+    async fn threshold_counts(&mut self, workflow: &str, now: DateTime<Utc>) -> Result<(i64, i64)> {
+        let stmt = queries::threshold_counts_stmt(workflow, now);
+        self.rows(&stmt, |r| Ok((get(r, "exceptions")?, get(r, "running")?)))?
+            .pop()
+            .ok_or_else(|| Error::Unavailable("database: no count came back".into()))
+    }
+
+    async fn set_paused(
+        &mut self,
+        name: &str,
+        paused: bool,
+        reason: Option<&str>,
+        by: &str,
+        at: DateTime<Utc>,
+        expected_version: Option<i64>,
+    ) -> Result<bool> {
+        let stmt = queries::set_paused_stmt(name, paused, reason, by, at, expected_version);
+        Ok(self.execute(&stmt)? == 1)
+    }
+
+    async fn insert_event(&mut self, event: &NewEvent<'_>) -> Result<()> {
+        self.execute(&insert_events_stmt(
+            Marks::InOrder,
+            std::slice::from_ref(event),
+        ))?;
+        Ok(())
     }
 
     async fn budget(

@@ -76,6 +76,49 @@ pub fn display_url(url: &str) -> String {
     crate::domain::escape_text(&masked).into_owned()
 }
 
+/// Checks a SQLite database file before any pool waits on it, so that a wrong path is one clear
+/// line at once rather than a connection timeout: a directory, an unreadable file or a file that
+/// is not a SQLite database is refused. A missing file is created (when `create`) readable by its
+/// owner only, as it will hold raw payloads; SQLite gives its `-wal` and `-shm` files the same
+/// permissions.
+fn prepare_sqlite_file(path: &std::path::Path, shown: &str, create: bool) -> Result<()> {
+    use std::io::Read;
+    let unusable = |why: String| Error::Unavailable(format!("cannot open database {shown}: {why}"));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(unusable("it is a directory, not a database file".into())),
+        Ok(_) => {
+            let mut file = std::fs::File::open(path).map_err(|e| unusable(e.to_string()))?;
+            let mut head = [0u8; 16];
+            let mut got = 0;
+            while got < head.len() {
+                match file.read(&mut head[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) => return Err(unusable(e.to_string())),
+                }
+            }
+            // an empty file is one SQLite makes a database of
+            if got == 0 || &head == b"SQLite format 3\0" {
+                Ok(())
+            } else {
+                Err(unusable("the file is not a SQLite database".into()))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            match options.open(path) {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(unusable(e.to_string())),
+            }
+        }
+        Err(e) => Err(unusable(e.to_string())),
+    }
+}
+
 /// The backend's own driver, for the list query the console runs on every page: `Any` copies
 /// every cell of every row into its own values, which made a page of 50 rows 1.8x slower.
 #[derive(Clone, Debug)]
@@ -160,6 +203,11 @@ impl Store {
             ),
             Backend::Postgres => (url.to_string(), 8),
         };
+        if backend == Backend::Sqlite {
+            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&connect_url)
+                .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
+            prepare_sqlite_file(options.get_filename(), &shown_url, !url.contains("mode="))?;
+        }
         let max = if profile == Profile::Console { 2 } else { max };
         let cache = format!("PRAGMA cache_size = {}", profile.sqlite_cache());
         let pool = AnyPoolOptions::new()

@@ -10,7 +10,7 @@ use super::rows::*;
 use crate::domain::{Op, Outcome, State};
 use crate::error::{Error, Result};
 
-fn db(e: sqlx::Error) -> Error {
+pub(crate) fn db(e: sqlx::Error) -> Error {
     Error::db("database", e)
 }
 
@@ -253,10 +253,67 @@ pub(crate) async fn count_rows(conn: &mut AnyConnection, table: &str) -> Result<
 }
 
 pub(crate) fn workflow_stmt(name: &str) -> Stmt<'_> {
+    workflow_locked_stmt(name, "")
+}
+
+/// A workflow's row, held until the transaction ends where `lock` says so.
+pub(crate) fn workflow_locked_stmt<'a>(name: &'a str, lock: &str) -> Stmt<'a> {
     Stmt::new(
-        "SELECT name, paused, paused_reason, paused_by, paused_at, version FROM workflows WHERE name = $1",
+        format!(
+            "SELECT name, paused, paused_reason, paused_by, paused_at, version FROM workflows WHERE name = $1{lock}"
+        ),
         vec![Cell::Text(Some(name))],
     )
+}
+
+/// Makes a workflow's row (unpaused, never paused or resumed) if it has none, so that it can be
+/// held: the rounds of several dispatchers take turns on a workflow with a stopping threshold.
+pub(crate) fn ensure_workflow_stmt(name: &str) -> Stmt<'_> {
+    Stmt::new(
+        "INSERT INTO workflows (name, paused, version) VALUES ($1, 0, 1) ON CONFLICT (name) DO NOTHING",
+        vec![Cell::Text(Some(name))],
+    )
+}
+
+/// A workflow's exceptions at `now` and its attempts still running (in flight, inside their
+/// timeout): what its stopping threshold counts, and what may yet become exceptions.
+pub(crate) fn threshold_counts_stmt(workflow: &str, now: DateTime<Utc>) -> Stmt<'_> {
+    Stmt::new(
+        "SELECT COALESCE(SUM(CASE WHEN exception_since <= $2 THEN 1 ELSE 0 END), 0) AS exceptions, \
+         COALESCE(SUM(CASE WHEN exception_since > $2 AND state = 'in_flight' THEN 1 ELSE 0 END), 0) AS running \
+         FROM operations WHERE workflow = $1 AND exception_since IS NOT NULL",
+        vec![Cell::Text(Some(workflow)), Cell::Int(Some(ms(now)))],
+    )
+}
+
+/// Sets a workflow's pause flag, a compare-and-set on its version (no version: the row is new).
+pub(crate) fn set_paused_stmt<'a>(
+    name: &'a str,
+    paused: bool,
+    reason: Option<&'a str>,
+    by: &'a str,
+    at: DateTime<Utc>,
+    expected_version: Option<i64>,
+) -> Stmt<'a> {
+    let mut cells = vec![
+        Cell::Text(Some(name)),
+        Cell::Int(Some(i64::from(paused))),
+        Cell::Text(reason),
+        Cell::Text(Some(by)),
+        Cell::Int(Some(ms(at))),
+    ];
+    let sql = match expected_version {
+        None => {
+            "INSERT INTO workflows (name, paused, paused_reason, paused_by, paused_at, version) \
+             VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (name) DO NOTHING"
+        }
+        Some(v) => {
+            cells.push(Cell::Int(Some(v)));
+            "UPDATE workflows SET paused = $2, paused_reason = $3, paused_by = $4, paused_at = $5, \
+             version = version + 1 WHERE name = $1 AND version = $6"
+        }
+    };
+    Stmt::new(sql, cells)
 }
 
 pub(crate) async fn workflow(conn: &mut AnyConnection, name: &str) -> Result<Option<WorkflowRow>> {
@@ -275,7 +332,7 @@ pub(crate) async fn paused_workflows(conn: &mut AnyConnection) -> Result<Vec<Wor
     rows.iter().map(workflow_from_row).collect()
 }
 
-/// Sets a workflow's pause flag; compare-and-set on its version (0 creates the row).
+/// Sets a workflow's pause flag; compare-and-set on its version (`None` creates the row).
 pub(crate) async fn set_paused(
     conn: &mut AnyConnection,
     name: &str,
@@ -285,44 +342,38 @@ pub(crate) async fn set_paused(
     at: DateTime<Utc>,
     expected_version: Option<i64>,
 ) -> Result<bool> {
-    let q = match expected_version {
-        None => sqlx::query(
-            "INSERT INTO workflows (name, paused, paused_reason, paused_by, paused_at, version) \
-             VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (name) DO NOTHING",
-        ),
-        Some(_) => sqlx::query(
-            "UPDATE workflows SET paused = $2, paused_reason = $3, paused_by = $4, paused_at = $5, \
-             version = version + 1 WHERE name = $1 AND version = $6",
-        ),
-    };
-    let q = q
-        .bind(name)
-        .bind(i64::from(paused))
-        .bind(reason)
-        .bind(by)
-        .bind(ms(at));
-    let q = match expected_version {
-        Some(v) => q.bind(v),
-        None => q,
-    };
-    Ok(q.execute(conn).await.map_err(db)?.rows_affected() == 1)
+    let stmt = set_paused_stmt(name, paused, reason, by, at, expected_version);
+    Ok(stmt
+        .query()
+        .execute(conn)
+        .await
+        .map_err(db)?
+        .rows_affected()
+        == 1)
 }
 
-/// Count and oldest start of the exceptions at `now`, for one workflow or all.
+/// The exceptions at `now`, for one workflow or all: how many, and when the oldest and the newest
+/// became exceptions.
+pub(crate) struct ExceptionSummary {
+    pub count: i64,
+    pub oldest: Option<DateTime<Utc>>,
+    pub newest: Option<DateTime<Utc>>,
+}
+
 pub(crate) async fn exception_summary(
     conn: &mut AnyConnection,
     workflow: Option<&str>,
     now: DateTime<Utc>,
-) -> Result<(i64, Option<DateTime<Utc>>)> {
+) -> Result<ExceptionSummary> {
     let row = match workflow {
         Some(w) => sqlx::query(
-            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
-             WHERE workflow = $1 AND exception_since IS NOT NULL AND exception_since <= $2",
+            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest, MAX(exception_since) AS newest \
+             FROM operations WHERE workflow = $1 AND exception_since IS NOT NULL AND exception_since <= $2",
         )
         .bind(w),
         None => sqlx::query(
-            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
-             WHERE exception_since IS NOT NULL AND exception_since <= $1",
+            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest, MAX(exception_since) AS newest \
+             FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1",
         ),
     }
     .bind(ms(now))
@@ -331,7 +382,12 @@ pub(crate) async fn exception_summary(
     .map_err(db)?;
     let n: i64 = sqlx::Row::try_get(&row, "n").map_err(db)?;
     let oldest: Option<i64> = sqlx::Row::try_get(&row, "oldest").map_err(db)?;
-    Ok((n, oldest.map(time)))
+    let newest: Option<i64> = sqlx::Row::try_get(&row, "newest").map_err(db)?;
+    Ok(ExceptionSummary {
+        count: n,
+        oldest: oldest.map(time),
+        newest: newest.map(time),
+    })
 }
 
 pub(crate) async fn count_by_state(conn: &mut AnyConnection) -> Result<Vec<(State, i64)>> {
@@ -531,15 +587,25 @@ pub(crate) async fn count_live_claims(
     .map_err(db)
 }
 
-/// The newest audit events with their operation's key, destination, action and payload (the
-/// payload only to redact the detail).
+/// An event's operation, as the activity feed needs it: its key, and what redacts the detail
+/// (destination, action, payload and any conflicting payload).
+pub(crate) struct EventSubject {
+    pub key: String,
+    pub destination: String,
+    pub action: String,
+    pub payload: String,
+    pub conflicting_payload: Option<String>,
+}
+
+/// The newest audit events with their operation.
 pub(crate) async fn recent_events(
     conn: &mut AnyConnection,
     limit: i64,
-) -> Result<Vec<(EventRow, Option<(String, String, String, String)>)>> {
+) -> Result<Vec<(EventRow, Option<EventSubject>)>> {
     let rows = sqlx::query(
         "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
-         o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload \
+         o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
+         o.conflicting_payload AS op_conflicting_payload \
          FROM events e LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC LIMIT $1",
     )
     .bind(limit)
@@ -551,12 +617,13 @@ pub(crate) async fn recent_events(
             let e = event_from_row(r)?;
             let key: Option<String> = get(r, "op_key")?;
             let op = match key {
-                Some(k) => Some((
-                    k,
-                    get(r, "op_destination")?,
-                    get(r, "op_action")?,
-                    get(r, "op_payload")?,
-                )),
+                Some(key) => Some(EventSubject {
+                    key,
+                    destination: get(r, "op_destination")?,
+                    action: get(r, "op_action")?,
+                    payload: get(r, "op_payload")?,
+                    conflicting_payload: get(r, "op_conflicting_payload")?,
+                }),
                 None => None,
             };
             Ok((e, op))
@@ -587,6 +654,7 @@ pub(crate) async fn count_exceptions_in(
 pub(crate) fn due_ops_stmt<'a>(
     destinations: &'a [String],
     starved: &'a [String],
+    held: &'a [String],
     now: DateTime<Utc>,
     limit: usize,
     lock: &str,
@@ -602,12 +670,25 @@ pub(crate) fn due_ops_stmt<'a>(
             marks(Marks::Numbered, 3 + destinations.len(), starved.len(), &[])
         )
     };
+    let held_back = if held.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " AND workflow NOT IN {}",
+            marks(
+                Marks::Numbered,
+                3 + destinations.len() + starved.len(),
+                held.len(),
+                &[]
+            )
+        )
+    };
     let sql = format!(
         "SELECT {OP_COLUMNS} FROM operations \
          WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
-         AND destination IN {}{waiting} ORDER BY next_attempt_at, id LIMIT $2{lock}",
+         AND destination IN {}{waiting}{held_back} ORDER BY next_attempt_at, id LIMIT $2{lock}",
         marks(Marks::Numbered, 3, destinations.len(), &[]),
     );
     let mut cells = vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit as i64))];
@@ -615,22 +696,25 @@ pub(crate) fn due_ops_stmt<'a>(
         destinations
             .iter()
             .chain(starved)
+            .chain(held)
             .map(|d| Cell::Text(Some(d.as_str()))),
     );
     Some(Stmt::new(sql, cells))
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn due_ops(
     conn: &mut AnyConnection,
     destinations: &[String],
     starved: &[String],
+    held: &[String],
     now: DateTime<Utc>,
     limit: usize,
     backend: super::Backend,
     lock: Option<Lock>,
 ) -> Result<Vec<(i64, Op)>> {
     let lock = lock.map_or("", |l| lock_clause(backend, l));
-    let Some(stmt) = due_ops_stmt(destinations, starved, now, limit, lock) else {
+    let Some(stmt) = due_ops_stmt(destinations, starved, held, now, limit, lock) else {
         return Ok(Vec::new());
     };
     let rows = stmt.query().fetch_all(conn).await.map_err(db)?;
@@ -806,7 +890,7 @@ impl<'a> Stmt<'a> {
         }
     }
 
-    fn query(&self) -> Query<'_, sqlx::Any, AnyArguments<'_>> {
+    pub(crate) fn query(&self) -> Query<'_, sqlx::Any, AnyArguments<'_>> {
         bind_cells(sqlx::query(&self.sql), &self.cells)
     }
 }
@@ -860,7 +944,7 @@ pub(crate) enum Lock {
     SkipLocked,
 }
 
-fn lock_clause(backend: super::Backend, lock: Lock) -> &'static str {
+pub(crate) fn lock_clause(backend: super::Backend, lock: Lock) -> &'static str {
     match (backend, lock) {
         (super::Backend::Sqlite, _) => "",
         (super::Backend::Postgres, Lock::Wait) => " FOR UPDATE",
