@@ -2,9 +2,10 @@
 //!
 //! `POST /tasks` creates a task and returns its id. With an `Idempotency-Key` and deduplication
 //! on, a repeat returns the original task (`409` while the first is still being made, `422` when
-//! the same key comes with a different body). `GET /tasks?key=K` looks a key up; `GET /stats`
-//! counts the tasks really created, per key. Faults come from the profile (`--fault`), a request
-//! header (`X-Sim-Fault`), or a seeded random schedule (`--fault-rate` with `--seed`).
+//! the same key comes with a different body). `GET /tasks?key=K` looks a key up (and shows the
+//! body exactly as it arrived); `GET /stats` counts the tasks really created, per key, and the
+//! requests that arrived. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
+//! header or `_sim_fault` in its body), or a seeded random schedule (`--fault-rate`, `--seed`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,15 +40,31 @@ pub enum Fault {
     Unavailable,
     /// The task is created, then a 500.
     ErrorAfterCommit,
+    /// 422 whose plain-text body holds a NUL byte (`bad\0request`); nothing created.
+    RejectNul,
+    /// 422 whose body quotes the request it got, secrets and all; nothing created.
+    Echo,
 }
 
 impl Fault {
+    /// The faults a random schedule draws from (`--fault-rate`).
     pub const ALL: [Fault; 5] = [
         Fault::Reject,
         Fault::DropAfterCommit,
         Fault::LateAfterCommit,
         Fault::Unavailable,
         Fault::ErrorAfterCommit,
+    ];
+
+    /// Every fault that can be asked for by name.
+    pub const NAMED: [Fault; 7] = [
+        Fault::Reject,
+        Fault::DropAfterCommit,
+        Fault::LateAfterCommit,
+        Fault::Unavailable,
+        Fault::ErrorAfterCommit,
+        Fault::RejectNul,
+        Fault::Echo,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,15 +74,20 @@ impl Fault {
             Fault::LateAfterCommit => "late",
             Fault::Unavailable => "unavailable",
             Fault::ErrorAfterCommit => "error",
+            Fault::RejectNul => "reject-nul",
+            Fault::Echo => "echo",
         }
     }
 
     pub fn parse(text: &str) -> std::result::Result<Fault, String> {
-        Fault::ALL
+        Fault::NAMED
             .into_iter()
             .find(|f| f.as_str() == text)
             .ok_or_else(|| {
-                format!("unknown fault '{text}': use reject, drop, late, unavailable or error")
+                format!(
+                    "unknown fault '{}': use reject, drop, late, unavailable, error, reject-nul or echo",
+                    crate::domain::escape_text(text)
+                )
             })
     }
 }
@@ -108,6 +130,9 @@ pub struct Task {
     pub id: String,
     pub key: Option<String>,
     pub body: Value,
+    /// The request's body exactly as it arrived.
+    #[serde(default)]
+    pub received: String,
     pub created_at: DateTime<Utc>,
 }
 
@@ -115,6 +140,9 @@ pub struct Task {
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Records {
     tasks: Vec<Task>,
+    /// Every create request that arrived, whatever came of it.
+    #[serde(default)]
+    requests: u64,
 }
 
 struct Sim {
@@ -148,12 +176,19 @@ impl Sim {
     fn fault_for(
         &self,
         headers: &HeaderMap,
+        body: &Value,
         key: Option<&str>,
     ) -> std::result::Result<Option<Fault>, String> {
-        if let Some(v) = headers.get("x-sim-fault") {
-            let text = v
-                .to_str()
-                .map_err(|_| "bad X-Sim-Fault header".to_string())?;
+        // asked for by the request: an `X-Sim-Fault` header, or `_sim_fault` in the body (what a
+        // dispatcher sends is the payload, so a drill can pick each operation's fault)
+        let asked = match headers.get("x-sim-fault") {
+            Some(v) => Some(
+                v.to_str()
+                    .map_err(|_| "bad X-Sim-Fault header".to_string())?,
+            ),
+            None => body.get("_sim_fault").and_then(Value::as_str),
+        };
+        if let Some(text) = asked {
             return if text == "none" {
                 Ok(None)
             } else {
@@ -210,20 +245,44 @@ impl futures_core::Stream for ErrorOnce {
 async fn create(
     State(sim): State<Arc<Sim>>,
     headers: HeaderMap,
-    Json(body): Json<Value>,
+    raw: axum::body::Bytes,
 ) -> Response {
     if !sim.profile.latency.is_zero() {
         tokio::time::sleep(sim.profile.latency).await;
     }
+    sim.records
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .requests += 1;
+    let received = String::from_utf8_lossy(&raw).into_owned();
+    let body: Value = match serde_json::from_str(&received) {
+        Ok(v) => v,
+        Err(e) => {
+            return answer(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": format!("the body is not JSON: {e}") }),
+            );
+        }
+    };
     let key = headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let fault = match sim.fault_for(&headers, key.as_deref()) {
+    let fault = match sim.fault_for(&headers, &body, key.as_deref()) {
         Ok(f) => f,
         Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
     };
     match fault {
+        Some(Fault::RejectNul) => {
+            return (StatusCode::UNPROCESSABLE_ENTITY, "bad\0request").into_response();
+        }
+        Some(Fault::Echo) => {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("invalid request: {received}"),
+            )
+                .into_response();
+        }
         Some(Fault::Unavailable) => {
             let mut r = answer(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -278,6 +337,7 @@ async fn create(
             id: format!("T-{}", records.tasks.len() + 1),
             key: key.clone(),
             body,
+            received,
             created_at: now,
         };
         records.tasks.push(task.clone());
@@ -343,7 +403,10 @@ async fn lookup(State(sim): State<Arc<Sim>>, Query(q): Query<KeyQuery>) -> Respo
         .iter()
         .find(|t| t.key.as_deref() == Some(q.key.as_str()))
     {
-        Some(t) => answer(StatusCode::OK, json!({ "id": t.id, "key": q.key })),
+        Some(t) => answer(
+            StatusCode::OK,
+            json!({ "id": t.id, "key": q.key, "received": t.received }),
+        ),
         None => answer(
             StatusCode::NOT_FOUND,
             json!({ "error": "no task with that key" }),
@@ -359,7 +422,7 @@ async fn stats(State(sim): State<Arc<Sim>>) -> Response {
     }
     answer(
         StatusCode::OK,
-        json!({ "tasks": records.tasks.len(), "by_key": by_key }),
+        json!({ "tasks": records.tasks.len(), "by_key": by_key, "requests": records.requests }),
     )
 }
 

@@ -26,14 +26,22 @@ fn settle(db: &str, dir: &Path, args: &[&str]) -> Run {
         .env_remove("SETTLE_CONFIG")
         .env("XDG_CONFIG_HOME", dir.join("no-config"))
         .env_remove("SETTLE_DATABASE_URL")
+        // a panic would print its backtrace: none may happen, whatever the input
+        .env("RUST_BACKTRACE", "1")
         .stdin(Stdio::null())
         .output()
         .expect("run settle");
-    Run {
+    let run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into(),
         stderr: String::from_utf8_lossy(&out.stderr).into(),
-    }
+    };
+    assert!(
+        run.code != 101 && !run.stderr.contains("panicked"),
+        "settle {args:?} panicked: {}",
+        run.stderr
+    );
+    run
 }
 
 fn ok(r: &Run) {
@@ -211,6 +219,28 @@ fn the_bad_input_matrix() {
     );
     one_line(&r, 3, "refused: done_elsewhere without a reference");
     assert!(r.stderr.contains("needs --reference"), "{}", r.stderr);
+    one_line(
+        &settle(url, d, &["list", "--older-than", "106751991d"]),
+        2,
+        "a duration too large to take from the clock",
+    );
+    let r = settle(url, d, &["claim", "m-1", "--force"]);
+    one_line(&r, 2, "--force without --reason");
+    assert!(
+        r.stderr.contains("--reason"),
+        "names what is missing: {}",
+        r.stderr
+    );
+    one_line(
+        &settle(url, d, &["--as", "", "note", "m-1", "x"]),
+        2,
+        "an empty operator",
+    );
+    one_line(
+        &settle(url, d, &["--as", "settle", "note", "m-1", "x"]),
+        2,
+        "settle's own name",
+    );
     let missing = dir.path().join("missing.jsonl");
     one_line(
         &settle(url, d, &["ingest", missing.to_str().unwrap()]),
@@ -257,11 +287,16 @@ fn the_bad_input_matrix() {
     );
     let junk = dir.path().join("junk.db");
     std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
-    one_line(
-        &settle(&format!("sqlite://{}", junk.display()), d, &["stats"]),
-        4,
-        "not a database",
+    let r = settle(&format!("sqlite://{}", junk.display()), d, &["stats"]);
+    one_line(&r, 4, "not a database");
+    assert!(
+        r.stderr.contains("not a SQLite database"),
+        "says what is wrong: {}",
+        r.stderr
     );
+    let r = settle(&format!("sqlite://{}", dir.path().display()), d, &["stats"]);
+    one_line(&r, 4, "a directory");
+    assert!(r.stderr.contains("directory"), "{}", r.stderr);
     one_line(&settle("mysql://h/db", d, &["stats"]), 2, "unsupported URL");
 }
 

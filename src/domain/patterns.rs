@@ -357,12 +357,35 @@ mod tests {
     }
 
     #[test]
+    fn card_numbers_are_found_whatever_separates_their_digits() {
+        for sep in [" ", "-", ".", "_", "/", ":", "  ", "--"] {
+            let text = format!("paid with 4111{sep}1111{sep}1111{sep}1111 today");
+            assert_eq!(redact_text(&text), "paid with [redacted] today", "{sep:?}");
+        }
+        assert_eq!(redact_text("ord_4111111111111111"), "ord_[redacted]");
+        assert!(card_like_number("4111111111111111"));
+        assert!(!card_like_number("4111111111111112"));
+        // time stamps and addresses mix their separators: not card numbers
+        for text in [
+            "at 2026-11-30 15:22:17.270652 UTC",
+            "11-30 15:22:17.2706",
+            "10.20.30.40:8080/api",
+        ] {
+            assert_eq!(redact_text(text), text);
+        }
+    }
+
+    #[test]
     fn escapes_terminal_sequences() {
         assert_eq!(
             escape_text("\u{1b}]0;owned\u{7}x\u{1b}[2J"),
             "\\x1b]0;owned\\x07x\\x1b[2J"
         );
         assert_eq!(escape_text("line\nnext\u{202e}"), "line\\x0anext\\u{202e}");
+        assert_eq!(
+            escape_text("a\u{2028}b\u{2029}c\u{feff}d\u{61c}e\u{2060}f\u{9b}g\u{7f}"),
+            "a\\u{2028}b\\u{2029}c\\u{feff}d\\u{61c}e\\u{2060}f\\x9bg\\x7f"
+        );
         assert!(matches!(escape_text("plain é"), Cow::Borrowed(_)));
     }
 }

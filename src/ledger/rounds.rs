@@ -81,7 +81,12 @@ impl Guard {
         after: &crate::domain::Op,
         now: DateTime<Utc>,
     ) {
-        let (was, is) = (before.is_exception(now), after.is_exception(now));
+        // by state, not by the time it was stamped (a change is stamped by a later reading of
+        // the clock than the round's): an exception state, or an attempt past its timeout
+        let exception = |op: &crate::domain::Op| {
+            op.state.is_exception() || (op.state == State::InFlight && op.is_exception(now))
+        };
+        let (was, is) = (exception(before), exception(after));
         self.exceptions += i64::from(is) - i64::from(was);
         let running =
             |op: &crate::domain::Op, exception: bool| op.state == State::InFlight && !exception;

@@ -155,6 +155,125 @@ macro_rules! both_backends {
     };
 }
 
+/// A drill: the real binary against a database and a config whose destination `tasks` is a
+/// simulator.
+pub struct Drill {
+    pub db: String,
+    pub config: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// A config whose destination `tasks` is the simulator, with fast retries.
+pub fn drill(db: &TestDb, sim: &Sim, dedupes: bool, lookup: bool, extra: &str) -> Drill {
+    drill_on(&db.url, sim, dedupes, lookup, extra)
+}
+
+/// [`drill`] on a database given by its URL.
+pub fn drill_on(url: &str, sim: &Sim, dedupes: bool, lookup: bool, extra: &str) -> Drill {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("settle.toml");
+    let lookup_url = if lookup {
+        format!("lookup_url = \"{}/tasks?key={{key}}\"\n", sim.base)
+    } else {
+        String::new()
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "attempt_timeout = \"2s\"\n[destinations.tasks]\nurl = \"{}/tasks\"\n{lookup_url}dedupes = {dedupes}\nkey_retention = \"1h\"\n\
+             lookup = {lookup}\nmax_attempts = 4\nbase = \"10ms\"\ncap = \"50ms\"\ntimeout = \"1s\"\n{extra}",
+            sim.base
+        ),
+    )
+    .unwrap();
+    Drill {
+        db: url.to_string(),
+        config,
+        _dir: dir,
+    }
+}
+
+impl Drill {
+    pub fn cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_settle"));
+        c.arg("--db")
+            .arg(&self.db)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args);
+        c.env("SETTLE_OPERATOR", "alice")
+            .env("SETTLE_LOG_FILE", self.config.with_extension("log"));
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "settle {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into()
+    }
+
+    /// Records `key` in `workflow` for the destination `tasks` with this payload's JSON text.
+    pub fn record_as(&self, key: &str, workflow: &str, payload: &str) {
+        self.run(&[
+            "record",
+            "--key",
+            key,
+            "--workflow",
+            workflow,
+            "--destination",
+            "tasks",
+            "--action",
+            "create_task",
+            "--payload",
+            payload,
+        ]);
+    }
+
+    /// `settle` with these arguments: its exit code, stdout and stderr. A panic fails the test.
+    pub fn output(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.cmd(args).env("RUST_BACKTRACE", "1").output().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        let code = out.status.code().unwrap_or(-1);
+        assert!(
+            code != 101 && !stderr.contains("panicked"),
+            "settle {args:?} panicked: {stderr}"
+        );
+        (code, stdout, stderr)
+    }
+
+    pub fn record(&self, key: &str) {
+        self.run(&[
+            "record",
+            "--key",
+            key,
+            "--workflow",
+            "onboarding",
+            "--destination",
+            "tasks",
+            "--action",
+            "create_task",
+            "--payload",
+            "{\"title\":\"Kickoff call\"}",
+        ]);
+    }
+
+    pub fn show(&self, key: &str) -> serde_json::Value {
+        serde_json::from_str(&self.run(&["show", key, "--json"])).unwrap()
+    }
+
+    pub fn dispatch_until_settled(&self) -> String {
+        self.run(&["dispatch", "--until-settled"])
+    }
+}
+
 /// `settle sim` running in the background on a free port.
 pub struct Sim {
     child: std::process::Child,
