@@ -203,12 +203,17 @@ async fn main() {
     for latency in latencies.split(',') {
         let sim = common::Sim::start(&["--no-dedupe", "--latency", latency]);
         let base = sim.base.clone();
-        for concurrency in [1, 16] {
+        let concurrencies =
+            std::env::var("SETTLE_BENCH_CONCURRENCY").unwrap_or_else(|_| "1,16".into());
+        for concurrency in concurrencies
+            .split(',')
+            .map(|c| c.parse::<usize>().expect("a concurrency"))
+        {
             let n = if latency == "0s" { n } else { n / 10 };
             let p = plain(&base, n, concurrency).await;
             let d = dispatched(&base, n, concurrency).await;
             println!(
-                "latency {latency:>4}, concurrency {concurrency:>2}: settle dispatch {d:>7.0} ops/s, plain reqwest loop {p:>7.0} req/s, ratio {:.2}x (target >= 0.50x)",
+                "latency {latency:>4}, concurrency {concurrency:>3}: settle dispatch {d:>7.0} ops/s, plain reqwest loop {p:>7.0} req/s, ratio {:.2}x (target >= 0.50x)",
                 d / p
             );
             if latency == "0s" {

@@ -8,7 +8,6 @@
 use std::time::{Duration, Instant};
 
 use settle::{Config, Ledger, ListFilter};
-use sqlx::sqlite::SqlitePoolOptions;
 
 const PAGE: usize = 50;
 
@@ -30,62 +29,53 @@ fn lines(n: usize) -> String {
 }
 
 /// The rows a plain loader would write: the same operations and attempts, no rules, no audit.
-async fn plain_inserts(url: &str, n: usize) -> Duration {
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect(url)
-        .await
-        .unwrap();
-    sqlx::query("PRAGMA journal_mode = WAL")
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query("PRAGMA synchronous = NORMAL")
-        .execute(&pool)
-        .await
+fn plain_inserts(path: &std::path::Path, n: usize) -> Duration {
+    let mut conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         .unwrap();
     let now = chrono::Utc::now().timestamp_millis();
     let start = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
-        let mut tx = pool.begin().await.unwrap();
+        let tx = conn.transaction().unwrap();
         for &i in chunk {
             let payload = format!(
                 r#"{{"customer":{{"email":"c{i}@example.com","id":{i},"name":"Customer {i}"}},"source":"bench"}}"#
             );
             let exception = i % 10 == 0;
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, state, attempts, \
-                 created_at, updated_at, exception_since, next_attempt_at) \
-                 VALUES ($1, 'crm-sync', 'upsert-customer', 'crm', 'upsert_customer', $2, $3, $4, $5, $6, $6, $7, $8) RETURNING id",
-            )
-            .bind(format!("bench-{i:08}"))
-            .bind(payload)
-            .bind(format!("{i:064x}"))
-            .bind(if exception { "unknown" } else { "pending" })
-            .bind(i64::from(exception))
-            .bind(now)
-            .bind(exception.then_some(now))
-            .bind((!exception).then_some(now))
-            .fetch_one(&mut *tx)
-            .await
-            .unwrap();
-            if exception {
-                sqlx::query(
-                    "INSERT INTO attempts (operation_id, n, actor, started_at, finished_at, outcome, error) \
-                     VALUES ($1, 1, 'bench', $2, $2, 'unknown', 'read timeout after 30s')",
+            let id: i64 = tx
+                .prepare_cached(
+                    "INSERT INTO operations (key, workflow, step, destination, action, payload, fingerprint, state, attempts, \
+                     created_at, updated_at, exception_since, next_attempt_at) \
+                     VALUES (?1, 'crm-sync', 'upsert-customer', 'crm', 'upsert_customer', ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8) RETURNING id",
                 )
-                .bind(id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await
+                .unwrap()
+                .query_row(
+                    rusqlite::params![
+                        format!("bench-{i:08}"),
+                        payload,
+                        format!("{i:064x}"),
+                        if exception { "unknown" } else { "pending" },
+                        i64::from(exception),
+                        now,
+                        exception.then_some(now),
+                        (!exception).then_some(now)
+                    ],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            if exception {
+                tx.prepare_cached(
+                    "INSERT INTO attempts (operation_id, n, actor, started_at, finished_at, outcome, error) \
+                     VALUES (?1, 1, 'bench', ?2, ?2, 'unknown', 'read timeout after 30s')",
+                )
+                .unwrap()
+                .execute(rusqlite::params![id, now])
                 .unwrap();
             }
         }
-        tx.commit().await.unwrap();
+        tx.commit().unwrap();
     }
-    let took = start.elapsed();
-    pool.close().await;
-    took
+    start.elapsed()
 }
 
 /// What a plain SQL client reads of each row: every column decoded into plain values, no rules.
@@ -96,14 +86,13 @@ struct PlainRow {
 }
 
 impl PlainRow {
-    fn read(r: &sqlx::sqlite::SqliteRow) -> PlainRow {
-        use sqlx::Row;
+    fn read(r: &rusqlite::Row) -> PlainRow {
         // the column positions of the statement below: 14 integer and 16 text columns
         const INTS: [usize; 14] = [0, 12, 13, 14, 15, 16, 17, 20, 21, 22, 24, 25, 28, 29];
         const TEXTS: [usize; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 18, 19, 23, 26, 27];
         PlainRow {
-            ints: INTS.map(|i| r.try_get(i).unwrap()),
-            texts: TEXTS.map(|i| r.try_get(i).unwrap()),
+            ints: INTS.map(|i| r.get(i).unwrap()),
+            texts: TEXTS.map(|i| r.get(i).unwrap()),
         }
     }
 }
@@ -134,7 +123,7 @@ async fn main() {
         .unwrap()
         .close()
         .await;
-    let plain_took = plain_inserts(&plain, n).await;
+    let plain_took = plain_inserts(&dir.path().join("plain.db"), n);
     let ledger = Ledger::open(&ours, Config::default()).await.unwrap();
     let start = Instant::now();
     let report = ledger.ingest(text.as_bytes(), "bench").await.unwrap();
@@ -161,11 +150,7 @@ async fn main() {
     );
 
     // 2. the console's first page of exceptions vs the same raw SELECT
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect(&ours)
-        .await
-        .unwrap();
+    let raw = rusqlite::Connection::open(dir.path().join("ingest.db")).unwrap();
     let now = chrono::Utc::now().timestamp_millis() + 1000;
     // The statement `Ledger::list` runs for this page, as plain SQL.
     let raw_sql = "SELECT id, key, workflow, step, destination, action, payload, fingerprint, conflicting_payload, \
@@ -173,8 +158,8 @@ async fn main() {
                    attempt_started_at, next_attempt_at, reference, last_error, created_at, updated_at, exception_since, \
                    claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version, \
                    COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) AS workflow_paused \
-                   FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
-                   ORDER BY exception_since, id LIMIT $2";
+                   FROM operations WHERE exception_since IS NOT NULL AND exception_since <= ?1 \
+                   ORDER BY exception_since, id LIMIT ?2";
     // Each side warmed up, then timed in its own run of calls (interleaving them made both pay
     // for the other's cache misses).
     let (mut ours_t, mut raw_t) = (Vec::new(), Vec::new());
@@ -192,13 +177,14 @@ async fn main() {
         }
         for _ in 0..200 {
             let t = Instant::now();
-            let rows = sqlx::query(raw_sql)
-                .bind(now)
-                .bind(PAGE as i64)
-                .fetch_all(&pool)
-                .await
-                .unwrap();
-            let plain: Vec<PlainRow> = rows.iter().map(PlainRow::read).collect();
+            let mut st = raw.prepare_cached(raw_sql).unwrap();
+            let plain: Vec<PlainRow> = st
+                .query_map(rusqlite::params![now, PAGE as i64], |r| {
+                    Ok(PlainRow::read(r))
+                })
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
             if round == 1 {
                 raw_t.push(t.elapsed());
             }
@@ -212,7 +198,7 @@ async fn main() {
         o.as_secs_f64() * 1e3
     );
     println!(
-        "raw SELECT     {:>8.2} ms (the same statement through sqlx, rows decoded into plain values)",
+        "raw SELECT     {:>8.2} ms (the same statement through SQLite's API, rows decoded into plain values)",
         r.as_secs_f64() * 1e3
     );
     println!(

@@ -311,11 +311,8 @@ fn a_database_from_a_newer_settle_is_refused() {
         .build()
         .unwrap();
     rt.block_on(async {
-        use sqlx::Connection;
-        sqlx::any::install_default_drivers();
-        let mut c = sqlx::AnyConnection::connect(&db.url).await.unwrap();
-        sqlx::query("INSERT INTO settle_schema VALUES (99, 0)")
-            .execute(&mut c)
+        let mut c = common::Raw::connect(&db.url).await;
+        c.execute("INSERT INTO settle_schema VALUES (99, 0)")
             .await
             .unwrap();
     });

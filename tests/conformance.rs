@@ -12,7 +12,6 @@ use settle::{
     AttemptReport, Error, Intent, Ledger, ListFilter, Outcome, Recorded, Resolution, Scope,
     StaffAction, State,
 };
-use sqlx::Connection;
 
 async fn ledger(db: &TestDb) -> Ledger {
     Ledger::open(&db.url, common::config())
@@ -326,20 +325,16 @@ async fn events_are_append_only(db: &TestDb) {
         .await
         .unwrap();
     l.close().await;
-    sqlx::any::install_default_drivers();
-    let mut c = sqlx::AnyConnection::connect(&db.url).await.unwrap();
-    let update = sqlx::query("UPDATE events SET actor = 'mallory'")
-        .execute(&mut c)
-        .await;
-    let delete = sqlx::query("DELETE FROM events").execute(&mut c).await;
+    let mut c = common::Raw::connect(&db.url).await;
+    let update = c.execute("UPDATE events SET actor = 'mallory'").await;
+    let delete = c.execute("DELETE FROM events").await;
     for r in [update, delete] {
-        let err = r.expect_err("the audit refuses to change").to_string();
+        let err = r.expect_err("the audit refuses to change");
         assert!(err.contains("append-only"), "{err}");
     }
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE actor = 'bot'")
-        .fetch_one(&mut c)
-        .await
-        .unwrap();
+    let n = c
+        .int("SELECT COUNT(*) FROM events WHERE actor = 'bot'")
+        .await;
     assert_eq!(n, 1);
 }
 

@@ -512,18 +512,19 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     // settle refuses such names, but automations may write the ledger with plain SQL (SPEC 1),
     // and a database may hold rows from before: the console must still show them escaped
     {
-        use sqlx::Connection;
-        let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-        sqlx::query("UPDATE operations SET workflow = $1")
-            .bind("crm-sync\u{202e}x")
-            .execute(&mut c)
-            .await
-            .unwrap();
-        sqlx::query("UPDATE operations SET claimed_by = $1 WHERE key = 'sec-1'")
-            .bind("bob\u{2066}\u{200b}")
-            .execute(&mut c)
-            .await
-            .unwrap();
+        let mut c = common::Raw::connect(&db.url).await;
+        c.execute_with(
+            "UPDATE operations SET workflow = $1",
+            &["crm-sync\u{202e}x"],
+        )
+        .await
+        .unwrap();
+        c.execute_with(
+            "UPDATE operations SET claimed_by = $1 WHERE key = 'sec-1'",
+            &["bob\u{2066}\u{200b}"],
+        )
+        .await
+        .unwrap();
     }
     let mut app = App::new(ledger.database(), "alice");
     let fx = app.start();

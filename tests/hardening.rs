@@ -67,13 +67,7 @@ fn dispatch_until_settled(d: &Drill, concurrency: usize) -> String {
 
 /// Every string cell of these tables, read straight from the database.
 async fn stored_texts(url: &str, sql: &str) -> Vec<String> {
-    use sqlx::{Connection, Row};
-    sqlx::any::install_default_drivers();
-    let mut c = sqlx::AnyConnection::connect(url).await.unwrap();
-    let rows = sqlx::query(sql).fetch_all(&mut c).await.unwrap();
-    rows.iter()
-        .filter_map(|r| r.try_get::<Option<String>, _>(0).ok().flatten())
-        .collect()
+    common::Raw::connect(url).await.texts(sql).await
 }
 
 fn stored(url: &str, sql: &str) -> Vec<String> {

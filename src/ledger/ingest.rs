@@ -4,14 +4,13 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 use serde_json::Value;
-use sqlx::AnyConnection;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-use super::{Ask, AttemptReport, CAS_TRIES, Intent, Ledger, Recorded, Tried, in_transaction};
+use super::{Ask, AttemptReport, Intent, Ledger, Recorded, Tried};
 use crate::domain::redact::redact_text;
 use crate::domain::{Op, Outcome, State, escape_text};
 use crate::error::{Error, Result};
-use crate::store::{self, NewEvent};
+use crate::store::{self, NewEvent, Tx};
 use serde_json::json;
 
 /// Lines per transaction: large enough to amortise the commit, small enough to keep locks short.
@@ -290,7 +289,7 @@ impl Ledger {
                     break 'lines;
                 }
                 Err(e) => {
-                    let _ = tx.rollback().await;
+                    tx.rollback().await;
                     return Err(e);
                 }
             };
@@ -313,7 +312,7 @@ impl Ledger {
                         tally(&mut local, &mut local_touched, *n, parsed, Err(e))
                     }
                     Err(e) => {
-                        let _ = tx.rollback().await;
+                        tx.rollback().await;
                         return Err(e);
                     }
                 }
@@ -321,14 +320,14 @@ impl Ledger {
             start = end;
         }
         if whole {
-            tx.commit().await.map_err(|e| self.store.err(e))?;
+            tx.commit().await?;
         } else {
-            let _ = tx.rollback().await;
+            tx.rollback().await;
             local = IngestReport::default();
             local_touched.clear();
             for (n, parsed) in batch.iter() {
-                let r = in_transaction!(self, |conn| self
-                    .ingest_one(conn, parsed, actor)
+                let r = store::in_tx!(self.store, |tx| self
+                    .ingest_one(tx, parsed, actor)
                     .await
                     .map(|t| match t {
                         Tried::Done(r) => Tried::Done(Ok(r)),
@@ -359,7 +358,7 @@ impl Ledger {
     /// key stored before, or repeated within the run) are left for [`Ledger::record_in`].
     async fn insert_new(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Tx,
         run: &[(usize, Parsed)],
         actor: &str,
     ) -> Result<Vec<bool>> {
@@ -380,7 +379,8 @@ impl Ledger {
             })
             .collect();
         let refs: Vec<&Op> = ops.iter().collect();
-        let mut ids: std::collections::HashMap<String, i64> = store::insert_ops(conn, &refs)
+        let mut ids: std::collections::HashMap<String, i64> = conn
+            .insert_ops(&refs)
             .await?
             .into_iter()
             .map(|(id, k)| (k, id))
@@ -403,14 +403,14 @@ impl Ledger {
                 NewEvent::on_operation(*id, now, actor, "recorded", None, State::Pending, detail)
             })
             .collect();
-        store::insert_events(conn, &events).await?;
+        conn.insert_events(&events).await?;
         Ok(created)
     }
 
     /// `Some(recorded)` for an intent or a repeated attempt, `None` with the workflow for a new attempt.
     async fn ingest_one(
         &self,
-        conn: &mut AnyConnection,
+        conn: &mut Tx,
         parsed: &Parsed,
         actor: &str,
     ) -> Result<Tried<Taken>> {

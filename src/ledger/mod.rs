@@ -14,13 +14,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use sqlx::AnyConnection;
 
 use crate::config::Config;
 use crate::domain::fingerprint::canonical_json;
 use crate::domain::{Command, Ctx, Op, Outcome, Redactor, State, apply, fingerprint, validate_key};
 use crate::error::{Error, Result};
-use crate::store::{self, AttemptWrite, NewEvent, RoundStore, Store};
+use crate::store::{self, AttemptWrite, NewEvent, Store, Tried, Tx};
 
 pub use crate::domain::StaffAction;
 pub use crate::store::Cursor;
@@ -31,45 +30,6 @@ pub use views::*;
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).
 pub const SYSTEM_ACTOR: &str = "settle";
-
-/// How many times a change is retried when another writer changed the operation first.
-const CAS_TRIES: usize = 8;
-
-/// Runs `$body` (an expression over `$conn`, giving `Result<Tried<T>>`) in a write transaction,
-/// again from the start when it lost a compare-and-set race. A macro rather than a function taking
-/// a closure: the body borrows the connection, and async closures over borrowed arguments do not
-/// yet express that lifetime cleanly.
-macro_rules! in_transaction {
-    ($ledger:expr, |$conn:ident| $body:expr) => {{
-        let mut result = Err(Error::Refused(
-            "the operation kept changing under us; try again".into(),
-        ));
-        for _ in 0..CAS_TRIES {
-            let mut tx = $ledger.store.begin().await?;
-            let outcome = {
-                let $conn: &mut AnyConnection = &mut tx;
-                $body
-            };
-            match outcome {
-                Ok(Tried::Done(v)) => {
-                    tx.commit().await.map_err(|e| $ledger.store.err(e))?;
-                    result = Ok(v);
-                    break;
-                }
-                Ok(Tried::Raced) => {
-                    let _ = tx.rollback().await;
-                }
-                Err(e) => {
-                    let _ = tx.rollback().await;
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        result
-    }};
-}
-pub(crate) use in_transaction;
 
 type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
@@ -162,15 +122,20 @@ impl Change {
     }
 }
 
-/// Writes decided changes (one, or a dispatcher's round): the operations' new rows (a compare-and-set on each; changes to one
-/// operation come one after another and make one row), the attempts and the events in order.
-/// False when another writer changed one of the operations first.
-async fn write_changes(conn: &mut impl RoundStore, changes: &[Box<Change>]) -> Result<bool> {
+/// Writes decided changes (one, or a dispatcher's round or an ingest batch) in one call: the
+/// operations' new rows (a compare-and-set on each; several changes to one operation make one
+/// row, expected at the version first loaded), the attempts and the events in order. False when
+/// another writer changed one of the operations first.
+async fn write_changes(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
     let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
+    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
     for c in changes {
-        match rows.last_mut() {
-            Some(last) if last.0 == c.id => last.1 = &c.op,
-            _ => rows.push((c.id, &c.op, c.expected_version)),
+        match at.get(&c.id) {
+            Some(i) => rows[*i].1 = &c.op,
+            None => {
+                at.insert(c.id, rows.len());
+                rows.push((c.id, &c.op, c.expected_version));
+            }
         }
     }
     let opened: Vec<_> = changes
@@ -190,20 +155,8 @@ async fn write_changes(conn: &mut impl RoundStore, changes: &[Box<Change>]) -> R
         }
     }
     let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
-    if !conn.write_rows(&rows, &opened, &closed, &events).await? {
-        return Ok(false);
-    }
-    for write in &whole {
-        conn.write_whole_attempt(write).await?;
-    }
-    Ok(true)
-}
-
-/// What one try inside a transaction came to.
-pub(crate) enum Tried<T> {
-    Done(T),
-    /// Another writer changed the operation first: roll back and try again.
-    Raced,
+    tx.write_changes(&rows, &opened, &closed, &whole, &events)
+        .await
 }
 
 #[derive(Clone)]
@@ -326,7 +279,7 @@ impl Ledger {
     pub async fn record(&self, intent: &Intent, actor: &str) -> Result<Recorded> {
         check_name("actor", actor, false)?;
         let prepared = self.prepare(intent)?;
-        let result = in_transaction!(self, |conn| self.record_in(conn, &prepared, actor).await)?;
+        let result = store::in_tx!(self.store, |tx| self.record_in(tx, &prepared, actor).await)?;
         if result == Recorded::Conflict {
             self.check_threshold(&intent.workflow).await?;
         }
@@ -353,22 +306,17 @@ impl Ledger {
         ))
     }
 
-    async fn record_in(
-        &self,
-        conn: &mut AnyConnection,
-        new: &Op,
-        actor: &str,
-    ) -> Result<Tried<Recorded>> {
+    async fn record_in(&self, tx: &mut Tx, new: &Op, actor: &str) -> Result<Tried<Recorded>> {
         let now = self.now();
         let mut op = new.clone();
         op.created_at = now;
         op.updated_at = now;
         op.next_attempt_at = Some(now);
-        if let Some(id) = store::insert_op(conn, &op).await? {
+        if let Some((id, _)) = tx.insert_ops(&[&op]).await?.pop() {
             let detail = json!({ "fingerprint": op.fingerprint }).to_string();
             let event =
                 NewEvent::on_operation(id, now, actor, "recorded", None, State::Pending, &detail);
-            store::insert_event(conn, &event).await?;
+            tx.insert_events(&[event]).await?;
             return Ok(Tried::Done(Recorded::Created));
         }
         let cmd = Command::Record {
@@ -376,7 +324,7 @@ impl Ledger {
             fingerprint: op.fingerprint.clone(),
         };
         Ok(
-            match self.act_in(conn, &op.key, actor, &Ask::Cmd(cmd)).await? {
+            match self.act_in(tx, &op.key, actor, &Ask::Cmd(cmd)).await? {
                 Tried::Raced => Tried::Raced,
                 Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
                 Tried::Done(_) => Tried::Done(Recorded::Unchanged),
@@ -423,7 +371,7 @@ impl Ledger {
     }
 
     async fn act(&self, key: &str, actor: &str, ask: Ask<'_>) -> Result<Applied> {
-        let applied = in_transaction!(self, |conn| self.act_in(conn, key, actor, &ask).await)?;
+        let applied = store::in_tx!(self.store, |tx| self.act_in(tx, key, actor, &ask).await)?;
         if applied.to != applied.from && applied.to.is_exception() {
             self.check_threshold(&applied.workflow).await?;
         }
@@ -433,32 +381,32 @@ impl Ledger {
     /// One change inside a transaction: load, decide, compare-and-set, audit.
     async fn act_in(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         key: &str,
         actor: &str,
         ask: &Ask<'_>,
     ) -> Result<Tried<Applied>> {
-        let Some((id, op)) = store::load_op(conn, key).await? else {
+        let Some((id, op)) = tx.load_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
-        self.act_loaded(conn, id, op, actor, ask, None).await
+        self.act_loaded(tx, id, op, actor, ask, None).await
     }
 
     /// [`Ledger::act_in`] on an operation already loaded in this transaction. `paused` is its
     /// workflow's pause flag where the caller knows it (asked of the database otherwise).
     async fn act_loaded(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         id: i64,
         op: Op,
         actor: &str,
         ask: &Ask<'_>,
         paused: Option<bool>,
     ) -> Result<Tried<Applied>> {
-        match self.decide(conn, id, &op, actor, ask, paused).await? {
+        match self.decide(tx, id, &op, actor, ask, paused).await? {
             Decided::Unchanged(a) => Ok(Tried::Done(a)),
             Decided::Change(c) => {
-                if !write_changes(conn, std::slice::from_ref(&c)).await? {
+                if !write_changes(tx, std::slice::from_ref(&c)).await? {
                     return Ok(Tried::Raced);
                 }
                 Ok(Tried::Done(c.applied))
@@ -469,7 +417,7 @@ impl Ledger {
     /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
     async fn decide(
         &self,
-        conn: &mut impl RoundStore,
+        conn: &mut Tx,
         id: i64,
         op: &Op,
         actor: &str,
@@ -602,14 +550,14 @@ impl Ledger {
         kind: &'static str,
     ) -> Result<bool> {
         let reason = reason.map(crate::domain::redact::redact_text);
-        in_transaction!(self, |conn| self
-            .set_paused_in(conn, workflow, paused, reason.as_deref(), actor, kind)
+        store::in_tx!(self.store, |tx| self
+            .set_paused_in(tx, workflow, paused, reason.as_deref(), actor, kind)
             .await)
     }
 
     async fn set_paused_in(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         workflow: &str,
         paused: bool,
         reason: Option<&str>,
@@ -617,20 +565,20 @@ impl Ledger {
         kind: &'static str,
     ) -> Result<Tried<bool>> {
         let now = self.now();
-        let current = store::workflow(conn, workflow).await?;
+        let current = tx.workflow(workflow).await?;
         if current.as_ref().is_some_and(|w| w.paused) == paused {
             return Ok(Tried::Done(false));
         }
-        if !store::set_paused(
-            conn,
-            workflow,
-            paused,
-            reason,
-            actor,
-            now,
-            current.map(|w| w.version),
-        )
-        .await?
+        if !tx
+            .set_paused(
+                workflow,
+                paused,
+                reason,
+                actor,
+                now,
+                current.map(|w| w.version),
+            )
+            .await?
         {
             return Ok(Tried::Raced);
         }
@@ -645,7 +593,7 @@ impl Ledger {
             to_state: None,
             detail: &detail,
         };
-        store::insert_event(conn, &event).await?;
+        tx.insert_events(&[event]).await?;
         Ok(Tried::Done(true))
     }
 
@@ -661,21 +609,23 @@ impl Ledger {
         else {
             return Ok(false);
         };
-        in_transaction!(self, |conn| self.threshold_in(conn, workflow, &limit).await)
+        store::in_tx!(self.store, |tx| self
+            .threshold_in(tx, workflow, &limit)
+            .await)
     }
 
     async fn threshold_in(
         &self,
-        conn: &mut AnyConnection,
+        tx: &mut Tx,
         workflow: &str,
         limit: &crate::config::PauseWhen,
     ) -> Result<Tried<bool>> {
         let now = self.now();
-        let row = store::workflow(conn, workflow).await?;
+        let row = tx.workflow(workflow).await?;
         if row.as_ref().is_some_and(|w| w.paused) {
             return Ok(Tried::Done(false));
         }
-        let summary = store::exception_summary(conn, Some(workflow), now).await?;
+        let summary = tx.exception_summary(Some(workflow), now).await?;
         // an unpaused row with a time of change was resumed then
         let resumed = row.as_ref().and_then(|w| w.paused_at);
         if resumed.is_some_and(|r| summary.newest.is_none_or(|n| n <= r)) {
@@ -698,7 +648,7 @@ impl Ledger {
             Some(why) => {
                 let reason = format!("stopping threshold: {why}");
                 self.set_paused_in(
-                    conn,
+                    tx,
                     workflow,
                     true,
                     Some(&reason),
@@ -714,10 +664,7 @@ impl Ledger {
     /// Sweeps attempts that outlived their timeout to `unknown` and applies the stopping thresholds.
     /// Returns how many attempts were swept.
     pub async fn sweep(&self) -> Result<usize> {
-        let keys = {
-            let mut conn = self.pooled().await?;
-            store::stuck_keys(&mut conn, self.now(), 100_000).await?
-        };
+        let keys = self.store.stuck_keys(self.now(), 100_000).await?;
         let mut swept = 0;
         for key in keys {
             match self.act(&key, SYSTEM_ACTOR, Ask::Cmd(Command::Sweep)).await {
@@ -735,11 +682,6 @@ impl Ledger {
 
     /// Raw row counts, for tests and the benchmark: (operations, attempts, events).
     pub async fn counts(&self) -> Result<(i64, i64, i64)> {
-        let mut conn = self.pooled().await?;
-        Ok((
-            store::count_rows(&mut conn, "operations").await?,
-            store::count_rows(&mut conn, "attempts").await?,
-            store::count_rows(&mut conn, "events").await?,
-        ))
+        self.store.count_rows().await
     }
 }

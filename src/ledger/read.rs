@@ -10,7 +10,7 @@ use super::Ledger;
 use super::views::*;
 use crate::domain::{Op, State, safe_next_step};
 use crate::error::{Error, Result};
-use crate::store::{self, Cursor, EventRow, ListQuery, ms};
+use crate::store::{Cursor, EventRow, ListQuery, Order, ms};
 
 /// Which part of the ledger a list shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -56,12 +56,12 @@ impl Sort {
         }
     }
 
-    fn column(self) -> Option<&'static str> {
+    fn order(self) -> Order {
         match self {
-            Sort::Age => None,
-            Sort::State => Some("state"),
-            Sort::Workflow => Some("workflow"),
-            Sort::Destination => Some("destination"),
+            Sort::Age => Order::Time,
+            Sort::State => Order::State,
+            Sort::Workflow => Order::Workflow,
+            Sort::Destination => Order::Destination,
         }
     }
 }
@@ -104,15 +104,6 @@ const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWa
 const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
 
 impl Ledger {
-    /// A connection of the pool, for statements outside a write transaction.
-    pub(super) async fn pooled(&self) -> Result<sqlx::pool::PoolConnection<sqlx::Any>> {
-        self.store
-            .pool()
-            .acquire()
-            .await
-            .map_err(|e| self.store.err(e))
-    }
-
     /// One page of operations, `limit` rows after `after` (a cursor from a previous page).
     pub async fn list(
         &self,
@@ -173,14 +164,14 @@ impl Ledger {
             workflow: filter.workflow.as_deref(),
             claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
             not_after,
-            group_by: filter.sort.column(),
+            order: filter.sort.order(),
             text: text.as_deref(),
             from,
             inclusive,
             backwards,
             limit: limit as i64,
         };
-        let mut rows = store::list_ops(self.store.read_pool(), &query).await?;
+        let mut rows = self.store.page(&query).await?;
         let full = rows.len() >= limit;
         if backwards {
             rows.reverse();
@@ -320,15 +311,16 @@ impl Ledger {
     pub async fn show(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
         crate::domain::validate_key(key).map_err(Error::Invalid)?;
         let now = self.now();
-        let mut conn = self.pooled().await?;
-        let Some((id, op)) = store::load_op(&mut conn, key).await? else {
+        let Some((id, op)) = self.store.load_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
-        let paused = store::workflow(&mut conn, &op.workflow)
+        let paused = self
+            .store
+            .workflow(&op.workflow)
             .await?
             .is_some_and(|w| w.paused);
-        let attempts = store::attempts(&mut conn, id).await?;
-        let events = store::events_of(&mut conn, id).await?;
+        let attempts = self.store.attempts_of(id).await?;
+        let events = self.store.events_of(id).await?;
         let mut red = self
             .redactor
             .for_operation(&op.destination, &op.action, &op.payload);
@@ -382,14 +374,13 @@ impl Ledger {
     /// Totals for `stats` and the console's header.
     pub async fn stats(&self) -> Result<Stats> {
         let now = self.now();
-        let mut conn = self.pooled().await?;
         let mut by_state: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
-        for (s, n) in store::count_by_state(&mut conn).await? {
+        for (s, n) in self.store.count_by_state().await? {
             by_state.insert(s, n);
         }
-        let summary = store::exception_summary(&mut conn, None, now).await?;
+        let summary = self.store.exception_summary(None, now).await?;
         let (exceptions, oldest) = (summary.count, summary.oldest);
-        let paused = store::paused_workflows(&mut conn).await?;
+        let paused = self.store.paused_workflows().await?;
         Ok(Stats {
             by_state,
             exceptions,
@@ -403,11 +394,10 @@ impl Ledger {
     /// only `unknown`; `stats` (every state) is the full count the console asks for now and then.
     pub async fn header_stats(&self) -> Result<Stats> {
         let now = self.now();
-        let mut conn = self.pooled().await?;
-        let summary = store::exception_summary(&mut conn, None, now).await?;
+        let summary = self.store.exception_summary(None, now).await?;
         let (exceptions, oldest) = (summary.count, summary.oldest);
-        let unknown = store::count_exceptions_in(&mut conn, State::Unknown, now).await?;
-        let paused = store::paused_workflows(&mut conn).await?;
+        let unknown = self.store.count_exceptions_in(State::Unknown, now).await?;
+        let paused = self.store.paused_workflows().await?;
         Ok(Stats {
             by_state: BTreeMap::from([(State::Unknown, unknown)]),
             exceptions,
@@ -418,8 +408,9 @@ impl Ledger {
 
     /// Workflows paused now, with who paused them and why.
     pub async fn paused_workflows(&self) -> Result<Vec<PausedWorkflow>> {
-        let mut conn = self.pooled().await?;
-        Ok(store::paused_workflows(&mut conn)
+        Ok(self
+            .store
+            .paused_workflows()
             .await?
             .into_iter()
             .map(|w| PausedWorkflow {
@@ -433,47 +424,37 @@ impl Ledger {
 
     /// Whether any operation of these destinations is due for an automatic attempt.
     pub async fn anything_due(&self, destinations: &[String]) -> Result<bool> {
-        let mut conn = self.pooled().await?;
-        let now = self.now();
-        let backend = self.store.backend();
-        Ok(
-            !store::due_ops(&mut conn, destinations, &[], &[], now, 1, backend, None)
-                .await?
-                .is_empty(),
-        )
+        self.store.anything_due(destinations, self.now()).await
     }
 
     /// How many operations of these destinations automation may still move.
     pub async fn unsettled(&self, destinations: &[String]) -> Result<i64> {
-        let mut conn = self.pooled().await?;
-        store::count_unsettled(&mut conn, destinations, self.now()).await
+        self.store.count_unsettled(destinations, self.now()).await
     }
 
     /// Records that the dispatcher `name` is alive (not audited: it is not a change of state).
     pub async fn heartbeat(&self, name: &str) -> Result<()> {
-        let mut conn = self.pooled().await?;
-        store::heartbeat(&mut conn, name, self.now()).await
+        self.store.heartbeat(name, self.now()).await
     }
 
     /// How long ago a dispatcher last said it was alive (`None`: never).
     pub async fn dispatcher_seen(&self) -> Result<Option<i64>> {
         let now = self.now();
-        let mut conn = self.pooled().await?;
-        Ok(store::last_heartbeat(&mut conn)
+        Ok(self
+            .store
+            .last_heartbeat()
             .await?
             .map(|t| (now - t).num_seconds().max(0)))
     }
 
     /// How many live claims `who` holds (the console's "Mine" count).
     pub async fn count_mine(&self, who: &str) -> Result<i64> {
-        let mut conn = self.pooled().await?;
-        store::count_live_claims(&mut conn, who, self.now()).await
+        self.store.count_live_claims(who, self.now()).await
     }
 
     /// The newest audit events across the ledger, newest first, redacted (the activity feed).
     pub async fn activity(&self, limit: usize) -> Result<Vec<EventView>> {
-        let mut conn = self.pooled().await?;
-        let rows = store::recent_events(&mut conn, limit as i64).await?;
+        let rows = self.store.recent_events(limit as i64).await?;
         Ok(rows
             .into_iter()
             .map(|(e, op)| match op {
@@ -501,13 +482,12 @@ impl Ledger {
     /// A listener for changes by others (PostgreSQL `LISTEN settle_events`); `None` on SQLite,
     /// which is polled instead, or when the listener cannot connect now.
     pub async fn listen(&self) -> Option<ChangeListener> {
-        self.store.listener().await.map(ChangeListener)
+        self.store.listen().await.map(ChangeListener)
     }
 
     /// The id of the newest audit event: cheap to poll for "has anything changed?".
     pub async fn latest_event_id(&self) -> Result<i64> {
-        let mut conn = self.pooled().await?;
-        store::latest_event_id(&mut conn).await
+        self.store.latest_event_id().await
     }
 }
 
@@ -537,11 +517,11 @@ fn view_matches(v: &OperationView, text: &str) -> bool {
 }
 
 /// Notifications that something changed in the ledger.
-pub struct ChangeListener(sqlx::postgres::PgListener);
+pub struct ChangeListener(crate::store::Listener);
 
 impl ChangeListener {
     /// Waits for the next change; `false` when the connection is gone.
     pub async fn next(&mut self) -> bool {
-        self.0.try_recv().await.is_ok_and(|n| n.is_some())
+        self.0.next().await
     }
 }

@@ -6,16 +6,14 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::AnyConnection;
 
 use super::{
-    Applied, Ask, AttemptReport, CAS_TRIES, Change, Decided, Ledger, SYSTEM_ACTOR, Tried,
-    in_transaction, write_changes,
+    Applied, Ask, AttemptReport, Change, Decided, Ledger, SYSTEM_ACTOR, Tried, write_changes,
 };
 use crate::domain::policy::RetryBudget;
 use crate::domain::{Command, Outcome, State, validate_key};
 use crate::error::{Error, Result};
-use crate::store::{self, RoundStore};
+use crate::store::{self, Tx};
 
 /// An attempt the dispatcher has finished.
 #[derive(Clone, Debug, PartialEq)]
@@ -137,32 +135,9 @@ impl Ledger {
                 return Err(Error::Invalid("an attempt needs an outcome".into()));
             }
         }
-        let round = match self.store.direct() {
-            // SQLite: the whole round on a blocking thread, on the dispatcher's own connection
-            Some(_) => {
-                let (ledger, finished, destinations, actor) = (
-                    self.clone(),
-                    finished.to_vec(),
-                    destinations.to_vec(),
-                    actor.to_string(),
-                );
-                tokio::task::spawn_blocking(move || {
-                    let direct = ledger.store.direct().expect("SQLite");
-                    direct.write(|tx| {
-                        let round = ledger.round_in(tx, &finished, &destinations, limit, &actor);
-                        Ok(match store::run_ready(round)?? {
-                            Tried::Done(round) => Some(round),
-                            Tried::Raced => None,
-                        })
-                    })
-                })
-                .await
-                .map_err(|e| Error::Unavailable(format!("database: a round stopped: {e}")))??
-            }
-            None => in_transaction!(self, |conn| self
-                .round_in(conn, finished, destinations, limit, actor)
-                .await)?,
-        };
+        let round = store::in_tx!(self.store, |tx| self
+            .round_in(tx, finished, destinations, limit, actor)
+            .await)?;
         let mut workflows: Vec<&str> = round
             .finished
             .iter()
@@ -180,7 +155,7 @@ impl Ledger {
 
     async fn round_in(
         &self,
-        conn: &mut impl RoundStore,
+        conn: &mut Tx,
         finished: &[Finished],
         destinations: &[String],
         limit: usize,
@@ -196,7 +171,7 @@ impl Ledger {
         // taken without waiting. After that a round waits for nothing but a budget row, so two
         // rounds never wait for each other in a circle.
         let keys: Vec<&str> = finished.iter().map(|f| f.report.key.as_str()).collect();
-        let mut own = conn.load_ops(&keys, store::Lock::Wait).await?;
+        let mut own = conn.load_ops(&keys, true).await?;
         // The budgets this round may touch, held in name order (PostgreSQL) from here on.
         let touched: std::collections::BTreeSet<&str> = destinations
             .iter()
@@ -326,14 +301,7 @@ impl Ledger {
             .map(|(d, _)| d.clone())
             .collect();
         let due = conn
-            .due_ops(
-                destinations,
-                &starved,
-                &held,
-                now,
-                limit,
-                Some(store::Lock::SkipLocked),
-            )
+            .due_ops(destinations, &starved, &held, now, limit)
             .await?;
         for (id, op) in due {
             if guards
@@ -392,7 +360,7 @@ impl Ledger {
         for (name, g) in &guards {
             if let Some(reason) = &g.paused_now {
                 let detail = serde_json::json!({ "reason": reason }).to_string();
-                conn.insert_event(&store::NewEvent {
+                conn.insert_events(&[store::NewEvent {
                     operation_id: None,
                     workflow: Some(name),
                     at: now,
@@ -401,7 +369,7 @@ impl Ledger {
                     from_state: None,
                     to_state: None,
                     detail: &detail,
-                })
+                }])
                 .await?;
             }
         }
@@ -420,13 +388,13 @@ impl Ledger {
     /// A destination's budget in this round: loaded once, topped up for the time since.
     async fn budget<'b>(
         &self,
-        conn: &mut impl RoundStore,
+        conn: &mut Tx,
         budgets: &'b mut BTreeMap<String, Budget>,
         destination: &str,
         now: DateTime<Utc>,
     ) -> Result<&'b mut Budget> {
         if !budgets.contains_key(destination) {
-            let stored = conn.budget(destination, Some(store::Lock::Wait)).await?;
+            let stored = conn.budget(destination).await?;
             let (bucket, since, version) = match stored {
                 Some(row) => (
                     RetryBudget { tokens: row.tokens },
@@ -459,18 +427,15 @@ impl Ledger {
 
     /// A destination's retry budget as it stands now (full when never drawn on).
     pub async fn retry_budget(&self, destination: &str) -> Result<u32> {
-        let mut conn = self.pooled().await?;
         let now = self.now();
-        Ok(
-            match store::budget(&mut conn, destination, self.store.backend(), None).await? {
-                Some(row) => {
-                    RetryBudget { tokens: row.tokens }
-                        .refilled(row.refilled_at, now)
-                        .0
-                        .tokens
-                }
-                None => RetryBudget::CAPACITY,
-            },
-        )
+        Ok(match self.store.budget(destination).await? {
+            Some(row) => {
+                RetryBudget { tokens: row.tokens }
+                    .refilled(row.refilled_at, now)
+                    .0
+                    .tokens
+            }
+            None => RetryBudget::CAPACITY,
+        })
     }
 }

@@ -1,9 +1,11 @@
 //! Embedded migrations, applied on every start, refusing a database from a newer settle.
 //!
-//! A small runner of our own rather than `sqlx::migrate!`: the `Any` driver has no migrator, and
-//! the one rule we need beyond "apply what is missing" is a clear refusal of a newer schema.
+//! A small runner of our own rather than `sqlx::migrate!`: one schema per backend with the same
+//! version numbers, and the one rule we need beyond "apply what is missing" is a clear refusal of
+//! a newer schema.
 
-use super::{Backend, Store};
+use super::sql::{Cell, Stmt, get};
+use super::{Backend, Store, Tx};
 use crate::error::{Error, Result};
 
 struct Migration {
@@ -40,59 +42,79 @@ pub const SCHEMA_VERSION: i64 = 4;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
+    let backend = store.backend();
     let mut tx = store.begin().await?;
-    if store.backend == Backend::Postgres {
-        // Two processes starting on a fresh database must not both create the schema.
-        sqlx::query("SELECT pg_advisory_xact_lock(7383501)")
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store.err(e))?;
+    let result = apply(&mut tx, backend, &store.shown_url).await;
+    match result {
+        Ok(()) => tx.commit().await,
+        Err(e) => {
+            tx.rollback().await;
+            Err(e)
+        }
     }
-    sqlx::query("CREATE TABLE IF NOT EXISTS settle_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-        .execute(&mut *tx)
+}
+
+async fn apply(tx: &mut Tx, backend: Backend, shown_url: &str) -> Result<()> {
+    let named = |e: Error| match e {
+        Error::Unavailable(why) => Error::Unavailable(format!("database {shown_url}: {why}")),
+        other => other,
+    };
+    let stmt = |sql: &'static str| Stmt::new(sql, Vec::new());
+    if backend == Backend::Postgres {
+        // Two processes starting on a fresh database must not both create the schema.
+        stmt("SELECT pg_advisory_xact_lock(7383501)")
+            .row(tx.db(), |_| Ok(()))
+            .await
+            .map_err(named)?;
+    }
+    stmt("CREATE TABLE IF NOT EXISTS settle_schema (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .execute(tx.db())
         .await
-        .map_err(|e| store.err(e))?;
-    let current: Option<i64> = sqlx::query_scalar("SELECT MAX(version) FROM settle_schema")
-        .fetch_one(&mut *tx)
+        .map_err(named)?;
+    let current: i64 = stmt("SELECT COALESCE(MAX(version), 0) AS n FROM settle_schema")
+        .one(tx.db(), |r| get(r, "n"))
         .await
-        .map_err(|e| store.err(e))?;
-    let current = current.unwrap_or(0);
+        .map_err(named)?;
     if current > SCHEMA_VERSION {
         return Err(Error::Unavailable(format!(
-            "database {} has schema version {current}, newer than this settle understands ({SCHEMA_VERSION}): upgrade settle",
-            store.shown_url
+            "database {shown_url} has schema version {current}, newer than this settle understands ({SCHEMA_VERSION}): upgrade settle"
         )));
     }
     if current == 0 {
-        let foreign: i64 = sqlx::query_scalar(match store.backend {
-            Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'operations'",
-            Backend::Postgres => "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'operations'",
-        })
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| store.err(e))?;
+        let sql = match backend {
+            Backend::Sqlite => {
+                "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'operations'"
+            }
+            Backend::Postgres => {
+                "SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'operations'"
+            }
+        };
+        let foreign: i64 = stmt(sql)
+            .one(tx.db(), |r| get(r, "n"))
+            .await
+            .map_err(named)?;
         if foreign > 0 {
             return Err(Error::Unavailable(format!(
-                "database {} has an `operations` table that settle did not create: use another database",
-                store.shown_url
+                "database {shown_url} has an `operations` table that settle did not create: use another database"
             )));
         }
     }
     for m in MIGRATIONS.iter().filter(|m| m.version > current) {
-        let sql = match store.backend {
+        let sql = match backend {
             Backend::Sqlite => m.sqlite,
             Backend::Postgres => m.postgres,
         };
-        sqlx::raw_sql(sql)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store.err(e))?;
-        sqlx::query("INSERT INTO settle_schema (version, applied_at) VALUES ($1, $2)")
-            .bind(m.version)
-            .bind(chrono::Utc::now().timestamp_millis())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store.err(e))?;
+        tx.db().execute_batch(sql).await.map_err(named)?;
+        Stmt::new(
+            "INSERT INTO settle_schema (version, applied_at) VALUES ($1, $2)",
+            vec![
+                Cell::Int(Some(m.version)),
+                Cell::Int(Some(chrono::Utc::now().timestamp_millis())),
+            ],
+        )
+        .execute(tx.db())
+        .await
+        .map_err(named)?;
     }
-    tx.commit().await.map_err(|e| store.err(e))
+    Ok(())
 }

@@ -1,30 +1,45 @@
-//! Storage: SQLite (embedded) and PostgreSQL (shared), one schema, the same queries.
+//! Storage: the only part of settle that knows a database exists.
 //!
-//! Both backends go through sqlx's `Any` driver with bound parameters (`$1` works on both), so the
-//! ledger's SQL is written once; what differs per backend (connection set-up, how a write
-//! transaction begins, the migrations) is chosen by [`Backend`]. Nothing outside this module
-//! writes SQL.
+//! The ledger asks a [`Store`] for named operations, in a write transaction ([`in_tx!`],
+//! through a [`Tx`]) or on a pooled connection for reads; it never sees a connection, a pool or
+//! SQL. Each backend is one variant and one driver: SQLite (embedded, WAL) through its own C API
+//! (`rusqlite`, chosen by measurement: see `sqlite.rs`), and PostgreSQL (shared) through sqlx's
+//! native driver. A statement that reads the same on both is written once and run on either
+//! ([`sql::Stmt`] on a [`Db`]); where a backend has a better way it has its own: PostgreSQL writes
+//! many rows through arrays (`UNNEST`) in one statement and takes due work with `FOR UPDATE SKIP
+//! LOCKED`; SQLite writes a change's rows through statements prepared once per connection, inside
+//! a `BEGIN IMMEDIATE` transaction that holds the database from its start.
+//!
+//! The rooms: `columns` (the operation's columns, once), `sql` (statements and rows), `sqlite`
+//! (the SQLite driver's connections and transactions), `ops`
+//! (operations, attempts and events written), `work` (the dispatcher's due work, budgets and
+//! heartbeats), `workflows` (pause flags and thresholds), `pages` (lists, counts and the history
+//! readers see), `migrate`.
 
-mod direct;
+mod columns;
 mod migrate;
-mod queries;
-mod round_store;
-mod rows;
+mod ops;
+mod pages;
+mod sql;
+mod sqlite;
+mod work;
+mod workflows;
 
-use std::str::FromStr;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use sqlx::any::{AnyPoolOptions, install_default_drivers};
-use sqlx::{Any, AnyPool, Transaction};
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
 
 use crate::error::{Error, Result};
 
-pub(crate) use direct::{Direct, run_ready};
 pub use migrate::SCHEMA_VERSION;
-pub use queries::Cursor;
-pub(crate) use queries::*;
-pub(crate) use round_store::RoundStore;
-pub(crate) use rows::*;
+pub(crate) use ops::{AttemptWrite, NewEvent};
+pub use pages::Cursor;
+pub(crate) use pages::{EventRow, ListQuery, Order};
+pub(crate) use sql::ms;
+pub(crate) use workflows::WorkflowRow;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -76,6 +91,290 @@ pub fn display_url(url: &str) -> String {
     crate::domain::escape_text(&masked).into_owned()
 }
 
+/// How a process uses the database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Commands, ingest, the dispatcher, the demo: SQLite's default page cache.
+    Batch,
+    /// The console: small caches, few connections.
+    Console,
+}
+
+impl Profile {
+    /// How long to wait for a connection: a command may wait out a busy moment; the console
+    /// must notice an outage within a couple of seconds and say so.
+    fn acquire_timeout(self) -> Duration {
+        match self {
+            Profile::Batch => Duration::from_secs(5),
+            Profile::Console => Duration::from_secs(2),
+        }
+    }
+
+    /// `PRAGMA cache_size` in KiB (negative, as SQLite reads it).
+    fn sqlite_cache(self) -> &'static str {
+        match self {
+            Profile::Batch => "-2000",
+            Profile::Console => "-256",
+        }
+    }
+
+    fn connections(self, backend: Backend) -> u32 {
+        match (self, backend) {
+            (Profile::Console, _) => 2,
+            (Profile::Batch, Backend::Sqlite) => 4,
+            (Profile::Batch, Backend::Postgres) => 8,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Pool {
+    Sqlite(sqlite::Pool),
+    Postgres(PgPool),
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: Pool,
+    shown_url: String,
+    /// The URL as given (it may hold a password): for a listener connection, never printed.
+    url: String,
+}
+
+/// A write transaction: what the ledger's changes run in.
+pub(crate) enum Tx {
+    Sqlite(sqlite::Tx),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+/// A pooled connection, for reads outside a write transaction.
+pub(crate) enum Conn {
+    Sqlite(sqlite::Conn),
+    Postgres(PoolConnection<Postgres>),
+}
+
+/// A connection of either backend, borrowed from a transaction or the pool: what a statement runs
+/// on ([`sql::Stmt`]'s `rows`, `row`, `one` and `execute`).
+pub(crate) enum Db<'a> {
+    Sqlite(&'a mut rusqlite::Connection),
+    Postgres(&'a mut sqlx::PgConnection),
+}
+
+impl Tx {
+    pub(crate) fn db(&mut self) -> Db<'_> {
+        match self {
+            Tx::Sqlite(t) => Db::Sqlite(t.conn()),
+            Tx::Postgres(t) => Db::Postgres(t),
+        }
+    }
+}
+
+impl Conn {
+    pub(crate) fn db(&mut self) -> Db<'_> {
+        match self {
+            Conn::Sqlite(c) => Db::Sqlite(c),
+            Conn::Postgres(c) => Db::Postgres(c),
+        }
+    }
+}
+
+/// Runs `$body` (an expression over `$tx: &mut Tx`, giving `Result<Tried<T>>`) in a write
+/// transaction of `$store` and commits what it did; from the start again (up to eight times) when
+/// it lost a race to another writer ([`Tried::Raced`]). This is settle's one retry loop: lost
+/// compare-and-sets, and PostgreSQL's deadlock and serialization failures (which the statements
+/// report as a lost race); SQLite's busy lock is waited out by its timeout. A macro rather than a
+/// method taking an async closure: the body borrows the transaction, and the futures of async
+/// closures over borrowed arguments cannot yet be shown to be `Send`.
+macro_rules! in_tx {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut result = Err($crate::error::Error::Refused(
+            "the operation kept changing under us; try again".into(),
+        ));
+        for _ in 0..$crate::store::TRIES {
+            let mut tx = $store.begin().await?;
+            let outcome = {
+                let $tx: &mut $crate::store::Tx = &mut tx;
+                $body
+            };
+            match outcome {
+                Ok($crate::store::Tried::Done(v)) => {
+                    tx.commit().await?;
+                    result = Ok(v);
+                    break;
+                }
+                Ok($crate::store::Tried::Raced) => tx.rollback().await,
+                Err(e) => {
+                    tx.rollback().await;
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        result
+    }};
+}
+pub(crate) use in_tx;
+
+/// What one try at a write transaction came to.
+pub(crate) enum Tried<T> {
+    Done(T),
+    /// Another writer changed what this one read first: roll back and try again.
+    Raced,
+}
+
+/// How many times a write transaction is tried when another writer changed its rows first.
+pub(crate) const TRIES: usize = 8;
+
+impl Tx {
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => t.commit(),
+            Tx::Postgres(t) => t.commit().await.map_err(sql::db),
+        }
+    }
+
+    pub(crate) async fn rollback(self) {
+        match self {
+            Tx::Sqlite(t) => t.rollback(),
+            Tx::Postgres(t) => {
+                let _ = t.rollback().await;
+            }
+        }
+    }
+}
+
+/// The file a `sqlite:` URL names (`sqlite://settle.db`, `sqlite:///abs/path.db`,
+/// `sqlite:rel.db`), and whether it asks to be opened read-only (`?mode=ro`).
+fn sqlite_file(url: &str) -> (PathBuf, bool) {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let read_only = query.split('&').any(|p| p == "mode=ro");
+    (PathBuf::from(path), read_only)
+}
+
+impl Store {
+    /// Opens the database and applies the embedded migrations.
+    pub async fn open(url: &str) -> Result<Store> {
+        Store::open_with(url, Profile::Batch).await
+    }
+
+    /// Opens the database for a process that uses it as `profile` says, and migrates it.
+    pub async fn open_with(url: &str, profile: Profile) -> Result<Store> {
+        let backend = Backend::of_url(url)?;
+        let shown_url = display_url(url);
+        let cannot = |e| Error::db(&format!("cannot open database {shown_url}"), e);
+        let max = profile.connections(backend);
+        let pool = match backend {
+            Backend::Sqlite if url.contains(":memory:") => {
+                return Err(Error::Invalid(
+                    "settle keeps its ledger in a file: use sqlite://FILE".into(),
+                ));
+            }
+            Backend::Sqlite => {
+                let (path, read_only) = sqlite_file(url);
+                prepare_sqlite_file(&path, &shown_url, !read_only)?;
+                let pool = sqlite::Pool::new(
+                    &path,
+                    profile.sqlite_cache(),
+                    read_only,
+                    max,
+                    profile.acquire_timeout(),
+                );
+                // the first connection says at once whether the file can be used
+                drop(pool.acquire().await.map_err(|e| {
+                    Error::Unavailable(format!("cannot open database {shown_url}: {e}"))
+                })?);
+                Pool::Sqlite(pool)
+            }
+            Backend::Postgres => Pool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(max)
+                    // a server connection may have died since it was last used
+                    .test_before_acquire(true)
+                    .acquire_timeout(profile.acquire_timeout())
+                    .connect(url)
+                    .await
+                    .map_err(cannot)?,
+            ),
+        };
+        let store = Store {
+            pool,
+            shown_url,
+            url: url.to_string(),
+        };
+        migrate::migrate(&store).await?;
+        Ok(store)
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The URL with any password masked.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close(),
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+
+    fn err(&self, e: sqlx::Error) -> Error {
+        Error::db(&format!("database {}", self.shown_url), e)
+    }
+
+    /// A write transaction. SQLite's takes the write lock up front (`BEGIN IMMEDIATE`), so a
+    /// read-then-write never fails to upgrade; PostgreSQL relies on the version compare-and-set.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        match &self.pool {
+            Pool::Sqlite(p) => Ok(Tx::Sqlite(sqlite::Tx::begin(p.acquire().await?).await?)),
+            Pool::Postgres(p) => p.begin().await.map(Tx::Postgres).map_err(|e| self.err(e)),
+        }
+    }
+
+    /// A pooled connection for reads.
+    pub(crate) async fn conn(&self) -> Result<Conn> {
+        match &self.pool {
+            Pool::Sqlite(p) => p.acquire().await.map(Conn::Sqlite),
+            Pool::Postgres(p) => p
+                .acquire()
+                .await
+                .map(Conn::Postgres)
+                .map_err(|e| self.err(e)),
+        }
+    }
+
+    /// Waits for the next change notification (PostgreSQL `LISTEN settle_events`); `None` on
+    /// SQLite, which is polled instead, or when the listener cannot connect.
+    pub(crate) async fn listen(&self) -> Option<Listener> {
+        if self.backend() != Backend::Postgres {
+            return None;
+        }
+        let mut l = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
+        l.listen("settle_events").await.ok()?;
+        Some(Listener(l))
+    }
+}
+
+/// Changes made by others, as PostgreSQL tells of them.
+pub(crate) struct Listener(sqlx::postgres::PgListener);
+
+impl Listener {
+    /// Waits for the next notification; false when the connection is gone.
+    pub(crate) async fn next(&mut self) -> bool {
+        self.0.try_recv().await.is_ok_and(|n| n.is_some())
+    }
+}
+
 /// Checks a SQLite database file before any pool waits on it, so that a wrong path is one clear
 /// line at once rather than a connection timeout: a directory, an unreadable file or a file that
 /// is not a SQLite database is refused. A missing file is created (when `create`) readable by its
@@ -119,287 +418,6 @@ fn prepare_sqlite_file(path: &std::path::Path, shown: &str, create: bool) -> Res
     }
 }
 
-/// The backend's own driver, for the list query the console runs on every page: `Any` copies
-/// every cell of every row into its own values, which made a page of 50 rows 1.8x slower.
-#[derive(Clone, Debug)]
-pub(crate) enum ReadPool {
-    Sqlite(sqlx::SqlitePool),
-    Postgres(sqlx::PgPool),
-}
-
-#[derive(Clone, Debug)]
-pub struct Store {
-    pool: AnyPool,
-    read: ReadPool,
-    backend: Backend,
-    shown_url: String,
-    /// The URL as given (it may hold a password): for a listener connection, never printed.
-    url: String,
-    /// SQLite: the dispatcher's own connection for its rounds.
-    direct: Option<std::sync::Arc<Direct>>,
-}
-
-/// How a process uses the database.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Profile {
-    /// Commands, ingest, the demo: SQLite's default page cache.
-    Batch,
-    /// The console: small caches, few connections.
-    Console,
-}
-
-impl Profile {
-    /// How long to wait for a connection: a command may wait out a busy moment; the console
-    /// must notice an outage within a couple of seconds and say so.
-    fn acquire_timeout(self) -> Duration {
-        match self {
-            Profile::Batch => Duration::from_secs(5),
-            Profile::Console => Duration::from_secs(2),
-        }
-    }
-
-    /// `PRAGMA cache_size` in KiB (negative, as SQLite reads it).
-    fn sqlite_cache(self) -> &'static str {
-        match self {
-            Profile::Batch => "-2000",
-            Profile::Console => "-256",
-        }
-    }
-}
-
-/// WAL lets readers (the console) run beside a writer; the busy timeout makes concurrent writers
-/// queue for the lock instead of failing.
-const SQLITE_PRAGMAS: [&str; 4] = [
-    "PRAGMA journal_mode = WAL",
-    "PRAGMA busy_timeout = 15000",
-    "PRAGMA synchronous = NORMAL",
-    "PRAGMA foreign_keys = ON",
-];
-
-pub(crate) type Tx = Transaction<'static, Any>;
-
-impl Store {
-    /// Opens the database and applies the embedded migrations.
-    pub async fn open(url: &str) -> Result<Store> {
-        Store::open_with(url, Profile::Batch).await
-    }
-
-    /// Opens the database for a long-running reader (the console): fewer connections and a small
-    /// SQLite page cache each, so its memory stays flat however large the ledger grows.
-    pub async fn open_with(url: &str, profile: Profile) -> Result<Store> {
-        install_default_drivers();
-        let backend = Backend::of_url(url)?;
-        let shown_url = display_url(url);
-        let (connect_url, max) = match backend {
-            Backend::Sqlite if url.contains(":memory:") => {
-                return Err(Error::Invalid(
-                    "settle keeps its ledger in a file: use sqlite://FILE".into(),
-                ));
-            }
-            Backend::Sqlite if url.contains("mode=") => (url.to_string(), 4),
-            Backend::Sqlite => (
-                format!("{url}{}mode=rwc", if url.contains('?') { '&' } else { '?' }),
-                4,
-            ),
-            Backend::Postgres => (url.to_string(), 8),
-        };
-        if backend == Backend::Sqlite {
-            let options = sqlx::sqlite::SqliteConnectOptions::from_str(&connect_url)
-                .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
-            prepare_sqlite_file(options.get_filename(), &shown_url, !url.contains("mode="))?;
-        }
-        let max = if profile == Profile::Console { 2 } else { max };
-        let cache = format!("PRAGMA cache_size = {}", profile.sqlite_cache());
-        let pool = AnyPoolOptions::new()
-            .max_connections(max)
-            // a local file needs no ping before each transaction; a server connection may have died
-            .test_before_acquire(backend == Backend::Postgres)
-            .acquire_timeout(profile.acquire_timeout())
-            .after_connect(move |conn, _meta| {
-                let cache = cache.clone();
-                Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        for pragma in SQLITE_PRAGMAS {
-                            sqlx::query(pragma).execute(&mut *conn).await?;
-                        }
-                        sqlx::query(&cache).execute(&mut *conn).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .connect(&connect_url)
-            .await
-            .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
-        let mut direct = None;
-        let read = match backend {
-            Backend::Sqlite => {
-                let options = sqlx::sqlite::SqliteConnectOptions::from_str(&connect_url)
-                    .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?;
-                direct = Some(std::sync::Arc::new(Direct::new(
-                    options.get_filename().to_path_buf(),
-                    profile.sqlite_cache(),
-                )));
-                let options = options
-                    .busy_timeout(Duration::from_secs(15))
-                    .pragma("cache_size", profile.sqlite_cache());
-                ReadPool::Sqlite(
-                    sqlx::sqlite::SqlitePoolOptions::new()
-                        .max_connections(2)
-                        // a local file needs no ping before each page
-                        .test_before_acquire(false)
-                        .acquire_timeout(profile.acquire_timeout())
-                        .connect_lazy_with(options),
-                )
-            }
-            Backend::Postgres => ReadPool::Postgres(
-                sqlx::postgres::PgPoolOptions::new()
-                    .max_connections(2)
-                    .acquire_timeout(profile.acquire_timeout())
-                    .connect_lazy(&connect_url)
-                    .map_err(|e| Error::db(&format!("cannot open database {shown_url}"), e))?,
-            ),
-        };
-        let store = Store {
-            pool,
-            read,
-            backend,
-            shown_url,
-            url: url.to_string(),
-            direct,
-        };
-        migrate::migrate(&store).await?;
-        Ok(store)
-    }
-
-    pub fn backend(&self) -> Backend {
-        self.backend
-    }
-
-    /// The URL with any password masked.
-    pub fn shown_url(&self) -> &str {
-        &self.shown_url
-    }
-
-    pub(crate) fn pool(&self) -> &AnyPool {
-        &self.pool
-    }
-
-    /// Waits for the next change notification (PostgreSQL `LISTEN settle_events`); `None` on
-    /// SQLite, which is polled instead, or when the listener cannot connect.
-    pub(crate) async fn listener(&self) -> Option<sqlx::postgres::PgListener> {
-        if self.backend != Backend::Postgres {
-            return None;
-        }
-        let mut l = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
-        l.listen("settle_events").await.ok()?;
-        Some(l)
-    }
-
-    /// SQLite: the connection the dispatcher's rounds write through (see [`Direct`]).
-    pub(crate) fn direct(&self) -> Option<&Direct> {
-        self.direct.as_deref()
-    }
-
-    pub(crate) fn read_pool(&self) -> &ReadPool {
-        &self.read
-    }
-
-    /// A write transaction. SQLite's takes the write lock up front (`BEGIN IMMEDIATE`), so a
-    /// read-then-write never fails to upgrade; PostgreSQL relies on the version compare-and-set.
-    pub(crate) async fn begin(&self) -> Result<Tx> {
-        let tx = match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            Backend::Postgres => self.pool.begin().await,
-        };
-        tx.map_err(|e| self.err(e))
-    }
-
-    pub(crate) fn err(&self, e: sqlx::Error) -> Error {
-        Error::db(&format!("database {}", self.shown_url), e)
-    }
-
-    pub async fn close(&self) {
-        if let Some(d) = &self.direct {
-            d.close();
-        }
-        match &self.read {
-            ReadPool::Sqlite(p) => p.close().await,
-            ReadPool::Postgres(p) => p.close().await,
-        }
-        self.pool.close().await;
-    }
-}
-
-/// What the store's own tests start from.
-#[cfg(test)]
-pub(crate) mod fixture {
-    use chrono::{DateTime, Utc};
-
-    use super::{NewEvent, Opened, Store, insert_op};
-    use crate::domain::{Op, State};
-
-    /// A SQLite store holding one pending operation, `k-1`, and the change that starts its
-    /// first attempt: its new row, the attempt opened and the audit event.
-    pub(crate) struct OnePending {
-        _dir: tempfile::TempDir,
-        pub store: Store,
-        pub id: i64,
-        pub next: Op,
-        pub at: DateTime<Utc>,
-    }
-
-    impl OnePending {
-        pub(crate) async fn new() -> OnePending {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("t.db").display());
-            let store = Store::open(&url).await.unwrap();
-            let at = Utc::now();
-            let op = Op::new(
-                "k-1",
-                "w",
-                "",
-                "tasks",
-                "create_task",
-                "{}".into(),
-                "fp".into(),
-                at,
-            );
-            let mut tx = store.begin().await.unwrap();
-            let id = insert_op(&mut tx, &op).await.unwrap().unwrap();
-            tx.commit().await.unwrap();
-            let next = Op {
-                state: State::InFlight,
-                attempts: 1,
-                version: 1,
-                ..op
-            };
-            OnePending {
-                _dir: dir,
-                store,
-                id,
-                next,
-                at,
-            }
-        }
-
-        pub(crate) fn opened(&self) -> [Opened<'static>; 1] {
-            [(self.id, 1, "dispatcher", self.at)]
-        }
-
-        pub(crate) fn event(&self) -> NewEvent<'static> {
-            NewEvent::on_operation(
-                self.id,
-                self.at,
-                "dispatcher",
-                "attempt_started",
-                Some(State::Pending),
-                State::InFlight,
-                "{}",
-            )
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,3 +449,7 @@ mod tests {
         assert_eq!(Backend::of_url("mysql://h/d").unwrap_err().exit_code(), 2);
     }
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod store_tests;

@@ -92,6 +92,88 @@ pub async fn postgres_on(admin: &str) -> TestDb {
     }
 }
 
+/// Plain SQL on a test database, as an automation, an operator or an older settle might run it
+/// (the tests' own back door; settle itself goes through its store).
+pub enum Raw {
+    Sqlite(rusqlite::Connection),
+    Postgres(sqlx::PgConnection),
+}
+
+impl Raw {
+    pub async fn connect(url: &str) -> Raw {
+        match url.strip_prefix("sqlite://") {
+            Some(path) => Raw::Sqlite(rusqlite::Connection::open(path).unwrap()),
+            None => Raw::Postgres(sqlx::PgConnection::connect(url).await.unwrap()),
+        }
+    }
+
+    /// Runs a statement; its error as text when the database refuses it.
+    pub async fn execute(&mut self, sql: &str) -> Result<u64, String> {
+        match self {
+            Raw::Sqlite(c) => c
+                .execute(sql, [])
+                .map(|n| n as u64)
+                .map_err(|e| e.to_string()),
+            Raw::Postgres(c) => sqlx::query(sql)
+                .execute(c)
+                .await
+                .map(|r| r.rows_affected())
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Runs a statement with text parameters (`?1`, `?2` on SQLite, `$1`, `$2` on PostgreSQL).
+    pub async fn execute_with(&mut self, sql: &str, params: &[&str]) -> Result<u64, String> {
+        match self {
+            Raw::Sqlite(c) => c
+                .execute(&sql.replace('$', "?"), rusqlite::params_from_iter(params))
+                .map(|n| n as u64)
+                .map_err(|e| e.to_string()),
+            Raw::Postgres(c) => {
+                let mut q = sqlx::query(sql);
+                for p in params {
+                    q = q.bind(*p);
+                }
+                q.execute(c)
+                    .await
+                    .map(|r| r.rows_affected())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// The first column of every row, as text.
+    pub async fn texts(&mut self, sql: &str) -> Vec<String> {
+        match self {
+            Raw::Sqlite(c) => {
+                let mut st = c.prepare(sql).unwrap();
+                st.query_map([], |r| r.get::<_, Option<String>>(0))
+                    .unwrap()
+                    .filter_map(|v| v.unwrap())
+                    .collect()
+            }
+            Raw::Postgres(c) => {
+                use sqlx::Row;
+                sqlx::query(sql)
+                    .fetch_all(c)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .filter_map(|r| r.try_get::<Option<String>, _>(0).ok().flatten())
+                    .collect()
+            }
+        }
+    }
+
+    /// The one integer a statement answers.
+    pub async fn int(&mut self, sql: &str) -> i64 {
+        match self {
+            Raw::Sqlite(c) => c.query_row(sql, [], |r| r.get(0)).unwrap(),
+            Raw::Postgres(c) => sqlx::query_scalar(sql).fetch_one(c).await.unwrap(),
+        }
+    }
+}
+
 /// Polls `ok` until it holds. Gives up (failing the test) after `limit`: a bound for a condition
 /// that never comes, never a measure of how fast it came.
 pub fn wait_until(what: &str, limit: std::time::Duration, mut ok: impl FnMut() -> bool) {

@@ -1,0 +1,553 @@
+//! Operations, their attempts and their audit events, as a write transaction reads and writes
+//! them. A change is a compare-and-set on the operation's `version`; many changes are written
+//! together: on SQLite as one multi-statement call (parameters bound in order), on PostgreSQL as
+//! one statement over arrays (`UNNEST`), so a round or an ingest batch costs one round trip to
+//! write whatever its size.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::Tx;
+use super::columns::{self, Kind, changing, inserted};
+use super::sql::{Cell, Marks, Stmt, db, get, get_time, marks, ms, time};
+use crate::domain::{Op, Outcome, State};
+use crate::error::Result;
+
+/// An audit event to append.
+pub(crate) struct NewEvent<'a> {
+    pub operation_id: Option<i64>,
+    pub workflow: Option<&'a str>,
+    pub at: DateTime<Utc>,
+    pub actor: &'a str,
+    pub kind: &'a str,
+    pub from_state: Option<State>,
+    pub to_state: Option<State>,
+    pub detail: &'a str,
+}
+
+impl<'a> NewEvent<'a> {
+    /// The event of a change to one operation.
+    pub(crate) fn on_operation(
+        id: i64,
+        at: DateTime<Utc>,
+        actor: &'a str,
+        kind: &'a str,
+        from_state: Option<State>,
+        to_state: State,
+        detail: &'a str,
+    ) -> NewEvent<'a> {
+        NewEvent {
+            operation_id: Some(id),
+            workflow: None,
+            at,
+            actor,
+            kind,
+            from_state,
+            to_state: Some(to_state),
+            detail,
+        }
+    }
+
+    fn cells(&self) -> [Cell<'a>; 8] {
+        [
+            Cell::Int(self.operation_id),
+            Cell::Text(self.workflow),
+            Cell::Int(Some(ms(self.at))),
+            Cell::Text(Some(self.actor)),
+            Cell::Text(Some(self.kind)),
+            Cell::Text(self.from_state.map(|s| s.as_str())),
+            Cell::Text(self.to_state.map(|s| s.as_str())),
+            Cell::Text(Some(self.detail)),
+        ]
+    }
+}
+
+/// An attempt's outcome: closing an open attempt, or one made elsewhere (opened and closed at
+/// once).
+pub(crate) struct AttemptWrite<'a> {
+    pub operation_id: i64,
+    pub n: u32,
+    pub actor: &'a str,
+    pub at: DateTime<Utc>,
+    pub outcome: Outcome,
+    pub http_status: Option<u16>,
+    pub reference: Option<&'a str>,
+    pub error: Option<&'a str>,
+}
+
+impl<'a> AttemptWrite<'a> {
+    /// Operation, number, time, outcome, status, reference, error.
+    fn cells(&self) -> [Cell<'a>; 7] {
+        [
+            Cell::Int(Some(self.operation_id)),
+            Cell::Int(Some(i64::from(self.n))),
+            Cell::Int(Some(ms(self.at))),
+            Cell::Text(Some(self.outcome.as_str())),
+            Cell::Int(self.http_status.map(i64::from)),
+            Cell::Text(self.reference),
+            Cell::Text(self.error),
+        ]
+    }
+}
+
+/// An operation's new row, `(id, new row, expected version)`: a compare-and-set.
+pub(crate) type OpRow<'a> = (i64, &'a Op, i64);
+/// An attempt opened: `(operation id, number, actor, started at)`.
+pub(crate) type Opened<'a> = (i64, u32, &'a str, DateTime<Utc>);
+
+/// One attempt as stored (error and reference still raw: the ledger redacts them).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AttemptRow {
+    pub n: u32,
+    pub actor: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub outcome: Option<Outcome>,
+    pub http_status: Option<u16>,
+    pub reference: Option<String>,
+    pub error: Option<String>,
+}
+
+pub(crate) const ATTEMPT_COLUMNS: &str =
+    "n, actor, started_at, finished_at, outcome, http_status, reference, error";
+
+pub(crate) fn attempt_from_row(row: &dyn super::sql::Cells) -> Result<AttemptRow> {
+    let outcome: Option<String> = get(row, "outcome")?;
+    Ok(AttemptRow {
+        n: get::<i64>(row, "n")? as u32,
+        actor: get(row, "actor")?,
+        started_at: time(get(row, "started_at")?),
+        finished_at: get_time(row, "finished_at")?,
+        outcome: outcome
+            .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
+            .transpose()?,
+        http_status: get::<Option<i64>>(row, "http_status")?.map(|s| s as u16),
+        reference: get(row, "reference")?,
+        error: get(row, "error")?,
+    })
+}
+
+/// A column of many rows, as PostgreSQL takes it: one typed array.
+enum Array<'a> {
+    Int(Vec<Option<i64>>),
+    Text(Vec<Option<&'a str>>),
+}
+
+impl<'a> Array<'a> {
+    fn of(kind: Kind, cells: impl Iterator<Item = Cell<'a>>) -> Array<'a> {
+        match kind {
+            Kind::Int => Array::Int(
+                cells
+                    .map(|c| match c {
+                        Cell::Int(v) => v,
+                        Cell::Text(_) => None,
+                    })
+                    .collect(),
+            ),
+            Kind::Text => Array::Text(
+                cells
+                    .map(|c| match c {
+                        Cell::Text(v) => v,
+                        Cell::Int(_) => None,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// A PostgreSQL statement over arrays, each bound in order.
+fn pg_query<'q>(
+    sql: &'q str,
+    arrays: Vec<Array<'q>>,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let mut q = sqlx::query::<sqlx::Postgres>(sql);
+    for a in arrays {
+        q = match a {
+            Array::Int(v) => q.bind(v),
+            Array::Text(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+/// `$first::T[], ...` for PostgreSQL arrays of these kinds.
+fn array_marks(first: usize, kinds: &[Kind]) -> String {
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let t = match k {
+                Kind::Int => "BIGINT",
+                Kind::Text => "TEXT",
+            };
+            format!("${}::{t}[]", first + i)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const EVENT_KINDS: [Kind; 8] = [
+    Kind::Int,
+    Kind::Text,
+    Kind::Int,
+    Kind::Text,
+    Kind::Text,
+    Kind::Text,
+    Kind::Text,
+    Kind::Text,
+];
+const EVENT_INSERT: &str =
+    "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail)";
+const OPENED_KINDS: [Kind; 4] = [Kind::Int, Kind::Int, Kind::Text, Kind::Int];
+const CLOSED_KINDS: [Kind; 7] = [
+    Kind::Int,
+    Kind::Int,
+    Kind::Int,
+    Kind::Text,
+    Kind::Int,
+    Kind::Text,
+    Kind::Text,
+];
+
+/// PostgreSQL's code for a transaction it broke to end a deadlock, or could not serialize.
+fn lost_a_race(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
+}
+
+/// The statement that writes a change set on PostgreSQL in one round trip: the operations' new
+/// rows (a compare-and-set on each), attempts opened, closed and made elsewhere, and the events
+/// in order. It answers how many operations it updated.
+static PG_WRITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let changing = changing();
+    let kinds: Vec<Kind> = [Kind::Int, Kind::Int]
+        .into_iter()
+        .chain(changing.iter().map(|c| c.kind()))
+        .collect();
+    let names: Vec<String> = ["id".to_string(), "expected".to_string()]
+        .into_iter()
+        .chain(changing.iter().map(|c| c.name().to_string()))
+        .collect();
+    let sets: Vec<String> = changing
+        .iter()
+        .map(|c| format!("{0} = v.{0}", c.name()))
+        .collect();
+    let mut next = 1 + kinds.len();
+    let opened = array_marks(next, &OPENED_KINDS);
+    next += OPENED_KINDS.len();
+    let closed = array_marks(next, &CLOSED_KINDS);
+    next += CLOSED_KINDS.len();
+    let whole = array_marks(next, &CLOSED_KINDS);
+    let whole_actor = next + CLOSED_KINDS.len();
+    next = whole_actor + 1;
+    let events = array_marks(next, &EVENT_KINDS);
+    format!(
+        "WITH u AS (UPDATE operations o SET {sets} FROM UNNEST({ops}) AS v({names}) \
+           WHERE o.id = v.id AND o.version = v.expected RETURNING 1), \
+         s AS (INSERT INTO attempts (operation_id, n, actor, started_at) SELECT * FROM UNNEST({opened}) RETURNING 1), \
+         f AS (UPDATE attempts a SET finished_at = v.at, outcome = v.outcome, http_status = v.status, \
+           reference = v.reference, error = v.error FROM UNNEST({closed}) AS v(op, n, at, outcome, status, reference, error) \
+           WHERE a.operation_id = v.op AND a.n = v.n RETURNING 1), \
+         w AS (INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
+           SELECT v.op, v.n, v.at, v.at, v.outcome, v.status, v.reference, v.error, v.actor \
+           FROM UNNEST({whole}, ${whole_actor}::TEXT[]) AS v(op, n, at, outcome, status, reference, error, actor) RETURNING 1), \
+         e AS ({EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
+           FROM UNNEST({events}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) \
+           ORDER BY i RETURNING 1) \
+         SELECT (SELECT COUNT(*) FROM u) AS updated, (SELECT COUNT(*) FROM s) + (SELECT COUNT(*) FROM f) \
+           + (SELECT COUNT(*) FROM w) + (SELECT COUNT(*) FROM e) AS others",
+        sets = sets.join(", "),
+        ops = array_marks(1, &kinds),
+        names = names.join(", "),
+    )
+});
+
+impl Tx {
+    /// The operation with this key.
+    pub(crate) async fn load_op(&mut self, key: &str) -> Result<Option<(i64, Op)>> {
+        let stmt = Stmt::new(
+            format!(
+                "SELECT {} FROM operations WHERE key = $1",
+                columns::select()
+            ),
+            vec![Cell::Text(Some(key))],
+        );
+        stmt.row(self.db(), columns::decode).await
+    }
+
+    /// The operations with these keys, by key; with `hold` (PostgreSQL) held until the
+    /// transaction ends, taken in key order so that two writers never wait for each other in a
+    /// circle.
+    pub(crate) async fn load_ops(
+        &mut self,
+        keys: &[&str],
+        hold: bool,
+    ) -> Result<HashMap<String, (i64, Op)>> {
+        let mut found = HashMap::with_capacity(keys.len());
+        if keys.is_empty() {
+            return Ok(found);
+        }
+        match self {
+            Tx::Sqlite(_) => {
+                // one statement per key: prepared once, whatever the number of keys
+                let sql = format!("SELECT {} FROM operations WHERE key = ?", columns::select());
+                for key in keys {
+                    let stmt = Stmt::new(sql.as_str(), vec![Cell::Text(Some(*key))]);
+                    if let Some((id, op)) = stmt.row(self.db(), columns::decode).await? {
+                        found.insert(op.key.clone(), (id, op));
+                    }
+                }
+            }
+            Tx::Postgres(t) => {
+                let sql = format!(
+                    "SELECT {} FROM operations WHERE key = ANY($1) ORDER BY key{}",
+                    columns::select(),
+                    if hold { " FOR UPDATE" } else { "" }
+                );
+                let rows = sqlx::query(&sql)
+                    .bind(keys)
+                    .fetch_all(&mut **t)
+                    .await
+                    .map_err(db)?;
+                for row in rows {
+                    let (id, op) = columns::decode(&row)?;
+                    found.insert(op.key.clone(), (id, op));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// Inserts new operations; returns `(id, key)` of those inserted (a key already stored, or
+    /// twice in `ops`, is inserted once).
+    pub(crate) async fn insert_ops(&mut self, ops: &[&Op]) -> Result<Vec<(i64, String)>> {
+        let cols = inserted();
+        let names: Vec<&str> = cols.iter().map(|c| c.name()).collect();
+        let mut out = Vec::with_capacity(ops.len());
+        if ops.is_empty() {
+            return Ok(out);
+        }
+        match self {
+            Tx::Sqlite(_) => {
+                // SQLite allows 32,766 parameters in a statement
+                for chunk in ops.chunks(500) {
+                    let rows: Vec<String> = (0..chunk.len())
+                        .map(|_| marks(Marks::InOrder, 1, cols.len()))
+                        .collect();
+                    let cells = chunk
+                        .iter()
+                        .flat_map(|op| cols.iter().map(|c| c.cell(op)))
+                        .collect();
+                    let stmt = Stmt::new(
+                        format!(
+                            "INSERT INTO operations ({}) VALUES {} ON CONFLICT (key) DO NOTHING RETURNING id, key",
+                            names.join(", "),
+                            rows.join(", ")
+                        ),
+                        cells,
+                    );
+                    let rows = stmt
+                        .rows(self.db(), |r| Ok((get(r, "id")?, get(r, "key")?)))
+                        .await?;
+                    out.extend(rows);
+                }
+            }
+            Tx::Postgres(t) => {
+                let kinds: Vec<Kind> = cols.iter().map(|c| c.kind()).collect();
+                let sql = format!(
+                    "INSERT INTO operations ({}) SELECT * FROM UNNEST({}) ON CONFLICT (key) DO NOTHING RETURNING id, key",
+                    names.join(", "),
+                    array_marks(1, &kinds)
+                );
+                let arrays = cols
+                    .iter()
+                    .map(|c| Array::of(c.kind(), ops.iter().map(|op| c.cell(op))))
+                    .collect();
+                for row in pg_query(&sql, arrays)
+                    .fetch_all(&mut **t)
+                    .await
+                    .map_err(db)?
+                {
+                    out.push((get(&row, "id")?, get(&row, "key")?));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Appends audit events, in order.
+    pub(crate) async fn insert_events(&mut self, events: &[NewEvent<'_>]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Tx::Sqlite(_) => {
+                for chunk in events.chunks(500) {
+                    sqlite_events(chunk).execute(self.db()).await?;
+                }
+            }
+            Tx::Postgres(t) => {
+                let sql = format!(
+                    "{EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
+                     FROM UNNEST({}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) ORDER BY i",
+                    array_marks(1, &EVENT_KINDS)
+                );
+                let arrays = event_arrays(events);
+                pg_query(&sql, arrays).execute(&mut **t).await.map_err(db)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a change set: the operations' new rows (a compare-and-set on each), the attempts
+    /// opened, closed and made elsewhere, and the audit events in order. False when an operation
+    /// changed meanwhile (or PostgreSQL broke a deadlock with this transaction): nothing written
+    /// stays, the caller rolls back and tries again.
+    pub(crate) async fn write_changes(
+        &mut self,
+        ops: &[OpRow<'_>],
+        opened: &[Opened<'_>],
+        closed: &[AttemptWrite<'_>],
+        whole: &[AttemptWrite<'_>],
+        events: &[NewEvent<'_>],
+    ) -> Result<bool> {
+        match self {
+            Tx::Sqlite(_) => self.write_sqlite(ops, opened, closed, whole, events).await,
+            Tx::Postgres(t) => {
+                let mut arrays = Vec::new();
+                let changing = changing();
+                arrays.push(Array::Int(ops.iter().map(|(id, _, _)| Some(*id)).collect()));
+                arrays.push(Array::Int(ops.iter().map(|(_, _, v)| Some(*v)).collect()));
+                for c in changing {
+                    arrays.push(Array::of(c.kind(), ops.iter().map(|(_, op, _)| c.cell(op))));
+                }
+                let opened_cells: Vec<[Cell; 4]> = opened
+                    .iter()
+                    .map(|(id, n, actor, at)| {
+                        [
+                            Cell::Int(Some(*id)),
+                            Cell::Int(Some(i64::from(*n))),
+                            Cell::Text(Some(*actor)),
+                            Cell::Int(Some(ms(*at))),
+                        ]
+                    })
+                    .collect();
+                for (i, k) in OPENED_KINDS.iter().enumerate() {
+                    arrays.push(Array::of(*k, opened_cells.iter().map(|r| r[i])));
+                }
+                for set in [closed, whole] {
+                    let rows: Vec<[Cell; 7]> = set.iter().map(AttemptWrite::cells).collect();
+                    for (i, k) in CLOSED_KINDS.iter().enumerate() {
+                        arrays.push(Array::of(*k, rows.iter().map(|r| r[i])));
+                    }
+                }
+                arrays.push(Array::Text(whole.iter().map(|a| Some(a.actor)).collect()));
+                arrays.extend(event_arrays(events));
+                match pg_query(&PG_WRITE, arrays).fetch_one(&mut **t).await {
+                    Ok(row) => Ok(get::<i64>(&row, "updated")? == ops.len() as i64),
+                    Err(e) if lost_a_race(&e) => Ok(false),
+                    Err(e) => Err(db(e)),
+                }
+            }
+        }
+    }
+
+    /// SQLite: the change set statement by statement, each prepared once per connection (one
+    /// plain `UPDATE` per operation: SQLite's `UPDATE ... FROM` took three times as long per row).
+    /// A lost compare-and-set shows as an operation's update writing no row.
+    async fn write_sqlite(
+        &mut self,
+        ops: &[OpRow<'_>],
+        opened: &[Opened<'_>],
+        closed: &[AttemptWrite<'_>],
+        whole: &[AttemptWrite<'_>],
+        events: &[NewEvent<'_>],
+    ) -> Result<bool> {
+        let changing = changing();
+        let sets: Vec<String> = changing
+            .iter()
+            .map(|c| format!("{} = ?", c.name()))
+            .collect();
+        let update = format!(
+            "UPDATE operations SET {} WHERE id = ? AND version = ?",
+            sets.join(", ")
+        );
+        for (id, op, expected) in ops {
+            let mut cells: Vec<Cell> = changing.iter().map(|c| c.cell(op)).collect();
+            cells.extend([Cell::Int(Some(*id)), Cell::Int(Some(*expected))]);
+            if Stmt::new(update.as_str(), cells).execute(self.db()).await? != 1 {
+                return Ok(false);
+            }
+        }
+        for (id, n, actor, at) in opened {
+            Stmt::new(
+                "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES (?, ?, ?, ?)",
+                vec![
+                    Cell::Int(Some(*id)),
+                    Cell::Int(Some(i64::from(*n))),
+                    Cell::Text(Some(*actor)),
+                    Cell::Int(Some(ms(*at))),
+                ],
+            )
+            .execute(self.db())
+            .await?;
+        }
+        for a in closed {
+            let mut cells = a.cells().to_vec();
+            // the key (the first two) goes last here
+            cells.rotate_left(2);
+            Stmt::new(
+                "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, reference = ?, \
+                 error = ? WHERE operation_id = ? AND n = ?",
+                cells,
+            )
+            .execute(self.db())
+            .await?;
+        }
+        for a in whole {
+            // operation, number, started = finished, outcome, status, reference, error, actor
+            let c = a.cells();
+            Stmt::new(
+                "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                vec![c[0], c[1], c[2], c[2], c[3], c[4], c[5], c[6], Cell::Text(Some(a.actor))],
+            )
+            .execute(self.db())
+            .await?;
+        }
+        let event = format!("{EVENT_INSERT} VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+        for e in events {
+            Stmt::new(event.as_str(), e.cells().to_vec())
+                .execute(self.db())
+                .await?;
+        }
+        Ok(true)
+    }
+
+    /// Attempt `n` of an operation.
+    pub(crate) async fn attempt(&mut self, op_id: i64, n: u32) -> Result<Option<AttemptRow>> {
+        let stmt = Stmt::new(
+            format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"),
+            vec![Cell::Int(Some(op_id)), Cell::Int(Some(i64::from(n)))],
+        );
+        stmt.row(self.db(), attempt_from_row).await
+    }
+}
+
+fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
+    let rows: Vec<String> = events.iter().map(|_| marks(Marks::InOrder, 1, 8)).collect();
+    Stmt::new(
+        format!("{EVENT_INSERT} VALUES {}", rows.join(", ")),
+        events.iter().flat_map(|e| e.cells()).collect(),
+    )
+}
+
+fn event_arrays<'a>(events: &[NewEvent<'a>]) -> Vec<Array<'a>> {
+    let rows: Vec<[Cell<'a>; 8]> = events.iter().map(NewEvent::cells).collect();
+    EVENT_KINDS
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Array::of(*k, rows.iter().map(|r| r[i])))
+        .collect()
+}

@@ -1,0 +1,336 @@
+//! What readers see: pages of operations (keyset pagination on indexed columns, never the whole
+//! queue), one operation's attempts and history, the activity feed, and counts.
+
+use chrono::{DateTime, Utc};
+
+use super::Store;
+use super::columns;
+use super::ops::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
+use super::sql::{Cell, Cells, Stmt, get, ms, time};
+use crate::domain::{Op, State};
+use crate::error::{Error, Result};
+
+/// A keyset position: the sort column's value (when sorting by one), the ordering time, the id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    pub group: Option<String>,
+    pub at: i64,
+    pub id: i64,
+}
+
+/// The order of a page: by a column (then time and id), or by time and id alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Order {
+    #[default]
+    Time,
+    State,
+    Workflow,
+    Destination,
+}
+
+impl Order {
+    fn column(self) -> Option<&'static str> {
+        match self {
+            Order::Time => None,
+            Order::State => Some("state"),
+            Order::Workflow => Some("workflow"),
+            Order::Destination => Some("destination"),
+        }
+    }
+}
+
+/// Which operations a page shows, in which order, and where it starts.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ListQuery<'a> {
+    /// Only exceptions, ordered by when they became one; otherwise by creation.
+    pub exceptions_only: bool,
+    pub states: &'a [State],
+    pub workflow: Option<&'a str>,
+    pub claimed_by: Option<&'a str>,
+    /// Only rows whose ordering time is at or before this.
+    pub not_after: Option<DateTime<Utc>>,
+    pub order: Order,
+    /// Lowercase text that the key, workflow, step, destination, state or error must contain.
+    pub text: Option<&'a str>,
+    /// Rows strictly after (or, `backwards`, strictly before) this position.
+    pub from: Option<&'a Cursor>,
+    /// Include the row at `from` itself.
+    pub inclusive: bool,
+    /// Walk the order backwards (the rows come back nearest first).
+    pub backwards: bool,
+    pub limit: i64,
+}
+
+/// One audit event as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct EventRow {
+    pub id: i64,
+    pub operation_id: Option<i64>,
+    pub workflow: Option<String>,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub kind: String,
+    pub from_state: Option<String>,
+    pub to_state: Option<String>,
+    pub detail: String,
+}
+
+fn event_from_row(row: &dyn Cells) -> Result<EventRow> {
+    Ok(EventRow {
+        id: get(row, "id")?,
+        operation_id: get(row, "operation_id")?,
+        workflow: get(row, "workflow")?,
+        at: time(get(row, "at")?),
+        actor: get(row, "actor")?,
+        kind: get(row, "kind")?,
+        from_state: get(row, "from_state")?,
+        to_state: get(row, "to_state")?,
+        detail: get(row, "detail")?,
+    })
+}
+
+const EVENT_COLUMNS: &str =
+    "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail";
+
+/// An event's operation, as the activity feed needs it: its key, and what redacts the detail
+/// (destination, action, payload and any conflicting payload).
+pub(crate) struct EventSubject {
+    pub key: String,
+    pub destination: String,
+    pub action: String,
+    pub payload: String,
+    pub conflicting_payload: Option<String>,
+}
+
+enum Arg {
+    Int(i64),
+    Text(String),
+}
+
+impl Store {
+    /// A page of operations (see [`ListQuery`]); each with whether its workflow is paused (one
+    /// round trip, not two).
+    pub(crate) async fn page(&self, q: &ListQuery<'_>) -> Result<Vec<(i64, Op, bool)>> {
+        let time = if q.exceptions_only {
+            "exception_since"
+        } else {
+            "created_at"
+        };
+        let mut cond: Vec<String> = Vec::new();
+        let mut args: Vec<Arg> = Vec::new();
+        let mark = |args: &mut Vec<Arg>, a: Arg| {
+            args.push(a);
+            format!("${}", args.len())
+        };
+        if q.exceptions_only {
+            cond.push("exception_since IS NOT NULL".into());
+        }
+        if let Some(t) = q.not_after {
+            let m = mark(&mut args, Arg::Int(ms(t)));
+            cond.push(format!("{time} <= {m}"));
+        }
+        if !q.states.is_empty() {
+            let marks: Vec<String> = q
+                .states
+                .iter()
+                .map(|s| mark(&mut args, Arg::Text(s.as_str().to_string())))
+                .collect();
+            cond.push(format!("state IN ({})", marks.join(", ")));
+        }
+        if let Some(w) = q.workflow {
+            let m = mark(&mut args, Arg::Text(w.to_string()));
+            cond.push(format!("workflow = {m}"));
+        }
+        if let Some(c) = q.claimed_by {
+            let m = mark(&mut args, Arg::Text(c.to_string()));
+            cond.push(format!("claimed_by = {m}"));
+        }
+        if let Some(text) = q.text.filter(|t| !t.is_empty()) {
+            let escaped: String = text
+                .chars()
+                .flat_map(|c| match c {
+                    '%' | '_' | '\\' => vec!['\\', c],
+                    c => vec![c],
+                })
+                .collect();
+            let n = mark(&mut args, Arg::Text(format!("%{escaped}%")));
+            cond.push(format!(
+                "(LOWER(key) LIKE {n} ESCAPE '\\' OR LOWER(workflow) LIKE {n} ESCAPE '\\' \
+                 OR LOWER(step) LIKE {n} ESCAPE '\\' OR LOWER(destination) LIKE {n} ESCAPE '\\' \
+                 OR state LIKE {n} ESCAPE '\\' OR LOWER(COALESCE(last_error, '')) LIKE {n} ESCAPE '\\')"
+            ));
+        }
+        let columns = match q.order.column() {
+            Some(g) => format!("{g}, {time}, id"),
+            None => format!("{time}, id"),
+        };
+        if let Some(c) = q.from {
+            let mut marks = Vec::new();
+            if q.order.column().is_some() {
+                marks.push(mark(
+                    &mut args,
+                    Arg::Text(c.group.clone().unwrap_or_default()),
+                ));
+            }
+            marks.push(mark(&mut args, Arg::Int(c.at)));
+            marks.push(mark(&mut args, Arg::Int(c.id)));
+            let cmp = match (q.backwards, q.inclusive) {
+                (true, false) => "<",
+                (true, true) => "<=",
+                (false, false) => ">",
+                (false, true) => ">=",
+            };
+            cond.push(format!("({columns}) {cmp} ({})", marks.join(", ")));
+        }
+        let direction = if q.backwards { " DESC" } else { "" };
+        let order: Vec<String> = columns
+            .split(", ")
+            .map(|c| format!("{c}{direction}"))
+            .collect();
+        let limit = mark(&mut args, Arg::Int(q.limit));
+        let sql = format!(
+            "SELECT {}, COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) \
+             AS workflow_paused FROM operations {} ORDER BY {} LIMIT {limit}",
+            columns::select(),
+            if cond.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", cond.join(" AND "))
+            },
+            order.join(", "),
+        );
+        let cells = args
+            .iter()
+            .map(|a| match a {
+                Arg::Int(v) => Cell::Int(Some(*v)),
+                Arg::Text(v) => Cell::Text(Some(v.as_str())),
+            })
+            .collect();
+        let stmt = Stmt::new(sql, cells);
+        stmt.rows(self.conn().await?.db(), |r| {
+            let (id, op) = columns::decode(r)?;
+            let paused: i64 = get(r, "workflow_paused")?;
+            Ok((id, op, paused != 0))
+        })
+        .await
+    }
+
+    /// The operation with this key (for reading).
+    pub(crate) async fn load_op(&self, key: &str) -> Result<Option<(i64, Op)>> {
+        let stmt = Stmt::new(
+            format!(
+                "SELECT {} FROM operations WHERE key = $1",
+                columns::select()
+            ),
+            vec![Cell::Text(Some(key))],
+        );
+        stmt.row(self.conn().await?.db(), columns::decode).await
+    }
+
+    /// An operation's attempts, in order.
+    pub(crate) async fn attempts_of(&self, op_id: i64) -> Result<Vec<AttemptRow>> {
+        let stmt = Stmt::new(
+            format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 ORDER BY n"),
+            vec![Cell::Int(Some(op_id))],
+        );
+        stmt.rows(self.conn().await?.db(), attempt_from_row).await
+    }
+
+    /// An operation's audit events, in order.
+    pub(crate) async fn events_of(&self, op_id: i64) -> Result<Vec<EventRow>> {
+        let stmt = Stmt::new(
+            format!("SELECT {EVENT_COLUMNS} FROM events WHERE operation_id = $1 ORDER BY id"),
+            vec![Cell::Int(Some(op_id))],
+        );
+        stmt.rows(self.conn().await?.db(), event_from_row).await
+    }
+
+    /// The newest audit events, newest first, with their operation.
+    pub(crate) async fn recent_events(
+        &self,
+        limit: i64,
+    ) -> Result<Vec<(EventRow, Option<EventSubject>)>> {
+        let stmt = Stmt::new(
+            "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
+             o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
+             o.conflicting_payload AS op_conflicting_payload \
+             FROM events e LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC LIMIT $1",
+            vec![Cell::Int(Some(limit))],
+        );
+        stmt.rows(self.conn().await?.db(), |r| {
+            let e = event_from_row(r)?;
+            let subject = match get::<Option<String>>(r, "op_key")? {
+                Some(key) => Some(EventSubject {
+                    key,
+                    destination: get(r, "op_destination")?,
+                    action: get(r, "op_action")?,
+                    payload: get(r, "op_payload")?,
+                    conflicting_payload: get(r, "op_conflicting_payload")?,
+                }),
+                None => None,
+            };
+            Ok((e, subject))
+        })
+        .await
+    }
+
+    /// The newest audit event's id (0 when there is none): what the console polls.
+    pub(crate) async fn latest_event_id(&self) -> Result<i64> {
+        self.scalar(Stmt::new(
+            "SELECT COALESCE(MAX(id), 0) AS n FROM events",
+            Vec::new(),
+        ))
+        .await
+    }
+
+    /// How many operations are in each state.
+    pub(crate) async fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
+        let stmt = Stmt::new(
+            "SELECT state, COUNT(*) AS n FROM operations GROUP BY state",
+            Vec::new(),
+        );
+        stmt.rows(self.conn().await?.db(), |r| {
+            let s: String = get(r, "state")?;
+            Ok((State::parse(&s).map_err(Error::Unavailable)?, get(r, "n")?))
+        })
+        .await
+    }
+
+    /// Exceptions in one state (through the partial index of exceptions by state).
+    pub(crate) async fn count_exceptions_in(
+        &self,
+        state: State,
+        now: DateTime<Utc>,
+    ) -> Result<i64> {
+        self.scalar(Stmt::new(
+            "SELECT COUNT(*) AS n FROM operations WHERE state = $1 AND exception_since IS NOT NULL \
+             AND exception_since <= $2",
+            vec![Cell::Text(Some(state.as_str())), Cell::Int(Some(ms(now)))],
+        ))
+        .await
+    }
+
+    /// How many live claims `who` holds.
+    pub(crate) async fn count_live_claims(&self, who: &str, now: DateTime<Utc>) -> Result<i64> {
+        self.scalar(Stmt::new(
+            "SELECT COUNT(*) AS n FROM operations WHERE claimed_by = $1 AND claim_expires_at > $2",
+            vec![Cell::Text(Some(who)), Cell::Int(Some(ms(now)))],
+        ))
+        .await
+    }
+
+    /// Rows in each of the ledger's tables: (operations, attempts, events).
+    pub(crate) async fn count_rows(&self) -> Result<(i64, i64, i64)> {
+        let count = |t: &str| Stmt::new(format!("SELECT COUNT(*) AS n FROM {t}"), Vec::new());
+        Ok((
+            self.scalar(count("operations")).await?,
+            self.scalar(count("attempts")).await?,
+            self.scalar(count("events")).await?,
+        ))
+    }
+
+    /// One integer a statement answers (its column `n`).
+    async fn scalar(&self, stmt: Stmt<'_>) -> Result<i64> {
+        stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
+    }
+}

@@ -1,0 +1,226 @@
+//! The dispatcher's work: operations due for an attempt, the destinations' retry budgets,
+//! heartbeats, and what automation may still move.
+
+use chrono::{DateTime, Utc};
+
+use super::columns;
+use super::sql::{Cell, Marks, Stmt, get, marks, ms, time};
+use super::{Db, Store, Tx};
+use crate::domain::Op;
+use crate::error::Result;
+
+/// A destination's retry budget as stored: tokens, when they were last topped up, version.
+pub(crate) struct BudgetRow {
+    pub tokens: u32,
+    pub refilled_at: DateTime<Utc>,
+    pub version: i64,
+}
+
+/// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
+/// workflow not paused nor `held`; retries left out at the `starved` destinations (their budget
+/// is empty). `None` when there is nothing to ask.
+fn due_stmt<'a>(
+    destinations: &'a [String],
+    starved: &'a [String],
+    held: &'a [String],
+    now: DateTime<Utc>,
+    limit: usize,
+    lock: &str,
+) -> Option<Stmt<'a>> {
+    if destinations.is_empty() || limit == 0 {
+        return None;
+    }
+    let mut next = 3 + destinations.len();
+    let waiting = if starved.is_empty() {
+        String::new()
+    } else {
+        let s = format!(
+            " AND NOT (attempts > budget_start AND destination IN {})",
+            marks(Marks::Numbered, next, starved.len())
+        );
+        next += starved.len();
+        s
+    };
+    let held_back = if held.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " AND workflow NOT IN {}",
+            marks(Marks::Numbered, next, held.len())
+        )
+    };
+    let sql = format!(
+        "SELECT {} FROM operations \
+         WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
+         AND (claimed_by IS NULL OR claim_expires_at <= $1) \
+         AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
+         AND destination IN {}{waiting}{held_back} ORDER BY next_attempt_at, id LIMIT $2{lock}",
+        columns::select(),
+        marks(Marks::Numbered, 3, destinations.len()),
+    );
+    let mut cells = vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit as i64))];
+    cells.extend(
+        destinations
+            .iter()
+            .chain(starved)
+            .chain(held)
+            .map(|d| Cell::Text(Some(d.as_str()))),
+    );
+    Some(Stmt::new(sql, cells))
+}
+
+async fn budget(conn: Db<'_>, destination: &str, hold: bool) -> Result<Option<BudgetRow>> {
+    let lock = match (&conn, hold) {
+        (Db::Postgres(_), true) => " FOR UPDATE",
+        _ => "",
+    };
+    let stmt = Stmt::new(
+        format!(
+            "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1{lock}"
+        ),
+        vec![Cell::Text(Some(destination))],
+    );
+    stmt.row(conn, |r| {
+        Ok(BudgetRow {
+            tokens: get::<i64>(r, "tokens")?.clamp(0, i64::from(u32::MAX)) as u32,
+            refilled_at: time(get(r, "refilled_at")?),
+            version: get(r, "version")?,
+        })
+    })
+    .await
+}
+
+impl Tx {
+    /// See [`due_stmt`]. On PostgreSQL the rows are held until the transaction ends and rows
+    /// another dispatcher holds are passed over (`FOR UPDATE SKIP LOCKED`), so dispatchers share
+    /// the work and never start one operation twice.
+    pub(crate) async fn due_ops(
+        &mut self,
+        destinations: &[String],
+        starved: &[String],
+        held: &[String],
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<(i64, Op)>> {
+        let lock = match self {
+            Tx::Postgres(_) => " FOR UPDATE SKIP LOCKED",
+            Tx::Sqlite(_) => "",
+        };
+        let Some(stmt) = due_stmt(destinations, starved, held, now, limit, lock) else {
+            return Ok(Vec::new());
+        };
+        stmt.rows(self.db(), columns::decode).await
+    }
+
+    /// A destination's budget, held until the transaction ends (PostgreSQL), so that concurrent
+    /// dispatchers take their turns instead of racing.
+    pub(crate) async fn budget(&mut self, destination: &str) -> Result<Option<BudgetRow>> {
+        budget(self.db(), destination, true).await
+    }
+
+    /// Stores a destination's budget; a compare-and-set on its version (`None` makes the row).
+    /// False when another writer changed it first.
+    pub(crate) async fn save_budget(
+        &mut self,
+        destination: &str,
+        tokens: u32,
+        refilled_at: DateTime<Utc>,
+        expected_version: Option<i64>,
+    ) -> Result<bool> {
+        let cells = vec![
+            Cell::Text(Some(destination)),
+            Cell::Int(Some(i64::from(tokens))),
+            Cell::Int(Some(ms(refilled_at))),
+            Cell::Int(expected_version),
+        ];
+        let sql = match expected_version {
+            None => {
+                "INSERT INTO retry_budgets (destination, tokens, refilled_at, version) \
+                 VALUES ($1, $2, $3, 1) ON CONFLICT (destination) DO NOTHING"
+            }
+            Some(_) => {
+                "UPDATE retry_budgets SET tokens = $2, refilled_at = $3, version = version + 1 \
+                 WHERE destination = $1 AND version = $4"
+            }
+        };
+        let cells = if expected_version.is_some() {
+            cells
+        } else {
+            cells[..3].to_vec()
+        };
+        let stmt = Stmt::new(sql, cells);
+        Ok(stmt.execute(self.db()).await? == 1)
+    }
+}
+
+impl Store {
+    /// A destination's retry budget as stored (for reading, not held).
+    pub(crate) async fn budget(&self, destination: &str) -> Result<Option<BudgetRow>> {
+        budget(self.conn().await?.db(), destination, false).await
+    }
+
+    /// Whether any operation of these destinations is due now (one row, by the due index).
+    pub(crate) async fn anything_due(
+        &self,
+        destinations: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
+        let Some(stmt) = due_stmt(destinations, &[], &[], now, 1, "") else {
+            return Ok(false);
+        };
+        let found = stmt.row(self.conn().await?.db(), |_| Ok(())).await?;
+        Ok(found.is_some())
+    }
+
+    /// Operations of these destinations that automation may still move: pending, retry_wait or
+    /// in flight, not claimed, workflow not paused.
+    pub(crate) async fn count_unsettled(
+        &self,
+        destinations: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<i64> {
+        if destinations.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM operations WHERE state IN ('pending', 'retry_wait', 'in_flight') \
+             AND (claimed_by IS NULL OR claim_expires_at <= $1) \
+             AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) AND destination IN {}",
+            marks(Marks::Numbered, 2, destinations.len())
+        );
+        let mut cells = vec![Cell::Int(Some(ms(now)))];
+        cells.extend(destinations.iter().map(|d| Cell::Text(Some(d.as_str()))));
+        let stmt = Stmt::new(sql, cells);
+        stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
+    }
+
+    /// Keys of `in_flight` operations whose attempt outlived its timeout.
+    pub(crate) async fn stuck_keys(&self, now: DateTime<Utc>, limit: i64) -> Result<Vec<String>> {
+        let stmt = Stmt::new(
+            "SELECT key FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
+             AND state = 'in_flight' ORDER BY exception_since, id LIMIT $2",
+            vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit))],
+        );
+        stmt.rows(self.conn().await?.db(), |r| get(r, "key")).await
+    }
+
+    /// A dispatcher says it is alive.
+    pub(crate) async fn heartbeat(&self, name: &str, now: DateTime<Utc>) -> Result<()> {
+        let stmt = Stmt::new(
+            "INSERT INTO dispatchers (name, seen_at) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET seen_at = $2",
+            vec![Cell::Text(Some(name)), Cell::Int(Some(ms(now)))],
+        );
+        stmt.execute(self.conn().await?.db()).await?;
+        Ok(())
+    }
+
+    /// When any dispatcher last said it was alive.
+    pub(crate) async fn last_heartbeat(&self) -> Result<Option<DateTime<Utc>>> {
+        let stmt = Stmt::new("SELECT MAX(seen_at) AS t FROM dispatchers", Vec::new());
+        stmt.one(self.conn().await?.db(), |r| {
+            Ok(get::<Option<i64>>(r, "t")?.map(time))
+        })
+        .await
+    }
+}

@@ -1,0 +1,182 @@
+//! Workflows: their pause flags, and what their stopping thresholds count.
+
+use chrono::{DateTime, Utc};
+
+use super::sql::{Cell, Cells, Stmt, get, get_time, ms, time};
+use super::{Db, Store, Tx};
+use crate::error::Result;
+
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WorkflowRow {
+    pub name: String,
+    pub paused: bool,
+    pub paused_reason: Option<String>,
+    pub paused_by: Option<String>,
+    /// When the pause flag last changed (for an unpaused row: when it was resumed).
+    pub paused_at: Option<DateTime<Utc>>,
+    pub version: i64,
+}
+
+fn workflow_from_row(row: &dyn Cells) -> Result<WorkflowRow> {
+    Ok(WorkflowRow {
+        name: get(row, "name")?,
+        paused: get::<i64>(row, "paused")? != 0,
+        paused_reason: get(row, "paused_reason")?,
+        paused_by: get(row, "paused_by")?,
+        paused_at: get_time(row, "paused_at")?,
+        version: get(row, "version")?,
+    })
+}
+
+const WORKFLOW_COLUMNS: &str = "name, paused, paused_reason, paused_by, paused_at, version";
+
+/// The exceptions at a moment, for one workflow or all: how many, and when the oldest and the
+/// newest became exceptions.
+pub(crate) struct ExceptionSummary {
+    pub count: i64,
+    pub oldest: Option<DateTime<Utc>>,
+    pub newest: Option<DateTime<Utc>>,
+}
+
+async fn workflow(conn: Db<'_>, name: &str, hold: bool) -> Result<Option<WorkflowRow>> {
+    let lock = match (&conn, hold) {
+        (Db::Postgres(_), true) => " FOR UPDATE",
+        _ => "",
+    };
+    let stmt = Stmt::new(
+        format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE name = $1{lock}"),
+        vec![Cell::Text(Some(name))],
+    );
+    stmt.row(conn, workflow_from_row).await
+}
+
+async fn exception_summary(
+    conn: Db<'_>,
+    workflow: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<ExceptionSummary> {
+    let columns = "COUNT(*) AS n, MIN(exception_since) AS oldest, MAX(exception_since) AS newest";
+    let stmt = match workflow {
+        Some(w) => Stmt::new(
+            format!(
+                "SELECT {columns} FROM operations \
+                 WHERE workflow = $1 AND exception_since IS NOT NULL AND exception_since <= $2"
+            ),
+            vec![Cell::Text(Some(w)), Cell::Int(Some(ms(now)))],
+        ),
+        None => Stmt::new(
+            format!(
+                "SELECT {columns} FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1"
+            ),
+            vec![Cell::Int(Some(ms(now)))],
+        ),
+    };
+    stmt.one(conn, |row| {
+        Ok(ExceptionSummary {
+            count: get(row, "n")?,
+            oldest: get::<Option<i64>>(row, "oldest")?.map(time),
+            newest: get::<Option<i64>>(row, "newest")?.map(time),
+        })
+    })
+    .await
+}
+
+impl Tx {
+    pub(crate) async fn workflow(&mut self, name: &str) -> Result<Option<WorkflowRow>> {
+        workflow(self.db(), name, false).await
+    }
+
+    /// A workflow's row, made if missing (unpaused, never paused or resumed) and held to the end
+    /// of the transaction on PostgreSQL: the rounds of several dispatchers take turns on a
+    /// workflow with a stopping threshold. SQLite's write transaction holds the whole database.
+    pub(crate) async fn hold_workflow(&mut self, name: &str) -> Result<Option<WorkflowRow>> {
+        let ensure = Stmt::new(
+            "INSERT INTO workflows (name, paused, version) VALUES ($1, 0, 1) ON CONFLICT (name) DO NOTHING",
+            vec![Cell::Text(Some(name))],
+        );
+        ensure.execute(self.db()).await?;
+        workflow(self.db(), name, true).await
+    }
+
+    /// A workflow's exceptions at `now`, and its attempts still running (in flight, inside their
+    /// timeout): what its threshold counts, and what may yet become exceptions.
+    pub(crate) async fn threshold_counts(
+        &mut self,
+        workflow: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(i64, i64)> {
+        let stmt = Stmt::new(
+            "SELECT COALESCE(SUM(CASE WHEN exception_since <= $2 THEN 1 ELSE 0 END), 0) AS exceptions, \
+             COALESCE(SUM(CASE WHEN exception_since > $2 AND state = 'in_flight' THEN 1 ELSE 0 END), 0) AS running \
+             FROM operations WHERE workflow = $1 AND exception_since IS NOT NULL",
+            vec![Cell::Text(Some(workflow)), Cell::Int(Some(ms(now)))],
+        );
+        stmt.one(self.db(), |row| {
+            Ok((get(row, "exceptions")?, get(row, "running")?))
+        })
+        .await
+    }
+
+    /// Sets a workflow's pause flag, a compare-and-set on its version (`None`: the row is new).
+    /// False when another writer changed it first.
+    pub(crate) async fn set_paused(
+        &mut self,
+        name: &str,
+        paused: bool,
+        reason: Option<&str>,
+        by: &str,
+        at: DateTime<Utc>,
+        expected_version: Option<i64>,
+    ) -> Result<bool> {
+        let mut cells = vec![
+            Cell::Text(Some(name)),
+            Cell::Int(Some(i64::from(paused))),
+            Cell::Text(reason),
+            Cell::Text(Some(by)),
+            Cell::Int(Some(ms(at))),
+        ];
+        let sql = match expected_version {
+            None => {
+                "INSERT INTO workflows (name, paused, paused_reason, paused_by, paused_at, version) \
+                 VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (name) DO NOTHING"
+            }
+            Some(v) => {
+                cells.push(Cell::Int(Some(v)));
+                "UPDATE workflows SET paused = $2, paused_reason = $3, paused_by = $4, paused_at = $5, \
+                 version = version + 1 WHERE name = $1 AND version = $6"
+            }
+        };
+        let stmt = Stmt::new(sql, cells);
+        Ok(stmt.execute(self.db()).await? == 1)
+    }
+
+    pub(crate) async fn exception_summary(
+        &mut self,
+        workflow: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<ExceptionSummary> {
+        exception_summary(self.db(), workflow, now).await
+    }
+}
+
+impl Store {
+    pub(crate) async fn workflow(&self, name: &str) -> Result<Option<WorkflowRow>> {
+        workflow(self.conn().await?.db(), name, false).await
+    }
+
+    pub(crate) async fn exception_summary(
+        &self,
+        workflow: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<ExceptionSummary> {
+        exception_summary(self.conn().await?.db(), workflow, now).await
+    }
+
+    pub(crate) async fn paused_workflows(&self) -> Result<Vec<WorkflowRow>> {
+        let stmt = Stmt::new(
+            format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE paused = 1 ORDER BY name"),
+            Vec::new(),
+        );
+        stmt.rows(self.conn().await?.db(), workflow_from_row).await
+    }
+}
