@@ -266,81 +266,41 @@ impl Ledger {
         if batch.is_empty() {
             return Ok(());
         }
-        // The whole batch in one transaction; if another writer raced us, each line on its own.
-        let mut tx = self.store.begin().await?;
+        // The whole batch in one transaction, a round trip per kind of row; if another writer
+        // raced us, or the database would not store a line's value, each line on its own.
         let mut local = IngestReport::default();
         let mut local_touched = BTreeSet::new();
-        let mut whole = true;
-        let mut start = 0;
-        'lines: while start < batch.len() {
-            // A run of intents: the new keys go in with one statement, their events with another.
-            let run = batch[start..]
-                .iter()
-                .take_while(|(_, p)| matches!(p, Parsed::Intent(..)))
-                .count();
-            let created = match self
-                .insert_new(&mut tx, &batch[start..start + run], actor)
-                .await
-            {
-                Ok(c) => c,
-                // the database would not store a line's value: find it line by line
-                Err(Error::Unstorable(_)) => {
-                    whole = false;
-                    break 'lines;
-                }
-                Err(e) => {
-                    tx.rollback().await;
-                    return Err(e);
-                }
-            };
-            let end = start + run.max(1);
-            for (k, (n, parsed)) in batch[start..end].iter().enumerate() {
-                if created.get(k) == Some(&true) {
-                    let r = Ok(Taken::Intent(Recorded::Created));
+        let mut tx = self.store.begin().await?;
+        match self.batch_in(&mut tx, batch, actor).await {
+            Ok(Tried::Done(outcomes)) => {
+                tx.commit().await?;
+                for ((n, parsed), r) in batch.iter().zip(outcomes) {
                     tally(&mut local, &mut local_touched, *n, parsed, r);
-                    continue;
-                }
-                match self.ingest_one(&mut tx, parsed, actor).await {
-                    Ok(Tried::Done(r)) => tally(&mut local, &mut local_touched, *n, parsed, Ok(r)),
-                    // another writer raced us, or the database would not store this line's value
-                    // (on PostgreSQL that also spoils the transaction): line by line instead
-                    Ok(Tried::Raced) | Err(Error::Unstorable(_)) => {
-                        whole = false;
-                        break 'lines;
-                    }
-                    Err(e @ (Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_))) => {
-                        tally(&mut local, &mut local_touched, *n, parsed, Err(e))
-                    }
-                    Err(e) => {
-                        tx.rollback().await;
-                        return Err(e);
-                    }
                 }
             }
-            start = end;
-        }
-        if whole {
-            tx.commit().await?;
-        } else {
-            tx.rollback().await;
-            local = IngestReport::default();
-            local_touched.clear();
-            for (n, parsed) in batch.iter() {
-                let r = store::in_tx!(self.store, |tx| self
-                    .ingest_one(tx, parsed, actor)
-                    .await
-                    .map(|t| match t {
-                        Tried::Done(r) => Tried::Done(Ok(r)),
-                        Tried::Raced => Tried::Raced,
-                    }));
-                let r = match r {
-                    Ok(Ok(r)) => Ok(r),
-                    Ok(Err(e)) | Err(e) => Err(e),
-                };
-                if let Err(Error::Unavailable(_)) = &r {
-                    return r.map(|_| ());
+            Ok(Tried::Raced) | Err(Error::Unstorable(_)) => {
+                tx.rollback().await;
+                for (n, parsed) in batch.iter() {
+                    let r = store::in_tx!(self.store, |tx| self
+                        .ingest_one(tx, parsed, actor)
+                        .await
+                        .map(|t| match t {
+                            Tried::Done(r) => Tried::Done(Ok(r)),
+                            Tried::Raced => Tried::Raced,
+                        }));
+                    let r = match r {
+                        Ok(Ok(r)) => Ok(r),
+                        Ok(Err(e)) | Err(e) => Err(e),
+                    };
+                    if let Err(Error::Unavailable(_)) = &r {
+                        return r.map(|_| ());
+                    }
+                    tally(&mut local, &mut local_touched, *n, parsed, r);
                 }
-                tally(&mut local, &mut local_touched, *n, parsed, r);
+            }
+            Err(e) => {
+                tx.rollback().await;
+                return Err(e);
             }
         }
         report.created += local.created;
@@ -353,58 +313,136 @@ impl Ledger {
         Ok(())
     }
 
-    /// Inserts the operations of a run of intent lines that are new, with their `recorded`
-    /// events, many to a statement. Says per line whether it created its operation; the others (a
-    /// key stored before, or repeated within the run) are left for [`Ledger::record_in`].
-    async fn insert_new(
+    /// A batch of lines in one transaction, what each line came to in order. One query loads
+    /// every operation the batch names and another their stored attempts; the new keys go in with
+    /// one statement and their events with another; repeats and attempts are judged by the rules
+    /// in memory, line after line, and every change is written with one call. A line whose key is
+    /// already stored with the same contents costs its share of a lookup, no write.
+    async fn batch_in(
         &self,
-        conn: &mut Tx,
-        run: &[(usize, Parsed)],
+        tx: &mut Tx,
+        batch: &[(usize, Parsed)],
         actor: &str,
-    ) -> Result<Vec<bool>> {
-        if run.len() < 2 {
-            return Ok(vec![false; run.len()]);
-        }
+    ) -> Result<Tried<Vec<Result<Taken>>>> {
         let now = self.now();
-        let ops: Vec<Op> = run
-            .iter()
-            .filter_map(|(_, p)| match p {
-                Parsed::Intent(op, _) => Some(Op {
+        let key_of = |p: &Parsed| match p {
+            Parsed::Intent(op, _) => op.key.clone(),
+            Parsed::Attempt(r) => r.key.clone(),
+        };
+        let mut keys: Vec<String> = batch.iter().map(|(_, p)| key_of(p)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut ops = tx.load_ops(&refs, false).await?;
+        let known_ids: Vec<i64> = ops.values().map(|(id, _)| *id).collect();
+        let mut known = tx.attempt_outcomes(&known_ids).await?;
+
+        // the first intent line of each new key creates its operation
+        let mut creates: Vec<Op> = Vec::new();
+        let mut creating = std::collections::HashSet::new();
+        let mut created_line = vec![false; batch.len()];
+        for (i, (_, p)) in batch.iter().enumerate() {
+            if let Parsed::Intent(op, _) = p
+                && !ops.contains_key(&op.key)
+                && creating.insert(op.key.clone())
+            {
+                created_line[i] = true;
+                creates.push(Op {
                     created_at: now,
                     updated_at: now,
                     next_attempt_at: Some(now),
                     ..(**op).clone()
-                }),
-                Parsed::Attempt(_) => None,
-            })
-            .collect();
-        let refs: Vec<&Op> = ops.iter().collect();
-        let mut ids: std::collections::HashMap<String, i64> = conn
-            .insert_ops(&refs)
-            .await?
-            .into_iter()
-            .map(|(id, k)| (k, id))
-            .collect();
-        let mut created = Vec::with_capacity(ops.len());
-        let mut new = Vec::new();
-        for op in &ops {
-            // the first line with a key created it; a repeat is the rules' to judge
-            match ids.remove(&op.key) {
-                Some(id) => {
-                    created.push(true);
-                    new.push((id, json!({ "fingerprint": op.fingerprint }).to_string()));
-                }
-                None => created.push(false),
+                });
             }
         }
-        let events: Vec<NewEvent> = new
-            .iter()
-            .map(|(id, detail)| {
-                NewEvent::on_operation(*id, now, actor, "recorded", None, State::Pending, detail)
-            })
-            .collect();
-        conn.insert_events(&events).await?;
-        Ok(created)
+        if !creates.is_empty() {
+            let refs: Vec<&Op> = creates.iter().collect();
+            let ids: std::collections::HashMap<String, i64> = tx
+                .insert_ops(&refs)
+                .await?
+                .into_iter()
+                .map(|(id, k)| (k, id))
+                .collect();
+            if ids.len() != creates.len() {
+                // another writer made one of these keys meanwhile
+                return Ok(Tried::Raced);
+            }
+            let details: Vec<(i64, String)> = creates
+                .iter()
+                .map(|op| {
+                    let detail = json!({ "fingerprint": op.fingerprint }).to_string();
+                    (ids[&op.key], detail)
+                })
+                .collect();
+            let events: Vec<NewEvent> = details
+                .iter()
+                .map(|(id, detail)| {
+                    NewEvent::on_operation(
+                        *id,
+                        now,
+                        actor,
+                        "recorded",
+                        None,
+                        State::Pending,
+                        detail,
+                    )
+                })
+                .collect();
+            tx.insert_events(&events).await?;
+            for op in creates {
+                ops.insert(op.key.clone(), (ids[&op.key], op));
+            }
+        }
+
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut changes: Vec<Box<super::Change>> = Vec::new();
+        for (i, (_, parsed)) in batch.iter().enumerate() {
+            if created_line[i] {
+                outcomes.push(Ok(Taken::Intent(Recorded::Created)));
+                continue;
+            }
+            let key = key_of(parsed);
+            let Some((id, op)) = ops.get(&key).cloned() else {
+                outcomes.push(Err(Error::NotFound(format!("no operation with key {key}"))));
+                continue;
+            };
+            let cmd;
+            let ask = match parsed {
+                Parsed::Intent(new, _) => {
+                    cmd = super::Command::Record {
+                        payload: new.payload.clone(),
+                        fingerprint: new.fingerprint.clone(),
+                    };
+                    Ask::Cmd(cmd)
+                }
+                Parsed::Attempt(report) => Ask::Attempt(report),
+            };
+            let decided = self
+                .decide(tx, id, &op, actor, &ask, None, Some(&known))
+                .await;
+            let outcome = match decided {
+                Ok(super::Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
+                Ok(super::Decided::Change(c)) => {
+                    if let crate::domain::AttemptEffect::Finish { n, outcome, .. } = &c.attempt {
+                        known.insert((id, *n), Some(*outcome));
+                    }
+                    ops.insert(key, (id, c.op.clone()));
+                    let taken = match parsed {
+                        Parsed::Intent(..) => Taken::Intent(Recorded::Conflict),
+                        Parsed::Attempt(_) => Taken::Attempt(c.applied.workflow.clone()),
+                    };
+                    changes.push(c);
+                    Ok(taken)
+                }
+                Err(e @ (Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_))) => Err(e),
+                Err(e) => return Err(e),
+            };
+            outcomes.push(outcome);
+        }
+        if !changes.is_empty() && !super::write_changes(tx, &changes).await? {
+            return Ok(Tried::Raced);
+        }
+        Ok(Tried::Done(outcomes))
     }
 
     /// `Some(recorded)` for an intent or a repeated attempt, `None` with the workflow for a new attempt.

@@ -33,6 +33,10 @@ pub const SYSTEM_ACTOR: &str = "settle";
 
 type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
+/// The attempts already stored of the operations a batch touches, `(operation id, number)` to
+/// outcome (`None`: still open), so that judging a repeated attempt costs no query.
+pub(crate) type KnownAttempts = std::collections::HashMap<(i64, u32), Option<Outcome>>;
+
 /// An intended operation, as an automation records it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Intent {
@@ -403,7 +407,7 @@ impl Ledger {
         ask: &Ask<'_>,
         paused: Option<bool>,
     ) -> Result<Tried<Applied>> {
-        match self.decide(tx, id, &op, actor, ask, paused).await? {
+        match self.decide(tx, id, &op, actor, ask, paused, None).await? {
             Decided::Unchanged(a) => Ok(Tried::Done(a)),
             Decided::Change(c) => {
                 if !write_changes(tx, std::slice::from_ref(&c)).await? {
@@ -415,6 +419,7 @@ impl Ledger {
     }
 
     /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
+    #[allow(clippy::too_many_arguments)]
     async fn decide(
         &self,
         conn: &mut Tx,
@@ -423,6 +428,7 @@ impl Ledger {
         actor: &str,
         ask: &Ask<'_>,
         paused: Option<bool>,
+        known: Option<&KnownAttempts>,
     ) -> Result<Decided> {
         let now = self.now();
         let key = op.key.as_str();
@@ -449,11 +455,15 @@ impl Ledger {
                 }
                 if n <= op.attempts && !(open && n == op.attempts) {
                     // A repeat of a recorded attempt is harmless; a different outcome is not.
-                    return match conn.attempt(id, n).await? {
-                        Some(a) if a.outcome == Some(outcome) => Ok(unchanged(op)),
-                        Some(a) => Err(Error::Refused(format!(
+                    let stored = match known {
+                        Some(k) => k.get(&(id, n)).copied(),
+                        None => conn.attempt(id, n).await?.map(|a| a.outcome),
+                    };
+                    return match stored {
+                        Some(o) if o == Some(outcome) => Ok(unchanged(op)),
+                        Some(o) => Err(Error::Refused(format!(
                             "{key}: attempt {n} is already recorded as {}",
-                            a.outcome.map_or("open", |o| o.as_str())
+                            o.map_or("open", |o| o.as_str())
                         ))),
                         None => Err(Error::Refused(format!(
                             "{key}: attempt {n} is not recorded"

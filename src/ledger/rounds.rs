@@ -213,7 +213,7 @@ impl Ledger {
             };
             let first_try = op.attempts == op.budget_start + 1;
             let result = match self
-                .decide(conn, id, &op, actor, &Ask::Attempt(&f.report), None)
+                .decide(conn, id, &op, actor, &Ask::Attempt(&f.report), None, None)
                 .await
             {
                 Ok(Decided::Unchanged(a)) => Ok(a),
@@ -224,7 +224,10 @@ impl Ledger {
                             let ask = Ask::Cmd(Command::Lookup {
                                 found: found.clone(),
                             });
-                            match self.decide(conn, id, &c.op, SYSTEM_ACTOR, &ask, None).await {
+                            match self
+                                .decide(conn, id, &c.op, SYSTEM_ACTOR, &ask, None, None)
+                                .await
+                            {
                                 Ok(Decided::Change(l)) => Some(l),
                                 Ok(Decided::Unchanged(_)) => None,
                                 Err(e) if per_operation(&e) => None,
@@ -327,7 +330,10 @@ impl Ledger {
             };
             // the due query left out paused workflows
             let ask = Ask::Cmd(Command::StartAttempt);
-            match self.decide(conn, id, &op, actor, &ask, Some(false)).await {
+            match self
+                .decide(conn, id, &op, actor, &ask, Some(false), None)
+                .await
+            {
                 Ok(Decided::Change(c)) if c.op.state == State::InFlight => {
                     if let Some(left) = left {
                         let b = budgets.get_mut(&op.destination).expect("loaded above");

@@ -525,6 +525,49 @@ impl Tx {
         Ok(true)
     }
 
+    /// Every stored attempt of these operations: `(operation id, number)` to its outcome
+    /// (`None` while open).
+    pub(crate) async fn attempt_outcomes(
+        &mut self,
+        ids: &[i64],
+    ) -> Result<HashMap<(i64, u32), Option<Outcome>>> {
+        let mut out = HashMap::new();
+        let decode = |r: &dyn super::sql::Cells| -> Result<((i64, u32), Option<Outcome>)> {
+            let outcome: Option<String> = get(r, "outcome")?;
+            Ok((
+                (get(r, "operation_id")?, get::<i64>(r, "n")? as u32),
+                outcome
+                    .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
+                    .transpose()?,
+            ))
+        };
+        match self {
+            Tx::Sqlite(_) => {
+                for id in ids {
+                    let stmt = Stmt::new(
+                        "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ?",
+                        vec![Cell::Int(Some(*id))],
+                    );
+                    out.extend(stmt.rows(self.db(), decode).await?);
+                }
+            }
+            Tx::Postgres(t) => {
+                let rows = sqlx::query(
+                    "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ANY($1)",
+                )
+                .bind(ids)
+                .fetch_all(&mut **t)
+                .await
+                .map_err(db)?;
+                for r in &rows {
+                    let (k, v) = decode(r)?;
+                    out.insert(k, v);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Attempt `n` of an operation.
     pub(crate) async fn attempt(&mut self, op_id: i64, n: u32) -> Result<Option<AttemptRow>> {
         let stmt = Stmt::new(
