@@ -9,47 +9,71 @@ use sha2::{Digest, Sha256};
 /// that turns on serde_json's `preserve_order` feature would otherwise silently change every
 /// fingerprint.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8, and so does every branch here
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (i, (k, v)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
+                write_json(k, out);
+                out.push(b':');
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(scalar, out),
     }
+}
+
+/// A string or a scalar as serde_json writes it (writing into memory cannot fail).
+fn write_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// Lowercase hex SHA-256 of the canonical JSON of `{destination, action, payload}`.
 pub fn fingerprint(destination: &str, action: &str, payload: &Value) -> String {
-    let doc =
-        serde_json::json!({ "destination": destination, "action": action, "payload": payload });
-    let digest = Sha256::digest(canonical_json(&doc).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    fingerprint_of_canonical(destination, action, &canonical_json(payload))
+}
+
+/// [`fingerprint`] from the payload's canonical JSON, already written: the document's keys in
+/// their sorted order (`action`, `destination`, `payload`) around it, hashed as they are written.
+pub fn fingerprint_of_canonical(destination: &str, action: &str, canonical: &str) -> String {
+    let mut doc = Vec::with_capacity(canonical.len() + destination.len() + action.len() + 40);
+    doc.extend_from_slice(b"{\"action\":");
+    write_json(action, &mut doc);
+    doc.extend_from_slice(b",\"destination\":");
+    write_json(destination, &mut doc);
+    doc.extend_from_slice(b",\"payload\":");
+    doc.extend_from_slice(canonical.as_bytes());
+    doc.push(b'}');
+    let digest = Sha256::digest(&doc);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        hex.push(HEX[usize::from(b >> 4)] as char);
+        hex.push(HEX[usize::from(b & 15)] as char);
+    }
+    hex
 }
 
 #[cfg(test)]
@@ -65,6 +89,18 @@ mod tests {
             fingerprint("projects", "create_task", &payload),
             "46e51983cd02c42b4aec38b7d7688c315288f427a09b388db36a1f00bcd84867"
         );
+    }
+
+    #[test]
+    fn the_document_written_around_the_payload_is_the_canonical_document() {
+        let payload = json!({"z": [1, 2.5, null, true], "a": {"q": "\"é\u{1}\\"}, "n": -0.0});
+        for (d, a) in [("crm", "upsert"), ("d\"x", "a\\b\u{7f}é")] {
+            let doc = json!({ "payload": payload, "destination": d, "action": a });
+            let whole = canonical_json(&doc);
+            let digest = Sha256::digest(whole.as_bytes());
+            let expected: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(fingerprint(d, a, &payload), expected, "{whole}");
+        }
     }
 
     #[test]

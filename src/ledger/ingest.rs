@@ -1,6 +1,7 @@
 //! `settle ingest`: JSON lines of intents and attempts, idempotent, batched in transactions.
 
-use std::collections::BTreeSet;
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -188,16 +189,60 @@ impl Ledger {
 
     /// Reads JSON lines and records each; a bad line is reported with its number and the
     /// valid lines are kept. Re-ingesting the same input changes nothing.
+    ///
+    /// Reading and parsing (this task) run beside writing (a task of its own, a batch at a time
+    /// through a channel two batches deep), so the next batch is parsed while the database
+    /// stores the last.
     pub async fn ingest<R: AsyncBufRead + Unpin>(
         &self,
         reader: R,
         actor: &str,
     ) -> Result<IngestReport> {
+        let (batches, mut queued) = tokio::sync::mpsc::channel::<Vec<(usize, Parsed)>>(2);
+        let writer = {
+            let ledger = self.clone();
+            let actor = actor.to_string();
+            tokio::spawn(async move {
+                let mut written = IngestReport::default();
+                let mut touched = BTreeSet::new();
+                while let Some(mut batch) = queued.recv().await {
+                    ledger
+                        .ingest_batch(&mut batch, &actor, &mut written, &mut touched)
+                        .await?;
+                }
+                Ok::<_, Error>((written, touched))
+            })
+        };
+        let read = self.read_lines(reader, &batches).await;
+        drop(batches);
+        let written = writer
+            .await
+            .map_err(|e| Error::Unavailable(format!("ingest stopped: {e}")))?;
+        // the writer's error first: a read that stopped because the writer did says less
+        let (written, touched) = written?;
+        let mut report = read?;
+        report.created = written.created;
+        report.unchanged = written.unchanged;
+        report.conflicts = written.conflicts;
+        report.attempts = written.attempts;
+        report.problems.extend(written.problems);
+        for w in touched {
+            self.check_threshold(&w).await?;
+        }
+        report.problems.sort_by_key(|p| p.line);
+        Ok(report)
+    }
+
+    /// Reads and parses lines, handing them on in batches; the report holds the lines read and
+    /// the malformed ones.
+    async fn read_lines<R: AsyncBufRead + Unpin>(
+        &self,
+        mut reader: R,
+        batches: &tokio::sync::mpsc::Sender<Vec<(usize, Parsed)>>,
+    ) -> Result<IngestReport> {
         let mut report = IngestReport::default();
-        let mut reader = reader;
         let mut bytes = Vec::new();
         let mut batch: Vec<(usize, Parsed)> = Vec::with_capacity(BATCH);
-        let mut touched = BTreeSet::new();
         let mut number = 0;
         loop {
             // Bytes, line by line: a line that is not UTF-8 is that line's problem, not the run's.
@@ -243,16 +288,16 @@ impl Ledger {
                 }),
             }
             if batch.len() >= BATCH {
-                self.ingest_batch(&mut batch, actor, &mut report, &mut touched)
-                    .await?;
+                let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                if batches.send(full).await.is_err() {
+                    // the writer stopped: its error is the run's
+                    return Ok(report);
+                }
             }
         }
-        self.ingest_batch(&mut batch, actor, &mut report, &mut touched)
-            .await?;
-        for w in touched {
-            self.check_threshold(&w).await?;
+        if !batch.is_empty() {
+            let _ = batches.send(batch).await;
         }
-        report.problems.sort_by_key(|p| p.line);
         Ok(report)
     }
 
@@ -324,101 +369,55 @@ impl Ledger {
         batch: &[(usize, Parsed)],
         actor: &str,
     ) -> Result<Tried<Vec<Result<Taken>>>> {
-        let now = self.now();
-        let key_of = |p: &Parsed| match p {
-            Parsed::Intent(op, _) => op.key.clone(),
-            Parsed::Attempt(r) => r.key.clone(),
-        };
-        let mut keys: Vec<String> = batch.iter().map(|(_, p)| key_of(p)).collect();
+        fn key_of(p: &Parsed) -> &str {
+            match p {
+                Parsed::Intent(op, _) => &op.key,
+                Parsed::Attempt(r) => &r.key,
+            }
+        }
+        let mut keys: Vec<&str> = batch.iter().map(|(_, p)| key_of(p)).collect();
         keys.sort_unstable();
         keys.dedup();
-        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let mut ops = tx.load_ops(&refs, false).await?;
-        let known_ids: Vec<i64> = ops.values().map(|(id, _)| *id).collect();
+        let loaded = tx.load_ops(&keys, false).await?;
+        let known_ids: Vec<i64> = loaded.values().map(|(id, _)| *id).collect();
         let mut known = tx.attempt_outcomes(&known_ids).await?;
+        let mut ops: HashMap<&str, (i64, Cow<Op>)> = loaded
+            .iter()
+            .map(|(k, (id, op))| (k.as_str(), (*id, Cow::Borrowed(op))))
+            .collect();
 
-        // the first intent line of each new key creates its operation
-        let mut creates: Vec<Op> = Vec::new();
-        let mut creating = std::collections::HashSet::new();
-        let mut created_line = vec![false; batch.len()];
-        for (i, (_, p)) in batch.iter().enumerate() {
-            if let Parsed::Intent(op, _) = p
-                && !ops.contains_key(&op.key)
-                && creating.insert(op.key.clone())
-            {
-                created_line[i] = true;
-                creates.push(Op {
-                    created_at: now,
-                    updated_at: now,
-                    next_attempt_at: Some(now),
-                    ..(**op).clone()
-                });
-            }
-        }
-        if !creates.is_empty() {
-            let refs: Vec<&Op> = creates.iter().collect();
-            let ids: std::collections::HashMap<String, i64> = tx
-                .insert_ops(&refs)
-                .await?
-                .into_iter()
-                .map(|(id, k)| (k, id))
-                .collect();
-            if ids.len() != creates.len() {
-                // another writer made one of these keys meanwhile
-                return Ok(Tried::Raced);
-            }
-            let details: Vec<(i64, String)> = creates
-                .iter()
-                .map(|op| {
-                    let detail = json!({ "fingerprint": op.fingerprint }).to_string();
-                    (ids[&op.key], detail)
-                })
-                .collect();
-            let events: Vec<NewEvent> = details
-                .iter()
-                .map(|(id, detail)| {
-                    NewEvent::on_operation(
-                        *id,
-                        now,
-                        actor,
-                        "recorded",
-                        None,
-                        State::Pending,
-                        detail,
-                    )
-                })
-                .collect();
-            tx.insert_events(&events).await?;
-            for op in creates {
-                ops.insert(op.key.clone(), (ids[&op.key], op));
-            }
-        }
-
+        // Every line in memory first, in order: the first intent line of a new key makes its
+        // operation (numbered -1, -2, ... until the database numbers it; stamped with the time
+        // its line was read), and what later lines do to it lands on that row, so a new
+        // operation is written once, in its final state.
+        let mut made: Vec<&Op> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
         let mut changes: Vec<Box<super::Change>> = Vec::new();
-        for (i, (_, parsed)) in batch.iter().enumerate() {
-            if created_line[i] {
+        for (_, parsed) in batch {
+            if let Parsed::Intent(op, _) = parsed
+                && !ops.contains_key(op.key.as_str())
+            {
+                let temp = -(made.len() as i64) - 1;
+                made.push(op);
+                ops.insert(&op.key, (temp, Cow::Borrowed(&**op)));
                 outcomes.push(Ok(Taken::Intent(Recorded::Created)));
                 continue;
             }
             let key = key_of(parsed);
-            let Some((id, op)) = ops.get(&key).cloned() else {
+            let Some((id, op)) = ops.get(key) else {
                 outcomes.push(Err(Error::NotFound(format!("no operation with key {key}"))));
                 continue;
             };
-            let cmd;
+            let id = *id;
             let ask = match parsed {
-                Parsed::Intent(new, _) => {
-                    cmd = super::Command::Record {
-                        payload: new.payload.clone(),
-                        fingerprint: new.fingerprint.clone(),
-                    };
-                    Ask::Cmd(cmd)
-                }
+                Parsed::Intent(new, _) => Ask::Cmd(super::Command::Record {
+                    payload: new.payload.clone(),
+                    fingerprint: new.fingerprint.clone(),
+                }),
                 Parsed::Attempt(report) => Ask::Attempt(report),
             };
             let decided = self
-                .decide(tx, id, &op, actor, &ask, None, Some(&known))
+                .decide(tx, id, op, actor, &ask, None, Some(&known))
                 .await;
             let outcome = match decided {
                 Ok(super::Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
@@ -426,7 +425,7 @@ impl Ledger {
                     if let crate::domain::AttemptEffect::Finish { n, outcome, .. } = &c.attempt {
                         known.insert((id, *n), Some(*outcome));
                     }
-                    ops.insert(key, (id, c.op.clone()));
+                    ops.insert(key, (id, Cow::Owned(c.op.clone())));
                     let taken = match parsed {
                         Parsed::Intent(..) => Taken::Intent(Recorded::Conflict),
                         Parsed::Attempt(_) => Taken::Attempt(c.applied.workflow.clone()),
@@ -438,6 +437,51 @@ impl Ledger {
                 Err(e) => return Err(e),
             };
             outcomes.push(outcome);
+        }
+
+        // the new operations in one statement, their `recorded` events in another (before the
+        // events of what later lines did to them)
+        let mut ids = Vec::with_capacity(made.len());
+        if !made.is_empty() {
+            let rows: Vec<&Op> = made.iter().map(|op| &*ops[op.key.as_str()].1).collect();
+            let numbered: HashMap<String, i64> = tx
+                .insert_ops(&rows)
+                .await?
+                .into_iter()
+                .map(|(id, k)| (k, id))
+                .collect();
+            if numbered.len() != made.len() {
+                // another writer made one of these keys meanwhile
+                return Ok(Tried::Raced);
+            }
+            ids.extend(made.iter().map(|op| numbered[&op.key]));
+            let details: Vec<String> = made
+                .iter()
+                .map(|op| json!({ "fingerprint": op.fingerprint }).to_string())
+                .collect();
+            let events: Vec<NewEvent> = made
+                .iter()
+                .zip(&ids)
+                .zip(&details)
+                .map(|((op, id), detail)| {
+                    NewEvent::on_operation(
+                        *id,
+                        op.created_at,
+                        actor,
+                        "recorded",
+                        None,
+                        State::Pending,
+                        detail,
+                    )
+                })
+                .collect();
+            tx.insert_events(&events).await?;
+        }
+        for c in &mut changes {
+            if c.id < 0 {
+                c.id = ids[(-c.id - 1) as usize];
+                c.made_here = true;
+            }
         }
         if !changes.is_empty() && !super::write_changes(tx, &changes).await? {
             return Ok(Tried::Raced);

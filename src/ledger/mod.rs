@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::domain::fingerprint::canonical_json;
-use crate::domain::{Command, Ctx, Op, Outcome, Redactor, State, apply, fingerprint, validate_key};
+use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
+use crate::domain::{Command, Ctx, Op, Outcome, Redactor, State, apply, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, AttemptWrite, NewEvent, Store, Tried, Tx};
 
@@ -84,6 +84,9 @@ struct Change {
     applied: Applied,
     attempt: crate::domain::AttemptEffect,
     op: Op,
+    /// The operation's row is written with this change set (an ingest batch made it): its row
+    /// already holds the final state, only the attempts and events are left to write.
+    made_here: bool,
 }
 
 impl Change {
@@ -133,7 +136,7 @@ impl Change {
 async fn write_changes(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
     let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
     let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
-    for c in changes {
+    for c in changes.iter().filter(|c| !c.made_here) {
         match at.get(&c.id) {
             Some(i) => rows[*i].1 = &c.op,
             None => {
@@ -297,14 +300,15 @@ impl Ledger {
         check_name("destination", &intent.destination, false)?;
         check_name("action", &intent.action, false)?;
         crate::domain::payload::check_payload(&intent.payload).map_err(Error::Invalid)?;
-        let fp = fingerprint(&intent.destination, &intent.action, &intent.payload);
+        let canonical = canonical_json(&intent.payload);
+        let fp = fingerprint_of_canonical(&intent.destination, &intent.action, &canonical);
         Ok(Op::new(
             &intent.key,
             &intent.workflow,
             &intent.step,
             &intent.destination,
             &intent.action,
-            canonical_json(&intent.payload),
+            canonical,
             fp,
             self.now(),
         ))
@@ -527,6 +531,7 @@ impl Ledger {
             },
             attempt: t.attempt,
             op: t.op,
+            made_here: false,
         })))
     }
 

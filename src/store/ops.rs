@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::Tx;
 use super::columns::{self, Kind, changing, inserted};
-use super::sql::{Cell, Marks, Stmt, db, get, get_time, marks, ms, time};
+use super::sql::{Cell, Stmt, db, get, get_time, ms, rows_of_marks, time};
 use crate::domain::{Op, Outcome, State};
 use crate::error::Result;
 
@@ -305,8 +305,12 @@ impl Tx {
                     columns::select(),
                     if hold { " FOR UPDATE" } else { "" }
                 );
+                // Planned for each call, never from a plan kept on the connection: a plan made
+                // while the table was nearly empty (the first batches of a large ingest) scans
+                // the whole table once it is not (the re-ingest of 100,000 lines took 5x as long).
                 let rows = sqlx::query(&sql)
                     .bind(keys)
+                    .persistent(false)
                     .fetch_all(&mut **t)
                     .await
                     .map_err(db)?;
@@ -332,9 +336,6 @@ impl Tx {
             Tx::Sqlite(_) => {
                 // SQLite allows 32,766 parameters in a statement
                 for chunk in ops.chunks(500) {
-                    let rows: Vec<String> = (0..chunk.len())
-                        .map(|_| marks(Marks::InOrder, 1, cols.len()))
-                        .collect();
                     let cells = chunk
                         .iter()
                         .flat_map(|op| cols.iter().map(|c| c.cell(op)))
@@ -343,7 +344,7 @@ impl Tx {
                         format!(
                             "INSERT INTO operations ({}) VALUES {} ON CONFLICT (key) DO NOTHING RETURNING id, key",
                             names.join(", "),
-                            rows.join(", ")
+                            rows_of_marks(chunk.len(), cols.len())
                         ),
                         cells,
                     );
@@ -383,8 +384,8 @@ impl Tx {
         }
         match self {
             Tx::Sqlite(_) => {
-                for chunk in events.chunks(500) {
-                    sqlite_events(chunk).execute(self.db()).await?;
+                for run in runs(events) {
+                    sqlite_events(run).execute(self.db()).await?;
                 }
             }
             Tx::Postgres(t) => {
@@ -505,22 +506,40 @@ impl Tx {
             .execute(self.db())
             .await?;
         }
-        for a in whole {
+        // attempts made elsewhere and the events: runs of a fixed number of rows to a statement,
+        // the rest row by row, so every statement's text is one of two and stays prepared
+        for run in runs(whole) {
             // operation, number, started = finished, outcome, status, reference, error, actor
-            let c = a.cells();
+            let cells = run
+                .iter()
+                .flat_map(|a| {
+                    let c = a.cells();
+                    [
+                        c[0],
+                        c[1],
+                        c[2],
+                        c[2],
+                        c[3],
+                        c[4],
+                        c[5],
+                        c[6],
+                        Cell::Text(Some(a.actor)),
+                    ]
+                })
+                .collect();
             Stmt::new(
-                "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                vec![c[0], c[1], c[2], c[2], c[3], c[4], c[5], c[6], Cell::Text(Some(a.actor))],
+                format!(
+                    "INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
+                     VALUES {}",
+                    rows_of_marks(run.len(), 9)
+                ),
+                cells,
             )
             .execute(self.db())
             .await?;
         }
-        let event = format!("{EVENT_INSERT} VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-        for e in events {
-            Stmt::new(event.as_str(), e.cells().to_vec())
-                .execute(self.db())
-                .await?;
+        for run in runs(events) {
+            sqlite_events(run).execute(self.db()).await?;
         }
         Ok(true)
     }
@@ -556,6 +575,8 @@ impl Tx {
                     "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ANY($1)",
                 )
                 .bind(ids)
+                // planned for each call, like `load_ops`
+                .persistent(false)
                 .fetch_all(&mut **t)
                 .await
                 .map_err(db)?;
@@ -578,10 +599,19 @@ impl Tx {
     }
 }
 
+/// Rows to write on SQLite, as statements: runs of [`RUN`] rows, then the rest one by one.
+fn runs<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
+    let whole = rows.len() - rows.len() % RUN;
+    rows[..whole].chunks(RUN).chain(rows[whole..].chunks(1))
+}
+
+/// Rows to a statement on SQLite. Runs of one fixed size (and single rows for the rest) keep
+/// the prepared-statement cache to two statements per table, whatever the batch's size.
+const RUN: usize = 100;
+
 fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
-    let rows: Vec<String> = events.iter().map(|_| marks(Marks::InOrder, 1, 8)).collect();
     Stmt::new(
-        format!("{EVENT_INSERT} VALUES {}", rows.join(", ")),
+        format!("{EVENT_INSERT} VALUES {}", rows_of_marks(events.len(), 8)),
         events.iter().flat_map(|e| e.cells()).collect(),
     )
 }

@@ -174,6 +174,19 @@ pub(crate) fn marks(style: Marks, first: usize, n: usize) -> String {
     format!("({})", cells.join(", "))
 }
 
+/// `rows` lists of `width` plain `?` marks, comma-separated: a multi-row `VALUES` on SQLite.
+pub(crate) fn rows_of_marks(rows: usize, width: usize) -> String {
+    let row = marks(Marks::InOrder, 1, width);
+    let mut out = String::with_capacity(rows * (row.len() + 2));
+    for i in 0..rows {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&row);
+    }
+    out
+}
+
 /// The two kinds of cell settle stores, read from either driver's row.
 pub(crate) trait Cells {
     fn int(&self, col: Col) -> Result<Option<i64>>;
