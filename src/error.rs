@@ -1,7 +1,5 @@
 //! The library's errors. A refusal is a normal answer (exit 3), not a crash.
 
-use crate::domain::redact::redact_text;
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A state, claim or safety rule said no; nothing changed.
@@ -32,24 +30,6 @@ impl Error {
             Error::Invalid(_) | Error::Unstorable(_) => 2,
             Error::Refused(_) | Error::NotFound(_) => 3,
             Error::Unavailable(_) => 4,
-        }
-    }
-
-    pub(crate) fn db(context: &str, err: sqlx::Error) -> Error {
-        // Driver messages can quote values; they go through redaction like everything else.
-        let (text, data) = match &err {
-            sqlx::Error::Database(e) => (
-                e.message().to_string(),
-                // SQLSTATE class 22: a data exception (a NUL in text, a value out of range)
-                e.code().is_some_and(|c| c.starts_with("22")),
-            ),
-            other => (other.to_string(), false),
-        };
-        let text = format!("{context}: {}", redact_text(&text).replace('\n', " "));
-        if data {
-            Error::Unstorable(text)
-        } else {
-            Error::Unavailable(text)
         }
     }
 }

@@ -26,7 +26,10 @@ pub use crate::store::Cursor;
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
 pub use rounds::{Finished, Round, StartedOp};
-pub use views::*;
+pub use views::{
+    Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
+    Stats,
+};
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).
 pub const SYSTEM_ACTOR: &str = "settle";

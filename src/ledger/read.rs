@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::Ledger;
-use super::views::*;
+use super::views::{AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Stats};
 use crate::domain::{Op, State, safe_next_step};
 use crate::error::{Error, Result};
 use crate::store::{Cursor, EventRow, ListQuery, Order, ms};

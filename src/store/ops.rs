@@ -1,6 +1,6 @@
-//! Operations, their attempts and their audit events, as a write transaction reads and writes
-//! them. A change is a compare-and-set on the operation's `version`; many changes are written
-//! together: on SQLite as one multi-statement call (parameters bound in order), on PostgreSQL as
+//! Operations as a write transaction reads and writes them, and the change sets that move them.
+//! A change is a compare-and-set on the operation's `version`; many changes (the operations'
+//! rows, their attempts and events) are written together: on SQLite as one multi-statement call (parameters bound in order), on PostgreSQL as
 //! one statement over arrays (`UNNEST`), so a round or an ingest batch costs one round trip to
 //! write whatever its size.
 
@@ -9,197 +9,20 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 
 use super::Tx;
+use super::arrays::{Array, array_marks, lost_a_race, pg_query};
+use super::attempts::{
+    AttemptWrite, EVENT_INSERT, EVENT_KINDS, NewEvent, event_arrays, runs, sqlite_events,
+};
 use super::columns::{self, Kind, changing, inserted};
-use super::sql::{Cell, Stmt, db, get, get_time, ms, rows_of_marks, time};
-use crate::domain::{Op, Outcome, State};
+use super::sql::{Cell, Stmt, db, get, ms, rows_of_marks};
+use crate::domain::Op;
 use crate::error::Result;
-
-/// An audit event to append.
-pub(crate) struct NewEvent<'a> {
-    pub operation_id: Option<i64>,
-    pub workflow: Option<&'a str>,
-    pub at: DateTime<Utc>,
-    pub actor: &'a str,
-    pub kind: &'a str,
-    pub from_state: Option<State>,
-    pub to_state: Option<State>,
-    pub detail: &'a str,
-}
-
-impl<'a> NewEvent<'a> {
-    /// The event of a change to one operation.
-    pub(crate) fn on_operation(
-        id: i64,
-        at: DateTime<Utc>,
-        actor: &'a str,
-        kind: &'a str,
-        from_state: Option<State>,
-        to_state: State,
-        detail: &'a str,
-    ) -> NewEvent<'a> {
-        NewEvent {
-            operation_id: Some(id),
-            workflow: None,
-            at,
-            actor,
-            kind,
-            from_state,
-            to_state: Some(to_state),
-            detail,
-        }
-    }
-
-    fn cells(&self) -> [Cell<'a>; 8] {
-        [
-            Cell::Int(self.operation_id),
-            Cell::Text(self.workflow),
-            Cell::Int(Some(ms(self.at))),
-            Cell::Text(Some(self.actor)),
-            Cell::Text(Some(self.kind)),
-            Cell::Text(self.from_state.map(|s| s.as_str())),
-            Cell::Text(self.to_state.map(|s| s.as_str())),
-            Cell::Text(Some(self.detail)),
-        ]
-    }
-}
-
-/// An attempt's outcome: closing an open attempt, or one made elsewhere (opened and closed at
-/// once).
-pub(crate) struct AttemptWrite<'a> {
-    pub operation_id: i64,
-    pub n: u32,
-    pub actor: &'a str,
-    pub at: DateTime<Utc>,
-    pub outcome: Outcome,
-    pub http_status: Option<u16>,
-    pub reference: Option<&'a str>,
-    pub error: Option<&'a str>,
-}
-
-impl<'a> AttemptWrite<'a> {
-    /// Operation, number, time, outcome, status, reference, error.
-    fn cells(&self) -> [Cell<'a>; 7] {
-        [
-            Cell::Int(Some(self.operation_id)),
-            Cell::Int(Some(i64::from(self.n))),
-            Cell::Int(Some(ms(self.at))),
-            Cell::Text(Some(self.outcome.as_str())),
-            Cell::Int(self.http_status.map(i64::from)),
-            Cell::Text(self.reference),
-            Cell::Text(self.error),
-        ]
-    }
-}
 
 /// An operation's new row, `(id, new row, expected version)`: a compare-and-set.
 pub(crate) type OpRow<'a> = (i64, &'a Op, i64);
 /// An attempt opened: `(operation id, number, actor, started at)`.
 pub(crate) type Opened<'a> = (i64, u32, &'a str, DateTime<Utc>);
 
-/// One attempt as stored (error and reference still raw: the ledger redacts them).
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct AttemptRow {
-    pub n: u32,
-    pub actor: String,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-    pub outcome: Option<Outcome>,
-    pub http_status: Option<u16>,
-    pub reference: Option<String>,
-    pub error: Option<String>,
-}
-
-pub(crate) const ATTEMPT_COLUMNS: &str =
-    "n, actor, started_at, finished_at, outcome, http_status, reference, error";
-
-pub(crate) fn attempt_from_row(row: &dyn super::sql::Cells) -> Result<AttemptRow> {
-    let outcome: Option<String> = get(row, "outcome")?;
-    Ok(AttemptRow {
-        n: get::<i64>(row, "n")? as u32,
-        actor: get(row, "actor")?,
-        started_at: time(get(row, "started_at")?),
-        finished_at: get_time(row, "finished_at")?,
-        outcome: outcome
-            .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
-            .transpose()?,
-        http_status: get::<Option<i64>>(row, "http_status")?.map(|s| s as u16),
-        reference: get(row, "reference")?,
-        error: get(row, "error")?,
-    })
-}
-
-/// A column of many rows, as PostgreSQL takes it: one typed array.
-enum Array<'a> {
-    Int(Vec<Option<i64>>),
-    Text(Vec<Option<&'a str>>),
-}
-
-impl<'a> Array<'a> {
-    fn of(kind: Kind, cells: impl Iterator<Item = Cell<'a>>) -> Array<'a> {
-        match kind {
-            Kind::Int => Array::Int(
-                cells
-                    .map(|c| match c {
-                        Cell::Int(v) => v,
-                        Cell::Text(_) => None,
-                    })
-                    .collect(),
-            ),
-            Kind::Text => Array::Text(
-                cells
-                    .map(|c| match c {
-                        Cell::Text(v) => v,
-                        Cell::Int(_) => None,
-                    })
-                    .collect(),
-            ),
-        }
-    }
-}
-
-/// A PostgreSQL statement over arrays, each bound in order.
-fn pg_query<'q>(
-    sql: &'q str,
-    arrays: Vec<Array<'q>>,
-) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    let mut q = sqlx::query::<sqlx::Postgres>(sql);
-    for a in arrays {
-        q = match a {
-            Array::Int(v) => q.bind(v),
-            Array::Text(v) => q.bind(v),
-        };
-    }
-    q
-}
-
-/// `$first::T[], ...` for PostgreSQL arrays of these kinds.
-fn array_marks(first: usize, kinds: &[Kind]) -> String {
-    kinds
-        .iter()
-        .enumerate()
-        .map(|(i, k)| {
-            let t = match k {
-                Kind::Int => "BIGINT",
-                Kind::Text => "TEXT",
-            };
-            format!("${}::{t}[]", first + i)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-const EVENT_KINDS: [Kind; 8] = [
-    Kind::Int,
-    Kind::Text,
-    Kind::Int,
-    Kind::Text,
-    Kind::Text,
-    Kind::Text,
-    Kind::Text,
-    Kind::Text,
-];
-const EVENT_INSERT: &str =
-    "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail)";
 const OPENED_KINDS: [Kind; 4] = [Kind::Int, Kind::Int, Kind::Text, Kind::Int];
 const CLOSED_KINDS: [Kind; 7] = [
     Kind::Int,
@@ -210,11 +33,6 @@ const CLOSED_KINDS: [Kind; 7] = [
     Kind::Text,
     Kind::Text,
 ];
-
-/// PostgreSQL's code for a transaction it broke to end a deadlock, or could not serialize.
-fn lost_a_race(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("40P01" | "40001")))
-}
 
 /// The statement that writes a change set on PostgreSQL in one round trip: the operations' new
 /// rows (a compare-and-set on each), attempts opened, closed and made elsewhere, and the events
@@ -377,30 +195,6 @@ impl Tx {
         Ok(out)
     }
 
-    /// Appends audit events, in order.
-    pub(crate) async fn insert_events(&mut self, events: &[NewEvent<'_>]) -> Result<()> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        match self {
-            Tx::Sqlite(_) => {
-                for run in runs(events) {
-                    sqlite_events(run).execute(self.db()).await?;
-                }
-            }
-            Tx::Postgres(t) => {
-                let sql = format!(
-                    "{EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
-                     FROM UNNEST({}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) ORDER BY i",
-                    array_marks(1, &EVENT_KINDS)
-                );
-                let arrays = event_arrays(events);
-                pg_query(&sql, arrays).execute(&mut **t).await.map_err(db)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Writes a change set: the operations' new rows (a compare-and-set on each), the attempts
     /// opened, closed and made elsewhere, and the audit events in order. False when an operation
     /// changed meanwhile (or PostgreSQL broke a deadlock with this transaction): nothing written
@@ -543,84 +337,4 @@ impl Tx {
         }
         Ok(true)
     }
-
-    /// Every stored attempt of these operations: `(operation id, number)` to its outcome
-    /// (`None` while open).
-    pub(crate) async fn attempt_outcomes(
-        &mut self,
-        ids: &[i64],
-    ) -> Result<HashMap<(i64, u32), Option<Outcome>>> {
-        let mut out = HashMap::new();
-        let decode = |r: &dyn super::sql::Cells| -> Result<((i64, u32), Option<Outcome>)> {
-            let outcome: Option<String> = get(r, "outcome")?;
-            Ok((
-                (get(r, "operation_id")?, get::<i64>(r, "n")? as u32),
-                outcome
-                    .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
-                    .transpose()?,
-            ))
-        };
-        match self {
-            Tx::Sqlite(_) => {
-                for id in ids {
-                    let stmt = Stmt::new(
-                        "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ?",
-                        vec![Cell::Int(Some(*id))],
-                    );
-                    out.extend(stmt.rows(self.db(), decode).await?);
-                }
-            }
-            Tx::Postgres(t) => {
-                let rows = sqlx::query(
-                    "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ANY($1)",
-                )
-                .bind(ids)
-                // planned for each call, like `load_ops`
-                .persistent(false)
-                .fetch_all(&mut **t)
-                .await
-                .map_err(db)?;
-                for r in &rows {
-                    let (k, v) = decode(r)?;
-                    out.insert(k, v);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Attempt `n` of an operation.
-    pub(crate) async fn attempt(&mut self, op_id: i64, n: u32) -> Result<Option<AttemptRow>> {
-        let stmt = Stmt::new(
-            format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 AND n = $2"),
-            vec![Cell::Int(Some(op_id)), Cell::Int(Some(i64::from(n)))],
-        );
-        stmt.row(self.db(), attempt_from_row).await
-    }
-}
-
-/// Rows to write on SQLite, as statements: runs of [`RUN`] rows, then the rest one by one.
-fn runs<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
-    let whole = rows.len() - rows.len() % RUN;
-    rows[..whole].chunks(RUN).chain(rows[whole..].chunks(1))
-}
-
-/// Rows to a statement on SQLite. Runs of one fixed size (and single rows for the rest) keep
-/// the prepared-statement cache to two statements per table, whatever the batch's size.
-const RUN: usize = 100;
-
-fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
-    Stmt::new(
-        format!("{EVENT_INSERT} VALUES {}", rows_of_marks(events.len(), 8)),
-        events.iter().flat_map(|e| e.cells()).collect(),
-    )
-}
-
-fn event_arrays<'a>(events: &[NewEvent<'a>]) -> Vec<Array<'a>> {
-    let rows: Vec<[Cell<'a>; 8]> = events.iter().map(NewEvent::cells).collect();
-    EVENT_KINDS
-        .iter()
-        .enumerate()
-        .map(|(i, k)| Array::of(*k, rows.iter().map(|r| r[i])))
-        .collect()
 }

@@ -4,8 +4,8 @@
 use chrono::{DateTime, Utc};
 
 use super::Store;
+use super::attempts::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
 use super::columns;
-use super::ops::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
 use super::sql::{Cell, Cells, Stmt, get, ms, time};
 use crate::domain::{Op, State};
 use crate::error::{Error, Result};

@@ -8,6 +8,7 @@ use sqlx::{Postgres, Row};
 
 use super::Db;
 use super::sqlite::blocking;
+use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
 
 pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
@@ -30,7 +31,26 @@ pub(crate) fn corrupt(what: &str) -> Error {
 
 /// A driver's error, as the ledger reports it (redacted; a data exception is `Unstorable`).
 pub(crate) fn db(e: sqlx::Error) -> Error {
-    Error::db("database", e)
+    pg_error("database", e)
+}
+
+/// PostgreSQL's error with what settle was doing: the message redacted (a driver's message can
+/// quote values) and kept to one line; a data exception (SQLSTATE class 22: a NUL in text, a
+/// value out of range) is `Unstorable`, never taken for an outage.
+pub(crate) fn pg_error(context: &str, err: sqlx::Error) -> Error {
+    let (text, data) = match &err {
+        sqlx::Error::Database(e) => (
+            e.message().to_string(),
+            e.code().is_some_and(|c| c.starts_with("22")),
+        ),
+        other => (other.to_string(), false),
+    };
+    let text = format!("{context}: {}", redact_text(&text).replace('\n', " "));
+    if data {
+        Error::Unstorable(text)
+    } else {
+        Error::Unavailable(text)
+    }
 }
 
 /// A bound value: settle stores integers and texts only.

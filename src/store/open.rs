@@ -1,0 +1,180 @@
+//! What opening a store takes: the backend a URL names, the URL fit to print, the SQLite file
+//! checked before any pool waits on it, and the profile of the process that uses the database.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub fn of_url(url: &str) -> Result<Backend> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(Error::Invalid(format!(
+                "unsupported database URL {}: use sqlite://FILE or postgres://USER@HOST/DB",
+                display_url(url)
+            )))
+        }
+    }
+}
+
+/// A database URL fit to print: any password is masked.
+pub fn display_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return crate::domain::escape_text(url).into_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let masked = match rest[..authority_end].rfind('@') {
+        Some(at) => match rest[..at].find(':') {
+            Some(colon) => format!(
+                "{}{}:***{}",
+                &url[..scheme_end + 3],
+                &rest[..colon],
+                &rest[at..]
+            ),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    };
+    let masked = match masked.find("password=") {
+        Some(i) => {
+            let end = masked[i..].find('&').map_or(masked.len(), |e| i + e);
+            format!("{}password=***{}", &masked[..i], &masked[end..])
+        }
+        None => masked,
+    };
+    crate::domain::escape_text(&masked).into_owned()
+}
+
+/// How a process uses the database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Commands, ingest, the dispatcher, the demo: SQLite's default page cache.
+    Batch,
+    /// The console: small caches, few connections.
+    Console,
+}
+
+impl Profile {
+    /// How long to wait for a connection: a command may wait out a busy moment; the console
+    /// must notice an outage within a couple of seconds and say so.
+    pub(super) fn acquire_timeout(self) -> Duration {
+        match self {
+            Profile::Batch => Duration::from_secs(5),
+            Profile::Console => Duration::from_secs(2),
+        }
+    }
+
+    /// `PRAGMA cache_size` in KiB (negative, as SQLite reads it).
+    pub(super) fn sqlite_cache(self) -> &'static str {
+        match self {
+            Profile::Batch => "-2000",
+            Profile::Console => "-256",
+        }
+    }
+
+    pub(super) fn connections(self, backend: Backend) -> u32 {
+        match (self, backend) {
+            (Profile::Console, _) => 2,
+            (Profile::Batch, Backend::Sqlite) => 4,
+            (Profile::Batch, Backend::Postgres) => 8,
+        }
+    }
+}
+
+/// The file a `sqlite:` URL names (`sqlite://settle.db`, `sqlite:///abs/path.db`,
+/// `sqlite:rel.db`), and whether it asks to be opened read-only (`?mode=ro`).
+pub(super) fn sqlite_file(url: &str) -> (PathBuf, bool) {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let read_only = query.split('&').any(|p| p == "mode=ro");
+    (PathBuf::from(path), read_only)
+}
+
+/// Checks a SQLite database file before any pool waits on it, so that a wrong path is one clear
+/// line at once rather than a connection timeout: a directory, an unreadable file or a file that
+/// is not a SQLite database is refused. A missing file is created (when `create`) readable by its
+/// owner only, as it will hold raw payloads; SQLite gives its `-wal` and `-shm` files the same
+/// permissions.
+pub(super) fn prepare_sqlite_file(path: &std::path::Path, shown: &str, create: bool) -> Result<()> {
+    use std::io::Read;
+    let unusable = |why: String| Error::Unavailable(format!("cannot open database {shown}: {why}"));
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(unusable("it is a directory, not a database file".into())),
+        Ok(_) => {
+            let mut file = std::fs::File::open(path).map_err(|e| unusable(e.to_string()))?;
+            let mut head = [0u8; 16];
+            let mut got = 0;
+            while got < head.len() {
+                match file.read(&mut head[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) => return Err(unusable(e.to_string())),
+                }
+            }
+            // an empty file is one SQLite makes a database of
+            if got == 0 || &head == b"SQLite format 3\0" {
+                Ok(())
+            } else {
+                Err(unusable("the file is not a SQLite database".into()))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            match options.open(path) {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(unusable(e.to_string())),
+            }
+        }
+        Err(e) => Err(unusable(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            display_url("postgres://app:s3cret@db:5432/settle"),
+            "postgres://app:***@db:5432/settle"
+        );
+        assert_eq!(
+            display_url("postgres://db/settle?password=s3cret&x=1"),
+            "postgres://db/settle?password=***&x=1"
+        );
+        assert_eq!(display_url("sqlite://settle.db"), "sqlite://settle.db");
+        assert_eq!(
+            display_url("postgres://app@db/settle"),
+            "postgres://app@db/settle"
+        );
+    }
+
+    #[test]
+    fn only_known_schemes() {
+        assert_eq!(Backend::of_url("sqlite://x.db").unwrap(), Backend::Sqlite);
+        assert_eq!(
+            Backend::of_url("postgresql://h/d").unwrap(),
+            Backend::Postgres
+        );
+        assert_eq!(Backend::of_url("mysql://h/d").unwrap_err().exit_code(), 2);
+    }
+}
