@@ -174,6 +174,8 @@ pub struct Ledger {
     store: Store,
     config: Arc<Config>,
     redactor: Arc<Redactor>,
+    /// What scrubs the texts of operations already shown, by fingerprint (see `read.rs`).
+    scrubbers: Arc<read::Scrubbers>,
     clock: Clock,
 }
 
@@ -249,6 +251,7 @@ impl Ledger {
         Ok(Ledger {
             store,
             redactor: Arc::new(config.redactor()),
+            scrubbers: Arc::default(),
             config: Arc::new(config),
             clock: Arc::new(Utc::now),
         })

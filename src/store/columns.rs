@@ -212,6 +212,10 @@ impl OpCol {
     }
 }
 
+/// The first column after the operation's own in a statement that selects [`select`] and then
+/// more (read by position: a lookup by name compares every column's name).
+pub(crate) const AFTER: Col = Col::At(OpCol::ALL.len());
+
 fn names(which: impl Fn(OpCol) -> bool) -> Vec<&'static str> {
     OpCol::ALL
         .into_iter()

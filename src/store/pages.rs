@@ -209,7 +209,7 @@ impl Store {
         let stmt = Stmt::new(sql, cells);
         stmt.rows(self.conn().await?.db(), |r| {
             let (id, op) = columns::decode(r)?;
-            let paused: i64 = get(r, "workflow_paused")?;
+            let paused: i64 = get(r, columns::AFTER)?;
             Ok((id, op, paused != 0))
         })
         .await
