@@ -90,6 +90,14 @@ fn run(op: &Op, cmd: &Command, ctx: &Ctx) -> Expect {
                 op.version + 1,
                 "each change bumps the version"
             );
+            // the dispatcher's due query relies on this (it does not filter on state)
+            assert!(
+                t.op.next_attempt_at.is_none()
+                    || matches!(t.op.state, State::Pending | State::RetryWait),
+                "only pending and retry_wait have a next attempt: {:?} at {:?}",
+                t.op.state,
+                t.op.next_attempt_at
+            );
             To(t.op.state)
         }
         Ok(None) => Nothing,

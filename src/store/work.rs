@@ -19,6 +19,12 @@ pub(crate) struct BudgetRow {
 /// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
 /// workflow not paused nor `held`; retries left out at the `starved` destinations (their budget
 /// is empty). `None` when there is nothing to ask.
+///
+/// Only `pending` and `retry_wait` operations have a `next_attempt_at` (every transition clears
+/// it for the other states), so the statement does not filter on `state`: PostgreSQL reads the
+/// state's statistics, finds most rows `in_flight` under a busy dispatcher, expects few due rows
+/// and reads and sorts all of them instead of walking the index in order to its limit (measured:
+/// 2.9 ms a round at 1,000 due, against 0.3 ms). The rules check the state again.
 fn due_stmt<'a>(
     destinations: &'a [String],
     starved: &'a [String],
@@ -51,7 +57,7 @@ fn due_stmt<'a>(
     };
     let sql = format!(
         "SELECT {} FROM operations \
-         WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 AND state IN ('pending', 'retry_wait') \
+         WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
          AND destination IN {}{waiting}{held_back} ORDER BY next_attempt_at, id LIMIT $2{lock}",
