@@ -1,11 +1,16 @@
-//! `cargo bench --bench console`: the console on SQLite at 1,000 and 1,000,000 operations (a tenth
-//! of them exceptions). Each size runs in a child process of its own, so its peak memory is its own.
+//! `cargo bench --bench console`: the console on SQLite (or on PostgreSQL, with
+//! SETTLE_BENCH_DB=postgres://...: a fresh database for each size, dropped afterwards) at 1,000
+//! and SETTLE_BENCH_OPS (default 1,000,000) operations, a tenth of them exceptions. Each size runs
+//! in a child process of its own, so its peak memory is its own.
 //!
 //! Reports: start to first frame and to first data frame; p50/p99 from keystroke to the redrawn
 //! frame (target p99 within one 60 Hz frame, 16.7 ms) and to the frame with the key's data, for
 //! `j`, `G`, `/` filter typing and a view switch; peak memory at both sizes (target ratio <= 1.2x).
 
 use std::time::{Duration, Instant};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -156,9 +161,21 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let dir = tempfile::tempdir().unwrap();
+    let server = std::env::var("SETTLE_BENCH_DB")
+        .ok()
+        .filter(|u| u.starts_with("postgres"));
+    let backend = if server.is_some() { "PostgreSQL" } else { "SQLite" };
     let mut rows = Vec::new();
     for n in [1_000, big] {
-        let url = format!("sqlite://{}", dir.path().join(format!("c{n}.db")).display());
+        // a database of its own for each size, kept until its child is done
+        let pg = match &server {
+            Some(u) => Some(common::postgres_on(u).await),
+            None => None,
+        };
+        let url = match &pg {
+            Some(db) => db.url.clone(),
+            None => format!("sqlite://{}", dir.path().join(format!("c{n}.db")).display()),
+        };
         let ledger = Ledger::open(&url, Config::default()).await.unwrap();
         ledger
             .ingest(seed_lines(n).as_bytes(), "bench")
@@ -175,8 +192,9 @@ async fn main() {
             .find(|l| l.starts_with("RESULT "))
             .unwrap_or_else(|| panic!("child: {text} {}", String::from_utf8_lossy(&out.stderr)));
         rows.push((n, line.trim_start_matches("RESULT ").to_string()));
+        drop(pg);
     }
-    println!("console on SQLite, 160x48, a tenth of the operations exceptions");
+    println!("console on {backend}, 160x48, a tenth of the operations exceptions");
     let mut rss = Vec::new();
     for (n, line) in &rows {
         let parts: Vec<&str> = line.split(' ').collect();
