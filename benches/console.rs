@@ -164,7 +164,11 @@ async fn main() {
     let server = std::env::var("SETTLE_BENCH_DB")
         .ok()
         .filter(|u| u.starts_with("postgres"));
-    let backend = if server.is_some() { "PostgreSQL" } else { "SQLite" };
+    let backend = if server.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
     let mut rows = Vec::new();
     for n in [1_000, big] {
         // a database of its own for each size, kept until its child is done

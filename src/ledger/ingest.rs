@@ -91,9 +91,6 @@ pub struct IngestProblem {
     pub message: String,
 }
 
-/// New operations from one ingest after which the database's statistics are refreshed.
-const BULK_LOAD: usize = 1000;
-
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IngestReport {
     pub lines: usize,
@@ -231,10 +228,6 @@ impl Ledger {
         report.problems.extend(written.problems);
         for w in touched {
             self.check_threshold(&w).await?;
-        }
-        if report.created >= BULK_LOAD {
-            // only the planner's view: what was recorded stays recorded whatever this answers
-            let _ = self.store.refresh_statistics().await;
         }
         report.problems.sort_by_key(|p| p.line);
         Ok(report)

@@ -427,9 +427,12 @@ impl Ledger {
         self.store.count_unsettled(destinations, self.now()).await
     }
 
-    /// Records that the dispatcher `name` is alive (not audited: it is not a change of state).
+    /// Records that the dispatcher `name` is alive (not audited: it is not a change of state), and
+    /// refreshes stale planner statistics (see `Store::refresh_stale_statistics`).
     pub async fn heartbeat(&self, name: &str) -> Result<()> {
-        self.store.heartbeat(name, self.now()).await
+        self.store.heartbeat(name, self.now()).await?;
+        // the due query's plan depends on them (a bulk load may have landed since)
+        self.store.refresh_stale_statistics().await
     }
 
     /// How long ago a dispatcher last said it was alive (`None`: never).

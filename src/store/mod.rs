@@ -258,21 +258,34 @@ impl Store {
         }
     }
 
-    /// Tells the planner what a bulk load changed (PostgreSQL's `ANALYZE operations`, as its
-    /// manual advises after one). Without it, a table filled since its last statistics looks
-    /// nearly empty and the dispatcher's due query reads and sorts every due row each round
-    /// instead of walking its index to the limit. SQLite's plans for settle's statements do not
-    /// depend on statistics: nothing to do.
-    pub(crate) async fn refresh_statistics(&self) -> Result<()> {
-        match &self.pool {
-            Pool::Sqlite(_) => Ok(()),
-            Pool::Postgres(p) => sqlx::query("ANALYZE operations")
+    /// Refreshes the planner's statistics of `operations` when they are missing or stale
+    /// (PostgreSQL: never analyzed, or more rows changed since than half the table holds, as
+    /// after a bulk load that autovacuum has not yet seen). Without them a table filled since
+    /// looks nearly empty, and the dispatcher's due query reads and sorts every due row each round
+    /// instead of walking its index to the limit. Asking costs one catalog read; `ANALYZE`
+    /// samples a fixed number of rows (about 0.6 s at 100,000 operations on this machine).
+    /// SQLite's plans for settle's statements do not depend on statistics: nothing to do.
+    pub(crate) async fn refresh_stale_statistics(&self) -> Result<()> {
+        let Pool::Postgres(p) = &self.pool else {
+            return Ok(());
+        };
+        let stale: Option<bool> = sqlx::query_scalar(
+            "SELECT (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) \
+               OR s.n_mod_since_analyze > GREATEST(c.reltuples, 1000) / 2 \
+             FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
+             WHERE s.relid = 'operations'::regclass",
+        )
+        .fetch_optional(p)
+        .await
+        .map_err(|e| self.err(e))?;
+        if stale == Some(true) {
+            sqlx::query("ANALYZE operations")
                 .persistent(false)
                 .execute(p)
                 .await
-                .map(|_| ())
-                .map_err(|e| self.err(e)),
+                .map_err(|e| self.err(e))?;
         }
+        Ok(())
     }
 
     /// Waits for the next change notification (PostgreSQL `LISTEN settle_events`); `None` on
