@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-use super::{Ask, AttemptReport, Intent, Ledger, Recorded, Tried};
+use super::change::Ask;
+use super::{AttemptReport, Intent, Ledger, Recorded, Tried};
 use crate::domain::redact::redact_text;
 use crate::domain::{Op, Outcome, State, escape_text};
 use crate::error::{Error, Result};
@@ -392,7 +393,7 @@ impl Ledger {
         // operation is written once, in its final state.
         let mut made: Vec<&Op> = Vec::new();
         let mut outcomes = Vec::with_capacity(batch.len());
-        let mut changes: Vec<Box<super::Change>> = Vec::new();
+        let mut changes: Vec<Box<super::change::Change>> = Vec::new();
         for (_, parsed) in batch {
             if let Parsed::Intent(op, _) = parsed
                 && !ops.contains_key(op.key.as_str())
@@ -420,8 +421,8 @@ impl Ledger {
                 .decide(tx, id, op, actor, &ask, None, Some(&known))
                 .await;
             let outcome = match decided {
-                Ok(super::Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
-                Ok(super::Decided::Change(c)) => {
+                Ok(super::change::Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
+                Ok(super::change::Decided::Change(c)) => {
                     if let crate::domain::AttemptEffect::Finish { n, outcome, .. } = &c.attempt {
                         known.insert((id, *n), Some(*outcome));
                     }
@@ -483,7 +484,7 @@ impl Ledger {
                 c.made_here = true;
             }
         }
-        if !changes.is_empty() && !super::write_changes(tx, &changes).await? {
+        if !changes.is_empty() && !super::change::write_changes(tx, &changes).await? {
             return Ok(Tried::Raced);
         }
         Ok(Tried::Done(outcomes))

@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::{
-    Applied, Ask, AttemptReport, Change, Decided, Ledger, SYSTEM_ACTOR, Tried, write_changes,
-};
+use super::change::{Ask, Change, Decided, write_changes};
+use super::{Applied, AttemptReport, Ledger, SYSTEM_ACTOR, Tried};
 use crate::domain::policy::RetryBudget;
 use crate::domain::{Command, Outcome, State, validate_key};
 use crate::error::{Error, Result};

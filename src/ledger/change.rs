@@ -1,0 +1,232 @@
+//! A decided change and how it is written: the rules ([`crate::domain::apply`]) say what an
+//! ask does to an operation loaded in a transaction; the change holds the new row, the
+//! attempt's effect and the audit event, and [`write_changes`] writes any number of them at
+//! once (one, a dispatcher's round, an ingest batch).
+
+use chrono::{DateTime, Utc};
+
+use super::{AttemptReport, KnownAttempts, Ledger};
+use crate::domain::{Command, Ctx, Op, Outcome, State, apply};
+use crate::error::{Error, Result};
+use crate::ledger::Applied;
+use crate::store::{AttemptWrite, NewEvent, Tx};
+
+pub(super) enum Ask<'a> {
+    Cmd(Command),
+    Attempt(&'a AttemptReport),
+}
+
+/// What the rules made of an ask, before anything is written.
+pub(super) enum Decided {
+    Unchanged(Applied),
+    Change(Box<Change>),
+}
+
+/// A decided change to one operation: its new row, its attempt's effect and its audit event.
+pub(super) struct Change {
+    pub(super) id: i64,
+    pub(super) expected_version: i64,
+    pub(super) at: DateTime<Utc>,
+    pub(super) actor: String,
+    pub(super) kind: &'static str,
+    pub(super) from: State,
+    pub(super) detail: String,
+    pub(super) applied: Applied,
+    pub(super) attempt: crate::domain::AttemptEffect,
+    pub(super) op: Op,
+    /// The operation's row is written with this change set (an ingest batch made it): its row
+    /// already holds the final state, only the attempts and events are left to write.
+    pub(super) made_here: bool,
+}
+
+impl Change {
+    pub(super) fn event(&self) -> NewEvent<'_> {
+        NewEvent::on_operation(
+            self.id,
+            self.at,
+            &self.actor,
+            self.kind,
+            Some(self.from),
+            self.op.state,
+            &self.detail,
+        )
+    }
+
+    pub(super) fn attempt_write(&self) -> Option<(AttemptWrite<'_>, bool)> {
+        match &self.attempt {
+            crate::domain::AttemptEffect::Finish {
+                n,
+                whole,
+                outcome,
+                http_status,
+                reference,
+                error,
+            } => Some((
+                AttemptWrite {
+                    operation_id: self.id,
+                    n: *n,
+                    actor: &self.actor,
+                    at: self.at,
+                    outcome: *outcome,
+                    http_status: *http_status,
+                    reference: reference.as_deref(),
+                    error: error.as_deref(),
+                },
+                *whole,
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Writes decided changes (one, or a dispatcher's round or an ingest batch) in one call: the
+/// operations' new rows (a compare-and-set on each; several changes to one operation make one
+/// row, expected at the version first loaded), the attempts and the events in order. False when
+/// another writer changed one of the operations first.
+pub(super) async fn write_changes(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
+    let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
+    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for c in changes.iter().filter(|c| !c.made_here) {
+        match at.get(&c.id) {
+            Some(i) => rows[*i].1 = &c.op,
+            None => {
+                at.insert(c.id, rows.len());
+                rows.push((c.id, &c.op, c.expected_version));
+            }
+        }
+    }
+    let opened: Vec<_> = changes
+        .iter()
+        .filter_map(|c| match c.attempt {
+            crate::domain::AttemptEffect::Start { n } => Some((c.id, n, c.actor.as_str(), c.at)),
+            _ => None,
+        })
+        .collect();
+    let mut closed = Vec::new();
+    let mut whole = Vec::new();
+    for (write, made_elsewhere) in changes.iter().filter_map(|c| c.attempt_write()) {
+        if made_elsewhere {
+            whole.push(write);
+        } else {
+            closed.push(write);
+        }
+    }
+    let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
+    tx.write_changes(&rows, &opened, &closed, &whole, &events)
+        .await
+}
+
+impl Ledger {
+    /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn decide(
+        &self,
+        conn: &mut Tx,
+        id: i64,
+        op: &Op,
+        actor: &str,
+        ask: &Ask<'_>,
+        paused: Option<bool>,
+        known: Option<&KnownAttempts>,
+    ) -> Result<Decided> {
+        let now = self.now();
+        let key = op.key.as_str();
+        let unchanged = |op: &Op| {
+            Decided::Unchanged(Applied {
+                key: key.into(),
+                workflow: op.workflow.clone(),
+                from: op.state,
+                to: op.state,
+                kind: None,
+                warning: None,
+            })
+        };
+        let cmd = match ask {
+            Ask::Cmd(c) => c.clone(),
+            Ask::Attempt(r) => {
+                let outcome = r.outcome.unwrap_or(Outcome::Unknown);
+                let open = op.attempt_started_at.is_some();
+                let n = r
+                    .attempt
+                    .unwrap_or(if open { op.attempts } else { op.attempts + 1 });
+                if n == 0 {
+                    return Err(Error::Invalid("attempts are numbered from 1".into()));
+                }
+                if n <= op.attempts && !(open && n == op.attempts) {
+                    // A repeat of a recorded attempt is harmless; a different outcome is not.
+                    let stored = match known {
+                        Some(k) => k.get(&(id, n)).copied(),
+                        None => conn.attempt(id, n).await?.map(|a| a.outcome),
+                    };
+                    return match stored {
+                        Some(o) if o == Some(outcome) => Ok(unchanged(op)),
+                        Some(o) => Err(Error::Refused(format!(
+                            "{key}: attempt {n} is already recorded as {}",
+                            o.map_or("open", |o| o.as_str())
+                        ))),
+                        None => Err(Error::Refused(format!(
+                            "{key}: attempt {n} is not recorded"
+                        ))),
+                    };
+                }
+                Command::FinishAttempt {
+                    n,
+                    outcome,
+                    reference: r.reference.clone(),
+                    error: r.error.clone(),
+                    http_status: r.http_status,
+                    retry_after: r.retry_after,
+                }
+            }
+        };
+        let paused = match paused {
+            Some(p) => p,
+            None => {
+                matches!(cmd, Command::StartAttempt)
+                    && conn.workflow(&op.workflow).await?.is_some_and(|w| w.paused)
+            }
+        };
+        let policy = self.config.destination(&op.destination);
+        let ctx = Ctx {
+            now,
+            actor,
+            policy: &policy,
+            lease: self.config.lease,
+            attempt_timeout: self.config.attempt_timeout,
+            paused,
+            jitter: rand::random::<f64>(),
+        };
+        let Some(t) = apply(op, &cmd, &ctx)? else {
+            return Ok(unchanged(op));
+        };
+        // Every set of contents this key has held (and the one arriving, for a conflict): their
+        // sensitive values never reach the append-only events.
+        let mut payloads = vec![op.payload.as_str()];
+        payloads.extend(t.op.conflicting_payload.as_deref());
+        payloads.extend(op.conflicting_payload.as_deref());
+        let redaction = self
+            .redactor
+            .scrubber_of(&op.destination, &op.action, &payloads);
+        let detail = redaction.json(&t.detail).to_string();
+        Ok(Decided::Change(Box::new(Change {
+            id,
+            expected_version: op.version,
+            at: now,
+            actor: actor.to_string(),
+            kind: t.kind,
+            from: op.state,
+            detail,
+            applied: Applied {
+                key: key.into(),
+                workflow: op.workflow.clone(),
+                from: op.state,
+                to: t.op.state,
+                kind: Some(t.kind),
+                warning: t.warning.map(|w| redaction.text(&w)),
+            },
+            attempt: t.attempt,
+            op: t.op,
+            made_here: false,
+        })))
+    }
+}

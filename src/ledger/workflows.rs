@@ -1,0 +1,151 @@
+//! Workflows: pausing and resuming them (SPEC 5), and the stopping threshold that pauses one by
+//! itself when its unresolved exceptions reach the configured limit.
+
+use serde_json::json;
+
+use super::{Ledger, SYSTEM_ACTOR, check_name, check_operator, check_text};
+use crate::error::{Error, Result};
+use crate::store::{self, NewEvent, Tried, Tx};
+
+impl Ledger {
+    /// Pauses a workflow: the dispatcher starts no attempt for it; nothing pending is lost.
+    /// Returns false when it was already paused.
+    pub async fn pause(&self, workflow: &str, reason: &str, actor: &str) -> Result<bool> {
+        check_name("workflow", workflow, false)?;
+        check_operator(actor)?;
+        check_text("the reason", Some(reason))?;
+        if reason.trim().is_empty() {
+            return Err(Error::Invalid("pause needs --reason".into()));
+        }
+        self.set_paused(workflow, true, Some(reason), actor, "paused")
+            .await
+    }
+
+    /// Resumes a paused workflow. Returns false when it was not paused.
+    pub async fn resume(&self, workflow: &str, actor: &str) -> Result<bool> {
+        check_name("workflow", workflow, false)?;
+        check_operator(actor)?;
+        self.set_paused(workflow, false, None, actor, "resumed")
+            .await
+    }
+
+    async fn set_paused(
+        &self,
+        workflow: &str,
+        paused: bool,
+        reason: Option<&str>,
+        actor: &str,
+        kind: &'static str,
+    ) -> Result<bool> {
+        let reason = reason.map(crate::domain::redact::redact_text);
+        store::in_tx!(self.store, |tx| self
+            .set_paused_in(tx, workflow, paused, reason.as_deref(), actor, kind)
+            .await)
+    }
+
+    async fn set_paused_in(
+        &self,
+        tx: &mut Tx,
+        workflow: &str,
+        paused: bool,
+        reason: Option<&str>,
+        actor: &str,
+        kind: &'static str,
+    ) -> Result<Tried<bool>> {
+        let now = self.now();
+        let current = tx.workflow(workflow).await?;
+        if current.as_ref().is_some_and(|w| w.paused) == paused {
+            return Ok(Tried::Done(false));
+        }
+        if !tx
+            .set_paused(
+                workflow,
+                paused,
+                reason,
+                actor,
+                now,
+                current.map(|w| w.version),
+            )
+            .await?
+        {
+            return Ok(Tried::Raced);
+        }
+        let detail = json!({ "reason": reason }).to_string();
+        let event = NewEvent {
+            operation_id: None,
+            workflow: Some(workflow),
+            at: now,
+            actor,
+            kind,
+            from_state: None,
+            to_state: None,
+            detail: &detail,
+        };
+        tx.insert_events(&[event]).await?;
+        Ok(Tried::Done(true))
+    }
+
+    /// The stopping threshold (SPEC section 7): pause a workflow whose exceptions passed it. A
+    /// resume holds: after one, only an exception recorded since can pause the workflow again
+    /// (a sweep, a restart or a console start never re-pauses by itself).
+    pub async fn check_threshold(&self, workflow: &str) -> Result<bool> {
+        let Some(limit) = self
+            .config
+            .workflows
+            .get(workflow)
+            .and_then(|w| w.pause_when.clone())
+        else {
+            return Ok(false);
+        };
+        store::in_tx!(self.store, |tx| self
+            .threshold_in(tx, workflow, &limit)
+            .await)
+    }
+
+    async fn threshold_in(
+        &self,
+        tx: &mut Tx,
+        workflow: &str,
+        limit: &crate::config::PauseWhen,
+    ) -> Result<Tried<bool>> {
+        let now = self.now();
+        let row = tx.workflow(workflow).await?;
+        if row.as_ref().is_some_and(|w| w.paused) {
+            return Ok(Tried::Done(false));
+        }
+        let summary = tx.exception_summary(Some(workflow), now).await?;
+        // an unpaused row with a time of change was resumed then
+        let resumed = row.as_ref().and_then(|w| w.paused_at);
+        if resumed.is_some_and(|r| summary.newest.is_none_or(|n| n <= r)) {
+            return Ok(Tried::Done(false));
+        }
+        let count = summary.count;
+        let by_count = limit
+            .unresolved
+            .filter(|n| count as u64 >= *n)
+            .map(|n| format!("{count} unresolved exceptions (limit {n})"));
+        let by_age = match (limit.oldest, summary.oldest) {
+            (Some(max), Some(t)) if (now - t).to_std().unwrap_or_default() > max => Some(format!(
+                "oldest exception {} old (limit {})",
+                crate::domain::format_age(now - t),
+                crate::domain::time::format_duration(max)
+            )),
+            _ => None,
+        };
+        match by_count.or(by_age) {
+            Some(why) => {
+                let reason = format!("stopping threshold: {why}");
+                self.set_paused_in(
+                    tx,
+                    workflow,
+                    true,
+                    Some(&reason),
+                    SYSTEM_ACTOR,
+                    "auto_paused",
+                )
+                .await
+            }
+            None => Ok(Tried::Done(false)),
+        }
+    }
+}
