@@ -8,12 +8,11 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 use super::change::Ask;
-use super::{AttemptReport, Intent, Ledger, Recorded, Tried};
+use super::{AttemptReport, Intent, Ledger, Recorded, Tried, recorded_detail, recorded_event};
 use crate::domain::redact::redact_text;
-use crate::domain::{Op, Outcome, State, escape_text};
+use crate::domain::{Op, Outcome, escape_text};
 use crate::error::{Error, Result};
 use crate::store::{self, NewEvent, Tx};
-use serde_json::json;
 
 /// Lines per transaction: large enough to amortise the commit, small enough to keep locks short.
 const BATCH: usize = 500;
@@ -456,25 +455,12 @@ impl Ledger {
                 return Ok(Tried::Raced);
             }
             ids.extend(made.iter().map(|op| numbered[&op.key]));
-            let details: Vec<String> = made
-                .iter()
-                .map(|op| json!({ "fingerprint": op.fingerprint }).to_string())
-                .collect();
+            let details: Vec<String> = made.iter().map(|op| recorded_detail(op)).collect();
             let events: Vec<NewEvent> = made
                 .iter()
                 .zip(&ids)
                 .zip(&details)
-                .map(|((op, id), detail)| {
-                    NewEvent::on_operation(
-                        *id,
-                        op.created_at,
-                        actor,
-                        "recorded",
-                        None,
-                        State::Pending,
-                        detail,
-                    )
-                })
+                .map(|((op, id), detail)| recorded_event(*id, op, actor, detail))
                 .collect();
             tx.insert_events(&events).await?;
         }

@@ -85,6 +85,24 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
+/// The detail of an operation's `recorded` event: the fingerprint of the contents recorded.
+fn recorded_detail(op: &Op) -> String {
+    json!({ "fingerprint": op.fingerprint }).to_string()
+}
+
+/// The audit event of a new operation (`id` as stored), at the time it was created.
+fn recorded_event<'a>(id: i64, op: &Op, actor: &'a str, detail: &'a str) -> NewEvent<'a> {
+    NewEvent::on_operation(
+        id,
+        op.created_at,
+        actor,
+        "recorded",
+        None,
+        State::Pending,
+        detail,
+    )
+}
+
 fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
     crate::domain::validate_name(what, value, may_be_empty).map_err(Error::Invalid)
 }
@@ -225,10 +243,9 @@ impl Ledger {
         op.updated_at = now;
         op.next_attempt_at = Some(now);
         if let Some((id, _)) = tx.insert_ops(&[&op]).await?.pop() {
-            let detail = json!({ "fingerprint": op.fingerprint }).to_string();
-            let event =
-                NewEvent::on_operation(id, now, actor, "recorded", None, State::Pending, &detail);
-            tx.insert_events(&[event]).await?;
+            let detail = recorded_detail(&op);
+            tx.insert_events(&[recorded_event(id, &op, actor, &detail)])
+                .await?;
             return Ok(Tried::Done(Recorded::Created));
         }
         let cmd = Command::Record {

@@ -14,22 +14,8 @@ pub(super) enum Array<'a> {
 impl<'a> Array<'a> {
     pub(super) fn of(kind: Kind, cells: impl Iterator<Item = Cell<'a>>) -> Array<'a> {
         match kind {
-            Kind::Int => Array::Int(
-                cells
-                    .map(|c| match c {
-                        Cell::Int(v) => v,
-                        Cell::Text(_) => None,
-                    })
-                    .collect(),
-            ),
-            Kind::Text => Array::Text(
-                cells
-                    .map(|c| match c {
-                        Cell::Text(v) => v,
-                        Cell::Int(_) => None,
-                    })
-                    .collect(),
-            ),
+            Kind::Int => Array::Int(cells.map(Cell::int).collect()),
+            Kind::Text => Array::Text(cells.map(Cell::text).collect()),
         }
     }
 }

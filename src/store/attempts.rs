@@ -106,23 +106,28 @@ pub(crate) struct AttemptRow {
 pub(crate) const ATTEMPT_COLUMNS: &str =
     "n, actor, started_at, finished_at, outcome, http_status, reference, error";
 
-pub(crate) fn attempt_from_row(row: &dyn super::sql::Cells) -> Result<AttemptRow> {
+/// A stored attempt's outcome (`None` while it is open).
+fn outcome_of(row: &dyn super::sql::Cells) -> Result<Option<Outcome>> {
     let outcome: Option<String> = get(row, "outcome")?;
+    outcome
+        .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
+        .transpose()
+}
+
+pub(crate) fn attempt_from_row(row: &dyn super::sql::Cells) -> Result<AttemptRow> {
     Ok(AttemptRow {
         n: get::<i64>(row, "n")? as u32,
         actor: get(row, "actor")?,
         started_at: time(get(row, "started_at")?),
         finished_at: get_time(row, "finished_at")?,
-        outcome: outcome
-            .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
-            .transpose()?,
+        outcome: outcome_of(row)?,
         http_status: get::<Option<i64>>(row, "http_status")?.map(|s| s as u16),
         reference: get(row, "reference")?,
         error: get(row, "error")?,
     })
 }
 
-pub(super) const EVENT_KINDS: [Kind; 8] = [
+const EVENT_KINDS: [Kind; 8] = [
     Kind::Int,
     Kind::Text,
     Kind::Int,
@@ -132,8 +137,19 @@ pub(super) const EVENT_KINDS: [Kind; 8] = [
     Kind::Text,
     Kind::Text,
 ];
-pub(super) const EVENT_INSERT: &str =
+const EVENT_INSERT: &str =
     "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail)";
+
+/// PostgreSQL: the events of [`EVENT_KINDS`] arrays from parameter `$first` on, appended in the
+/// arrays' order.
+pub(super) fn pg_event_insert(first: usize) -> String {
+    format!(
+        "{EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
+         FROM UNNEST({}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) \
+         ORDER BY i",
+        array_marks(first, &EVENT_KINDS)
+    )
+}
 
 impl Tx {
     /// Appends audit events, in order.
@@ -148,11 +164,7 @@ impl Tx {
                 }
             }
             Tx::Postgres(t) => {
-                let sql = format!(
-                    "{EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
-                     FROM UNNEST({}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) ORDER BY i",
-                    array_marks(1, &EVENT_KINDS)
-                );
+                let sql = pg_event_insert(1);
                 let arrays = event_arrays(events);
                 pg_query(&sql, arrays).execute(&mut **t).await.map_err(db)?;
             }
@@ -168,12 +180,9 @@ impl Tx {
     ) -> Result<HashMap<(i64, u32), Option<Outcome>>> {
         let mut out = HashMap::new();
         let decode = |r: &dyn super::sql::Cells| -> Result<((i64, u32), Option<Outcome>)> {
-            let outcome: Option<String> = get(r, "outcome")?;
             Ok((
                 (get(r, "operation_id")?, get::<i64>(r, "n")? as u32),
-                outcome
-                    .map(|o| Outcome::parse(&o).map_err(|_| super::sql::corrupt("outcome")))
-                    .transpose()?,
+                outcome_of(r)?,
             ))
         };
         match self {
@@ -225,7 +234,7 @@ pub(super) fn runs<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
 /// the prepared-statement cache to two statements per table, whatever the batch's size.
 const RUN: usize = 100;
 
-pub(super) fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
+fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
     Stmt::new(
         format!("{EVENT_INSERT} VALUES {}", rows_of_marks(events.len(), 8)),
         events.iter().flat_map(|e| e.cells()).collect(),

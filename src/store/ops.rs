@@ -10,9 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::Tx;
 use super::arrays::{Array, array_marks, lost_a_race, pg_query};
-use super::attempts::{
-    AttemptWrite, EVENT_INSERT, EVENT_KINDS, NewEvent, event_arrays, runs, sqlite_events,
-};
+use super::attempts::{AttemptWrite, NewEvent, event_arrays, pg_event_insert, runs};
 use super::columns::{self, Kind, changing, inserted};
 use super::sql::{Cell, Stmt, db, get, ms, rows_of_marks};
 use crate::domain::Op;
@@ -59,7 +57,7 @@ static PG_WRITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let whole = array_marks(next, &CLOSED_KINDS);
     let whole_actor = next + CLOSED_KINDS.len();
     next = whole_actor + 1;
-    let events = array_marks(next, &EVENT_KINDS);
+    let events = pg_event_insert(next);
     format!(
         "WITH u AS (UPDATE operations o SET {sets} FROM UNNEST({ops}) AS v({names}) \
            WHERE o.id = v.id AND o.version = v.expected RETURNING 1), \
@@ -70,9 +68,7 @@ static PG_WRITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          w AS (INSERT INTO attempts (operation_id, n, started_at, finished_at, outcome, http_status, reference, error, actor) \
            SELECT v.op, v.n, v.at, v.at, v.outcome, v.status, v.reference, v.error, v.actor \
            FROM UNNEST({whole}, ${whole_actor}::TEXT[]) AS v(op, n, at, outcome, status, reference, error, actor) RETURNING 1), \
-         e AS ({EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
-           FROM UNNEST({events}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) \
-           ORDER BY i RETURNING 1) \
+         e AS ({events} RETURNING 1) \
          SELECT (SELECT COUNT(*) FROM u) AS updated, (SELECT COUNT(*) FROM s) + (SELECT COUNT(*) FROM f) \
            + (SELECT COUNT(*) FROM w) + (SELECT COUNT(*) FROM e) AS others",
         sets = sets.join(", "),
@@ -332,9 +328,7 @@ impl Tx {
             .execute(self.db())
             .await?;
         }
-        for run in runs(events) {
-            sqlite_events(run).execute(self.db()).await?;
-        }
+        self.insert_events(events).await?;
         Ok(true)
     }
 }

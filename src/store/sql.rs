@@ -34,6 +34,12 @@ pub(crate) fn db(e: sqlx::Error) -> Error {
     pg_error("database", e)
 }
 
+/// A driver's message as settle reports it, after what settle was doing: redacted (a driver's
+/// message can quote values) and on one line.
+pub(crate) fn driver_message(context: &str, message: &str) -> String {
+    format!("{context}: {}", redact_text(message).replace('\n', " "))
+}
+
 /// PostgreSQL's error with what settle was doing: the message redacted (a driver's message can
 /// quote values) and kept to one line; a data exception (SQLSTATE class 22: a NUL in text, a
 /// value out of range) is `Unstorable`, never taken for an outage.
@@ -45,7 +51,7 @@ pub(crate) fn pg_error(context: &str, err: sqlx::Error) -> Error {
         ),
         other => (other.to_string(), false),
     };
-    let text = format!("{context}: {}", redact_text(&text).replace('\n', " "));
+    let text = driver_message(context, &text);
     if data {
         Error::Unstorable(text)
     } else {
@@ -58,6 +64,24 @@ pub(crate) fn pg_error(context: &str, err: sqlx::Error) -> Error {
 pub(crate) enum Cell<'a> {
     Int(Option<i64>),
     Text(Option<&'a str>),
+}
+
+impl<'a> Cell<'a> {
+    /// The integer it holds (`None` for a text cell).
+    pub(crate) fn int(self) -> Option<i64> {
+        match self {
+            Cell::Int(v) => v,
+            Cell::Text(_) => None,
+        }
+    }
+
+    /// The text it holds (`None` for an integer cell).
+    pub(crate) fn text(self) -> Option<&'a str> {
+        match self {
+            Cell::Text(v) => v,
+            Cell::Int(_) => None,
+        }
+    }
 }
 
 /// A statement with its parameters, written once and run on either backend.

@@ -17,15 +17,10 @@ use rusqlite::{CachedStatement, Connection, OpenFlags};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::sql::{Cell, Stmt};
-use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
 
 pub(crate) fn err(e: rusqlite::Error) -> Error {
-    // Driver messages can quote values; they go through redaction like everything else.
-    Error::Unavailable(format!(
-        "database: {}",
-        redact_text(&e.to_string()).replace('\n', " ")
-    ))
+    Error::Unavailable(super::sql::driver_message("database", &e.to_string()))
 }
 
 /// Runs a blocking call on this thread, telling tokio first where it can be told.
