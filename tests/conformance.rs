@@ -682,6 +682,62 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     assert_eq!(a.retry_budget("projects").await.unwrap(), 1);
 }
 
+/// Rounds of two dispatchers at once draw on one budget: however their rounds interleave, no
+/// more retries start than it pays for (500 / 5 = 100), none twice, and it ends empty, never
+/// below. A round reads the budget without holding it and holds it (reading it again) only to
+/// change it; this is where a change made to an earlier reading would overspend.
+async fn rounds_at_once_never_spend_more_than_the_budget(db: &TestDb) {
+    let t0 = Utc::now();
+    let (a, clock) = ledger_at(db, t0).await;
+    let c = clock.clone();
+    let b = ledger(db).await.with_clock(move || *c.lock().unwrap());
+    let dests = vec!["projects".to_string()];
+    let keys: Vec<String> = (0..150).map(|i| format!("spend-{i:03}")).collect();
+    for k in &keys {
+        a.record(&intent(k, "projects", json!({"n": k})), "bot")
+            .await
+            .unwrap();
+    }
+    let first = a.round(&[], &dests, 500, "dispatcher").await.unwrap();
+    assert_eq!(first.started.len(), 150);
+    let failed: Vec<Finished> = keys.iter().map(|k| transient(k)).collect();
+    a.round(&failed, &dests, 0, "dispatcher").await.unwrap();
+    // every retry is due; the clock stands still, so nothing refills the budget
+    *clock.lock().unwrap() = t0 + TimeDelta::seconds(2);
+    let run = |l: Ledger, name: &'static str| async move {
+        let dests = vec!["projects".to_string()];
+        let mut mine: Vec<String> = Vec::new();
+        loop {
+            let round = l.round(&[], &dests, 7, name).await.unwrap();
+            if round.started.is_empty() {
+                return mine;
+            }
+            assert!(round.started.iter().all(|s| s.retry && s.attempt == 2));
+            mine.extend(round.started.into_iter().map(|s| s.key));
+        }
+    };
+    let (by_a, by_b) = tokio::join!(
+        tokio::spawn(run(a.clone(), "dispatcher-a")),
+        tokio::spawn(run(b, "dispatcher-b"))
+    );
+    let mut all: Vec<String> = by_a.unwrap().into_iter().chain(by_b.unwrap()).collect();
+    all.sort();
+    let before = all.len();
+    all.dedup();
+    assert_eq!(before, all.len(), "a retry was started twice");
+    assert_eq!(all.len(), 100, "the budget pays for exactly 100 retries");
+    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    let mut waiting = 0;
+    for k in &keys {
+        match state(&a, k).await {
+            State::InFlight => {}
+            State::RetryWait => waiting += 1,
+            other => panic!("{k}: {other:?}"),
+        }
+    }
+    assert_eq!(waiting, 50, "the rest wait for the budget");
+}
+
 /// Two dispatchers' rounds over the same due operations at once: each operation is started by
 /// exactly one of them, once, and no round fails (PostgreSQL: rows to start are taken with
 /// SKIP LOCKED; SQLite: one writer at a time).
@@ -761,5 +817,6 @@ both_backends!(
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,
+    rounds_at_once_never_spend_more_than_the_budget,
     two_dispatchers_never_start_one_operation_twice,
 );

@@ -169,6 +169,7 @@ impl Ledger {
         // Its own attempts' rows first, waiting for each in key order; the rows to start are then
         // taken without waiting. After that a round waits for nothing but a budget row, so two
         // rounds never wait for each other in a circle.
+        conn.lookups_by_key().await?;
         let keys: Vec<&str> = finished.iter().map(|f| f.report.key.as_str()).collect();
         let mut own = conn.load_ops(&keys, true).await?;
         // The budgets this round may touch, held in name order (PostgreSQL) from here on.

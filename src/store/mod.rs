@@ -143,6 +143,26 @@ pub(crate) enum Tried<T> {
 pub(crate) const TRIES: usize = 8;
 
 impl Tx {
+    /// Plans the rest of this transaction's statements as the lookups by key they are: on
+    /// PostgreSQL no hash or merge joins, so that a change set of a few dozen rows joins its
+    /// arrays to `operations` and `attempts` through their primary keys. Without this a prepared
+    /// statement's generic plan scans the whole `attempts` table to update a few of its rows, and
+    /// a dispatcher round's write grows with the ledger (at 20,000 operations, 80 attempts
+    /// updated by reading 10,866 rows: 6 ms of a 10 ms statement).
+    pub(crate) async fn lookups_by_key(&mut self) -> Result<()> {
+        match self {
+            Tx::Sqlite(_) => Ok(()),
+            Tx::Postgres(_) => sql::Stmt::new(
+                "SELECT set_config('enable_hashjoin', 'off', true), \
+                     set_config('enable_mergejoin', 'off', true)",
+                Vec::new(),
+            )
+            .execute(self.db())
+            .await
+            .map(|_| ()),
+        }
+    }
+
     pub(crate) async fn commit(self) -> Result<()> {
         match self {
             Tx::Sqlite(t) => t.commit(),
