@@ -636,6 +636,15 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     assert_eq!(by_b.started.len(), 40, "500 / 5 = 100 retries in all");
     assert_eq!(by_b.waiting_for_budget.len(), 20);
     assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    // a script's start (SPEC 11) follows the same budget: the retry waits
+    let refused = a
+        .start_attempt(&by_b.waiting_for_budget[0], "script")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, settle::Error::Refused(m) if m.contains("retry budget of projects is spent")),
+        "{refused}"
+    );
     for k in &by_b.waiting_for_budget {
         assert_eq!(
             state(&a, k).await,

@@ -102,6 +102,16 @@ enum Cmd {
         /// The request's contents, as JSON
         #[arg(long)]
         payload: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start the next attempt of an operation you send yourself: prints its number when you may
+    /// send now, exits 3 with why when you may not
+    Start {
+        #[arg(long)]
+        key: String,
+        #[arg(long)]
+        json: bool,
     },
     /// Record an attempt's outcome
     Attempt {
@@ -121,6 +131,8 @@ enum Cmd {
         /// The destination's Retry-After, e.g. 30s
         #[arg(long)]
         retry_after: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Record intents and attempts from JSON lines (a file, or - for stdin)
     Ingest { file: String },
@@ -424,6 +436,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             destination,
             action,
             payload,
+            json,
         } => {
             let payload = crate::domain::payload::parse_payload(payload)
                 .map_err(|e| invalid(format!("--payload is not valid JSON: {e}")))?;
@@ -435,18 +448,80 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 action: action.clone(),
                 payload,
             };
-            let r = ledger.record(&intent, required(operator)?).await?;
-            let key = output::esc(key);
-            match r {
-                Recorded::Created => say!("{key}: recorded (pending)"),
-                Recorded::Unchanged => {
-                    say!("{key}: already recorded with these contents; nothing changed")
+            let r = match ledger.record(&intent, required(operator)?).await {
+                Ok(r) => r,
+                Err(e @ Error::Refused(_)) => {
+                    // new contents under a terminal key: the old record stands, nothing to send
+                    if *json && let Ok(detail) = ledger.show(key, viewer).await {
+                        output::step(&detail, None, false);
+                    }
+                    return Err(e);
                 }
-                Recorded::Conflict => {
-                    say!(
-                        "{key}: conflict: new contents kept beside the old, never replayed (settle show {key})"
-                    )
+                Err(e) => return Err(e),
+            };
+            let detail = ledger.show(key, viewer).await?;
+            let state = detail.op.state;
+            // a script that checks the exit code goes on to `start` only after exit 0
+            let refusal = match r {
+                Recorded::Conflict => Some(format!(
+                    "conflict: new contents kept beside the old, never sent (settle show {})",
+                    output::esc(key)
+                )),
+                Recorded::Unchanged if state.is_terminal() => Some(format!(
+                    "already {state}: nothing to send{}",
+                    detail
+                        .op
+                        .reference
+                        .as_deref()
+                        .map(|r| format!(" (reference {})", output::esc(r)))
+                        .unwrap_or_default()
+                )),
+                _ => None,
+            };
+            if *json {
+                output::step(&detail, None, refusal.is_none());
+            }
+            if let Some(why) = refusal {
+                crate::tell!("settle: {}: {why}", output::esc(key));
+                return Ok(3);
+            }
+            if !*json {
+                let key = output::esc(key);
+                match r {
+                    Recorded::Created => say!("{key}: recorded ({state})"),
+                    _ => say!(
+                        "{key}: already recorded with these contents ({state}); nothing changed"
+                    ),
                 }
+            }
+        }
+        Cmd::Start { key, json } => {
+            let started = ledger.start_attempt(key, required(operator)?).await;
+            let detail = ledger.show(key, viewer).await?;
+            match started {
+                Ok(a) if a.kind.is_some() && a.to == State::InFlight => {
+                    let n = detail.op.attempts;
+                    if *json {
+                        output::step(&detail, Some(n), true);
+                    } else {
+                        say!("{n}");
+                    }
+                }
+                Ok(a) => {
+                    // the rules changed nothing: it is not this caller's to send
+                    if *json {
+                        output::step(&detail, None, false);
+                    }
+                    crate::tell!("settle: {}: {}: not started", output::esc(key), a.to);
+                    return Ok(3);
+                }
+                Err(e @ Error::Refused(_)) => {
+                    if *json {
+                        output::step(&detail, None, false);
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
             }
         }
         Cmd::Attempt {
@@ -457,6 +532,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             error,
             http_status,
             retry_after,
+            json,
         } => {
             let report = AttemptReport {
                 key: key.clone(),
@@ -478,7 +554,18 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                     .transpose()?,
             };
             let a = ledger.report_attempt(&report, required(operator)?).await?;
-            output::applied(&a, "attempt recorded");
+            if *json {
+                let detail = ledger.show(key, viewer).await?;
+                let n = attempt.unwrap_or_else(|| {
+                    detail
+                        .attempt_log
+                        .last()
+                        .map_or(detail.op.attempts, |l| l.n)
+                });
+                output::step(&detail, Some(n), false);
+            } else {
+                output::applied(&a, "attempt recorded");
+            }
         }
         Cmd::Ingest { file } => return ingest(ledger, file, required(operator)?).await,
         Cmd::List {

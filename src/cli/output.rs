@@ -113,6 +113,27 @@ pub fn json<T: Serialize>(value: &T) {
     }
 }
 
+/// What a script following the protocol (SPEC 11) reads after `record`, `start` or `attempt`
+/// with `--json`: whether it may send now, and the attempt to report.
+#[derive(Serialize)]
+struct Step<'a> {
+    key: &'a str,
+    state: &'a str,
+    attempt: Option<u32>,
+    send: bool,
+    next_step: &'a str,
+}
+
+pub fn step(detail: &OperationDetail, attempt: Option<u32>, send: bool) {
+    json(&Step {
+        key: &detail.op.key,
+        state: detail.op.state.as_str(),
+        attempt,
+        send,
+        next_step: &detail.op.next_step,
+    });
+}
+
 pub fn applied(a: &Applied, what: &str) {
     let key = esc(&a.key);
     match a.kind {

@@ -268,13 +268,6 @@ impl Ledger {
         self.act(&report.key, actor, Ask::Attempt(report)).await
     }
 
-    /// Starts the next attempt of a due operation (the dispatcher's first step).
-    pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
-        validate_key(key).map_err(Error::Invalid)?;
-        check_name("actor", actor, false)?;
-        self.act(key, actor, Ask::Cmd(Command::StartAttempt)).await
-    }
-
     /// Settles an unknown outcome by what the destination's lookup said (actor `settle`).
     pub async fn lookup(&self, key: &str, found: Option<String>) -> Result<Applied> {
         self.act(key, SYSTEM_ACTOR, Ask::Cmd(Command::Lookup { found }))
@@ -315,7 +308,7 @@ impl Ledger {
         actor: &str,
         ask: &Ask<'_>,
     ) -> Result<Tried<Applied>> {
-        let Some((id, op)) = tx.load_op(key).await? else {
+        let Some((id, op)) = tx.hold_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
         self.act_loaded(tx, id, op, actor, ask, None).await

@@ -391,6 +391,55 @@ impl Ledger {
         Ok(Tried::Done(round))
     }
 
+    /// Starts the next attempt of one operation for a caller that sends it itself (`settle
+    /// start`, SPEC 11), under the rules a dispatcher's round applies: only a due `pending` or
+    /// `retry_wait` operation, never one claimed by someone else or of a paused workflow, and a
+    /// retry only when its destination's budget pays for it (it takes the cost, as a round does).
+    /// Two callers starting one operation at once: one starts it, the other is refused (the
+    /// operation is in flight). Returns the change; the attempt's number is the operation's
+    /// attempt count after it.
+    pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
+        validate_key(key).map_err(Error::Invalid)?;
+        super::check_name("actor", actor, false)?;
+        store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await)
+    }
+
+    async fn start_in(&self, tx: &mut Tx, key: &str, actor: &str) -> Result<Tried<Applied>> {
+        let now = self.now();
+        let Some((id, op)) = tx.hold_op(key).await? else {
+            return Err(Error::NotFound(format!("no operation with key {key}")));
+        };
+        let ask = Ask::Cmd(Command::StartAttempt);
+        let change = match self.decide(tx, id, &op, actor, &ask, None, None).await? {
+            Decided::Unchanged(a) => return Ok(Tried::Done(a)),
+            Decided::Change(c) => c,
+        };
+        let mut budgets = BTreeMap::new();
+        if op.attempts > op.budget_start {
+            let b = self.budget(tx, &mut budgets, &op.destination, now).await?;
+            let Some(left) = b.bucket.take(op.ambiguous) else {
+                return Err(Error::Refused(format!(
+                    "{key}: the retry budget of {} is spent ({} tokens left): it waits in {}",
+                    op.destination, b.bucket.tokens, op.state
+                )));
+            };
+            b.bucket = left;
+            b.changed = true;
+        }
+        if !write_changes(tx, std::slice::from_ref(&change)).await? {
+            return Ok(Tried::Raced);
+        }
+        for (destination, b) in &budgets {
+            if !tx
+                .save_budget(destination, b.bucket.tokens, b.since, b.version)
+                .await?
+            {
+                return Ok(Tried::Raced);
+            }
+        }
+        Ok(Tried::Done(change.applied))
+    }
+
     /// A destination's budget in this round: loaded once, topped up for the time since.
     async fn budget<'b>(
         &self,

@@ -78,16 +78,12 @@ static PG_WRITE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 });
 
 impl Tx {
-    /// The operation with this key.
-    pub(crate) async fn load_op(&mut self, key: &str) -> Result<Option<(i64, Op)>> {
-        let stmt = Stmt::new(
-            format!(
-                "SELECT {} FROM operations WHERE key = $1",
-                columns::select()
-            ),
-            vec![Cell::Text(Some(key))],
-        );
-        stmt.row(self.db(), columns::decode).await
+    /// The operation with this key, held until the transaction ends (PostgreSQL; a SQLite write
+    /// transaction holds the whole database): two writers of one operation take turns, and the
+    /// second decides on what the first wrote instead of racing it. (A lost compare-and-set is
+    /// retried, but a change that adds an attempt would meet the first's attempt row first.)
+    pub(crate) async fn hold_op(&mut self, key: &str) -> Result<Option<(i64, Op)>> {
+        Ok(self.load_ops(&[key], true).await?.remove(key))
     }
 
     /// The operations with these keys, by key; with `hold` (PostgreSQL) held until the

@@ -173,7 +173,7 @@ async fn every_column_round_trips(f: &Fresh) {
     let op = full_op("rt-1", at);
     let mut tx = f.store.begin().await.unwrap();
     let (id, _) = tx.insert_ops(&[&op]).await.unwrap().pop().unwrap();
-    let (got_id, got) = tx.load_op("rt-1").await.unwrap().unwrap();
+    let (got_id, got) = tx.hold_op("rt-1").await.unwrap().unwrap();
     assert_eq!(
         (got_id, &got),
         (id, &op),
@@ -204,7 +204,7 @@ async fn every_column_round_trips(f: &Fresh) {
             .await
             .unwrap()
     );
-    let (_, got) = tx.load_op("rt-1").await.unwrap().unwrap();
+    let (_, got) = tx.hold_op("rt-1").await.unwrap().unwrap();
     assert_eq!(got, next, "the update and the row mapping agree");
     tx.rollback().await;
 }

@@ -1,0 +1,243 @@
+//! SPEC 11's protocol through the real binary, as a script follows it: `record`, `start`, send,
+//! `attempt`. Exit 0 is the only answer that lets the script go on; every other answer stops it
+//! with exit 3 and one line saying why, and `--json` says the same (`send`).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::TestDb;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_settle");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn settle_as(db: &str, dir: &Path, who: &str, args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(["--as", who])
+        .args(args)
+        .current_dir(dir)
+        .env("SETTLE_LOG_FILE", dir.join("settle.log"))
+        .env_remove("SETTLE_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .env_remove("SETTLE_DATABASE_URL")
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run settle");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    };
+    assert!(
+        !run.stderr.contains("panicked"),
+        "settle {args:?}: {}",
+        run.stderr
+    );
+    run
+}
+
+fn settle(db: &str, dir: &Path, args: &[&str]) -> Run {
+    settle_as(db, dir, "script", args)
+}
+
+fn record(db: &str, dir: &Path, key: &str, payload: &str) -> Run {
+    settle(
+        db,
+        dir,
+        &[
+            "record",
+            "--key",
+            key,
+            "--workflow",
+            "onboarding",
+            "--destination",
+            "projects",
+            "--action",
+            "create_task",
+            "--payload",
+            payload,
+            "--json",
+        ],
+    )
+}
+
+fn json(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {:?}", r.stdout))
+}
+
+/// Exit 3, one line on stderr naming the reason, and (with `--json`) `send: false`.
+fn stopped(r: &Run, why: &str) {
+    assert_eq!(r.code, 3, "{why}: stderr {:?}", r.stderr);
+    assert_eq!(r.stderr.trim_end().lines().count(), 1, "{:?}", r.stderr);
+    assert!(r.stderr.contains(why), "{why}: {:?}", r.stderr);
+    if !r.stdout.is_empty() {
+        assert_eq!(json(r)["send"], false, "{why}");
+    }
+}
+
+fn state(db: &str, dir: &Path, key: &str) -> String {
+    let r = settle(db, dir, &["show", key, "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    json(&r)["state"].as_str().unwrap().to_string()
+}
+
+fn the_protocol(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, db) = (dir.path(), db.url.as_str());
+
+    // record, start, report: exit 0 each, and the start says which attempt to report
+    let r = record(db, d, "onb-1", r#"{"title":"Kickoff"}"#);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(json(&r)["send"], true);
+    assert_eq!(json(&r)["state"], "pending");
+    let r = settle(db, d, &["start", "--key", "onb-1"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "1", "the attempt number, alone");
+    let r = settle(
+        db,
+        d,
+        &[
+            "attempt",
+            "--key",
+            "onb-1",
+            "--attempt",
+            "1",
+            "--outcome",
+            "accepted",
+            "--reference",
+            "T-1",
+            "--json",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let answer = json(&r);
+    assert_eq!(
+        (answer["state"].as_str(), answer["attempt"].as_u64()),
+        (Some("succeeded"), Some(1))
+    );
+
+    // a repeated record of a done key stops the script, and says it is done
+    let r = record(db, d, "onb-1", r#"{"title":"Kickoff"}"#);
+    stopped(&r, "already succeeded");
+    assert!(r.stderr.contains("T-1"), "{}", r.stderr);
+    assert_eq!(json(&r)["state"], "succeeded");
+    stopped(&settle(db, d, &["start", "--key", "onb-1"]), "is succeeded");
+
+    // (a) changed contents under a known key: exit 3, kept beside the old, never started
+    assert_eq!(record(db, d, "onb-2", r#"{"title":"A"}"#).code, 0);
+    stopped(&record(db, d, "onb-2", r#"{"title":"B"}"#), "conflict");
+    assert_eq!(state(db, d, "onb-2"), "conflict");
+    stopped(&settle(db, d, &["start", "--key", "onb-2"]), "is conflict");
+
+    // (c) in flight elsewhere, claimed by a person, not due yet, workflow paused
+    assert_eq!(record(db, d, "onb-3", "{}").code, 0);
+    assert_eq!(settle(db, d, &["start", "--key", "onb-3"]).code, 0);
+    let r = settle(db, d, &["start", "--key", "onb-3", "--json"]);
+    stopped(&r, "is in_flight");
+    assert_eq!(json(&r)["state"], "in_flight");
+
+    assert_eq!(record(db, d, "onb-4", "{}").code, 0);
+    assert_eq!(
+        settle_as(db, d, "bob", &["claim", "onb-4"]).code,
+        0,
+        "a person claims it"
+    );
+    stopped(
+        &settle(db, d, &["start", "--key", "onb-4"]),
+        "claimed by bob",
+    );
+
+    assert_eq!(record(db, d, "onb-5", "{}").code, 0);
+    assert_eq!(settle(db, d, &["start", "--key", "onb-5"]).code, 0);
+    let r = settle(
+        db,
+        d,
+        &[
+            "attempt",
+            "--key",
+            "onb-5",
+            "--outcome",
+            "transient",
+            "--retry-after",
+            "1h",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(state(db, d, "onb-5"), "retry_wait");
+    stopped(
+        &settle(db, d, &["start", "--key", "onb-5"]),
+        "not due until",
+    );
+
+    assert_eq!(record(db, d, "onb-6", "{}").code, 0);
+    let r = settle_as(
+        db,
+        d,
+        "bob",
+        &["pause", "onboarding", "--reason", "vendor incident"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    stopped(
+        &settle(db, d, &["start", "--key", "onb-6"]),
+        "workflow onboarding is paused",
+    );
+    assert_eq!(
+        state(db, d, "onb-6"),
+        "pending",
+        "a refusal changes nothing"
+    );
+    assert_eq!(settle_as(db, d, "bob", &["resume", "onboarding"]).code, 0);
+    assert_eq!(settle(db, d, &["start", "--key", "onb-6"]).code, 0);
+
+    // (d) twenty scripts start one operation at once: exactly one may send
+    assert_eq!(record(db, d, "onb-7", "{}").code, 0);
+    let children: Vec<_> = (0..20)
+        .map(|_| {
+            Command::new(BIN)
+                .args(["--db", db, "--as", "script", "start", "--key", "onb-7"])
+                .env("SETTLE_LOG_FILE", d.join("settle.log"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut started = Vec::new();
+    let mut refused = 0;
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        match out.status.code() {
+            Some(0) => started.push(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+            Some(3) => refused += 1,
+            other => panic!("{other:?}: {}", String::from_utf8_lossy(&out.stderr)),
+        }
+    }
+    assert_eq!(started, vec!["1".to_string()], "exactly one start wins");
+    assert_eq!(refused, 19);
+    let shown = json(&settle(db, d, &["show", "onb-7", "--json"]));
+    assert_eq!(shown["attempt_log"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_protocol_on_sqlite() {
+    the_protocol(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn the_protocol_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || the_protocol(&db))
+        .await
+        .unwrap();
+}
