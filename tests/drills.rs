@@ -476,3 +476,78 @@ async fn drill_6b_soak_without_dedupe_on_postgres() {
     .await
     .unwrap();
 }
+
+/// Drill 6 (SPEC 11, issue 11's acceptance 1b): a script that follows the protocol is killed
+/// with -9 after `start` and after the destination received its request, before `attempt`. The
+/// operation is not left `pending` (which a dispatcher would send again): past the attempt
+/// timeout it is an exception, swept to `unknown` (interrupted), listed, and never sent again at a
+/// destination that neither deduplicates nor has a lookup.
+fn killed_between_start_and_attempt(db: &TestDb) {
+    let sim = Sim::start(&["--no-dedupe", "--fault", "late", "--late", "30s"]);
+    let d = drill(db, &sim, false, false, "");
+    let key = "script-killed-1";
+    d.record(key);
+    let (code, out, err) = d.output(&["start", "--key", key]);
+    assert_eq!((code, out.trim()), (0, "1"), "{err}");
+    // the script's send: the destination makes the task, then answers late
+    let mut send = Command::new("curl")
+        .args(["-s", "-m", "60", "-X", "POST", "-H"])
+        .arg(format!("Idempotency-Key: {key}"))
+        .args(["-H", "Content-Type: application/json", "-d", "{}"])
+        .arg(format!("{}/tasks", sim.base))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("curl");
+    wait_for("the simulator to hold the task", || {
+        sim.tasks().1.contains_key(key)
+    });
+    Command::new("kill")
+        .arg("-9")
+        .arg(send.id().to_string())
+        .status()
+        .unwrap();
+    let _ = send.wait();
+    assert_eq!(
+        d.show(key)["state"],
+        "in_flight",
+        "a visible trace, not pending"
+    );
+    wait_for("the attempt to outlive its timeout", || {
+        d.show(key)["next_step"]
+            .as_str()
+            .unwrap()
+            .starts_with("Attempt interrupted")
+    });
+    // a dispatcher starting now sweeps it, and sends nothing
+    d.dispatch_until_settled();
+    let v = d.show(key);
+    assert_eq!(v["state"], "unknown", "{v}");
+    assert_eq!(v["reason"], "interrupted");
+    assert_eq!(attempts(&v), 1, "never sent again automatically");
+    assert_eq!(sim.tasks().1.get(key), Some(&1), "exactly one task");
+    let listed = d.run(&["list", "--json"]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["key"] == key && o["state"] == "unknown"),
+        "{listed}"
+    );
+}
+
+#[test]
+fn drill_6_a_script_killed_between_start_and_attempt_on_sqlite() {
+    killed_between_start_and_attempt(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn drill_6_a_script_killed_between_start_and_attempt_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || killed_between_start_and_attempt(&db))
+        .await
+        .unwrap();
+}
