@@ -477,7 +477,7 @@ async fn drill_6b_soak_without_dedupe_on_postgres() {
     .unwrap();
 }
 
-/// Drill 6 (SPEC 11, issue 11's acceptance 1b): a script that follows the protocol is killed
+/// Drill 7 (SPEC 11, issue 11's acceptance 1b): a script that follows the protocol is killed
 /// with -9 after `start` and after the destination received its request, before `attempt`. The
 /// operation is not left `pending` (which a dispatcher would send again): past the attempt
 /// timeout it is an exception, swept to `unknown` (interrupted), listed, and never sent again at a
@@ -539,13 +539,13 @@ fn killed_between_start_and_attempt(db: &TestDb) {
 }
 
 #[test]
-fn drill_6_a_script_killed_between_start_and_attempt_on_sqlite() {
+fn drill_7_a_script_killed_between_start_and_attempt_on_sqlite() {
     killed_between_start_and_attempt(&common::sqlite());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
-async fn drill_6_a_script_killed_between_start_and_attempt_on_postgres() {
+async fn drill_7_a_script_killed_between_start_and_attempt_on_postgres() {
     let db = common::postgres().await;
     tokio::task::spawn_blocking(move || killed_between_start_and_attempt(&db))
         .await
