@@ -3,45 +3,14 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-use common::TestDb;
+use common::{Run, TestDb};
 
 const BIN: &str = env!("CARGO_BIN_EXE_settle");
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn settle(db: &str, dir: &Path, args: &[&str]) -> Run {
-    let out: Output = Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .current_dir(dir)
-        .env("SETTLE_OPERATOR", "alice")
-        .env("SETTLE_LOG_FILE", dir.join("settle.log"))
-        .env_remove("SETTLE_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("no-config"))
-        .env_remove("SETTLE_DATABASE_URL")
-        // a panic would print its backtrace: none may happen, whatever the input
-        .env("RUST_BACKTRACE", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run settle");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
-    assert!(
-        run.code != 101 && !run.stderr.contains("panicked"),
-        "settle {args:?} panicked: {}",
-        run.stderr
-    );
-    run
+    common::settle_as(db, dir, "alice", args)
 }
 
 fn ok(r: &Run) {

@@ -7,44 +7,10 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::TestDb;
+use common::{Run, TestDb, settle_as};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_settle");
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn settle_as(db: &str, dir: &Path, who: &str, args: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(["--as", who])
-        .args(args)
-        .current_dir(dir)
-        .env("SETTLE_LOG_FILE", dir.join("settle.log"))
-        .env_remove("SETTLE_CONFIG")
-        .env("XDG_CONFIG_HOME", dir.join("no-config"))
-        .env_remove("SETTLE_DATABASE_URL")
-        .env("RUST_BACKTRACE", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run settle");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
-    assert!(
-        !run.stderr.contains("panicked"),
-        "settle {args:?}: {}",
-        run.stderr
-    );
-    run
-}
 
 fn settle(db: &str, dir: &Path, args: &[&str]) -> Run {
     settle_as(db, dir, "script", args)

@@ -483,3 +483,41 @@ impl Proxy {
         }
     }
 }
+
+/// What one run of the real binary printed, and its exit code.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the real binary on `db` in `dir` as operator `who` (`SETTLE_OPERATOR`), with no config
+/// and no database from the environment, the log in `dir`. No panic may happen, whatever the
+/// input: a backtrace is asked for so that one would show.
+pub fn settle_as(db: &str, dir: &std::path::Path, who: &str, args: &[&str]) -> Run {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .current_dir(dir)
+        .env("SETTLE_OPERATOR", who)
+        .env("SETTLE_LOG_FILE", dir.join("settle.log"))
+        .env_remove("SETTLE_CONFIG")
+        .env("XDG_CONFIG_HOME", dir.join("no-config"))
+        .env_remove("SETTLE_DATABASE_URL")
+        .env("RUST_BACKTRACE", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run settle");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into(),
+        stderr: String::from_utf8_lossy(&out.stderr).into(),
+    };
+    assert!(
+        run.code != 101 && !run.stderr.contains("panicked"),
+        "settle {args:?} panicked: {}",
+        run.stderr
+    );
+    run
+}
