@@ -498,28 +498,19 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
         Cmd::Start { key, json } => {
             let started = ledger.start_attempt(key, required(operator)?).await;
             let detail = ledger.show(key, viewer).await?;
+            // only a start this call made lets the caller send
+            let send = matches!(&started, Ok(a) if a.kind.is_some() && a.to == State::InFlight);
+            let attempt = send.then_some(detail.op.attempts);
+            if *json {
+                output::step(&detail, attempt, send);
+            } else if let Some(n) = attempt {
+                say!("{n}");
+            }
             match started {
-                Ok(a) if a.kind.is_some() && a.to == State::InFlight => {
-                    let n = detail.op.attempts;
-                    if *json {
-                        output::step(&detail, Some(n), true);
-                    } else {
-                        say!("{n}");
-                    }
-                }
+                Ok(_) if send => {}
                 Ok(a) => {
-                    // the rules changed nothing: it is not this caller's to send
-                    if *json {
-                        output::step(&detail, None, false);
-                    }
                     crate::tell!("settle: {}: {}: not started", output::esc(key), a.to);
                     return Ok(3);
-                }
-                Err(e @ Error::Refused(_)) => {
-                    if *json {
-                        output::step(&detail, None, false);
-                    }
-                    return Err(e);
                 }
                 Err(e) => return Err(e),
             }
