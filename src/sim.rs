@@ -1,10 +1,13 @@
 //! `settle sim`: a task system that misbehaves on purpose, so teams can rehearse recovery.
 //!
-//! `POST /tasks` creates a task and returns its id. With an `Idempotency-Key` and deduplication
-//! on, a repeat returns the original task (`409` while the first is still being made, `422` when
-//! the same key comes with a different body). `GET /tasks?key=K` looks a key up (and shows the
-//! body exactly as it arrived); `GET /stats` counts the tasks really created, per key, and the
-//! requests that arrived. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
+//! `POST /tasks` creates a task from a JSON or a form body (read as Stripe reads `a[b]=v`) and
+//! returns its id. With an `Idempotency-Key` and deduplication on, a repeat returns the original
+//! task (or `409 already exists` with `--exists-409`, as HubSpot answers; `409` while the first
+//! is still being made; `422` when the same key comes with a different body). `GET /tasks?key=K`
+//! looks a key up (and shows the body exactly as it arrived and as it was read), as does `POST /search` with a
+//! HubSpot-like filter body; both also find a task by a top-level body value, for APIs that take
+//! no idempotency key. `GET /stats` counts the tasks really created, per key, and the requests
+//! that arrived. `--require-header` answers 401 to any other request without that header. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
 //! header or `_sim_fault` in its body), or a seeded random schedule (`--fault-rate`, `--seed`).
 
 use std::collections::BTreeMap;
@@ -108,6 +111,12 @@ pub struct Profile {
     pub fault_first_only: bool,
     /// How long every create takes (a real destination is not instant).
     pub latency: Duration,
+    /// Every request but `/stats` needs this header (lower-case name, value), else 401.
+    pub require_header: Option<(String, String)>,
+    /// The status of a successful create: 201 (default), 200, or 204 with no body.
+    pub answer: u16,
+    /// A repeated key answers `409 already exists` (HubSpot) instead of the original task.
+    pub exists_409: bool,
 }
 
 impl Default for Profile {
@@ -121,6 +130,9 @@ impl Default for Profile {
             late: Duration::from_secs(10),
             fault_first_only: false,
             latency: Duration::ZERO,
+            require_header: None,
+            answer: 201,
+            exists_409: false,
         }
     }
 }
@@ -242,6 +254,79 @@ impl futures_core::Stream for ErrorOnce {
     }
 }
 
+/// A 401 when the profile requires a header this request lacks.
+fn unauthorized(sim: &Sim, headers: &HeaderMap) -> Option<Response> {
+    let (name, value) = sim.profile.require_header.as_ref()?;
+    let sent = headers.get(name.as_str()).and_then(|v| v.to_str().ok());
+    (sent != Some(value.as_str())).then(|| {
+        answer(
+            StatusCode::UNAUTHORIZED,
+            json!({ "error": "authentication required: the credentials are missing or wrong" }),
+        )
+    })
+}
+
+/// A request body as the destination reads it: JSON, or a form (nested `a[b][0]=v` keys become
+/// objects, values stay text, as Stripe reads them).
+fn read_body(headers: &HeaderMap, received: &str) -> std::result::Result<Value, String> {
+    let form = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    if !form {
+        return serde_json::from_str(received).map_err(|e| format!("the body is not JSON: {e}"));
+    }
+    let mut root = Value::Object(Default::default());
+    for pair in received.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let (k, v) = (form_decode(k)?, form_decode(v)?);
+        let (head, rest) = k.split_once('[').unwrap_or((&k, ""));
+        let mut path = vec![head.to_string()];
+        path.extend(
+            rest.split('[')
+                .filter(|p| !p.is_empty())
+                .map(|p| p.trim_end_matches(']').to_string()),
+        );
+        let mut at = &mut root;
+        for (i, part) in path.iter().enumerate() {
+            let Value::Object(map) = at else {
+                return Err(format!("form key {k} nests under a value"));
+            };
+            at = map.entry(part.clone()).or_insert_with(|| {
+                if i + 1 == path.len() {
+                    Value::Null
+                } else {
+                    Value::Object(Default::default())
+                }
+            });
+        }
+        *at = Value::String(v);
+    }
+    Ok(root)
+}
+
+fn form_decode(text: &str) -> std::result::Result<String, String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = text
+                    .get(i + 1..i + 3)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| "bad percent-encoding in the form".to_string())?;
+                out.push(hex);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| "the form is not UTF-8".to_string())
+}
+
 async fn create(
     State(sim): State<Arc<Sim>>,
     headers: HeaderMap,
@@ -254,15 +339,13 @@ async fn create(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .requests += 1;
+    if let Some(refused) = unauthorized(&sim, &headers) {
+        return refused;
+    }
     let received = String::from_utf8_lossy(&raw).into_owned();
-    let body: Value = match serde_json::from_str(&received) {
+    let body: Value = match read_body(&headers, &received) {
         Ok(v) => v,
-        Err(e) => {
-            return answer(
-                StatusCode::BAD_REQUEST,
-                json!({ "error": format!("the body is not JSON: {e}") }),
-            );
-        }
+        Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
     };
     let key = headers
         .get("idempotency-key")
@@ -330,6 +413,16 @@ async fn create(
                         json!({ "error": "idempotency key reused with a different body" }),
                     );
                 }
+                if sim.profile.exists_409 {
+                    return answer(
+                        StatusCode::CONFLICT,
+                        json!({
+                            "status": "error",
+                            "category": "CONFLICT",
+                            "message": format!("Contact already exists. Existing ID: {}", t.id),
+                        }),
+                    );
+                }
                 return answer(StatusCode::OK, json!({ "id": t.id, "duplicate": true }));
             }
         }
@@ -362,9 +455,18 @@ async fn create(
                 });
             }
             tokio::time::sleep(sim.profile.late).await;
-            answer(StatusCode::CREATED, json!({ "id": task.id }))
+            created(&sim.profile, &task.id)
         }
-        _ => answer(StatusCode::CREATED, json!({ "id": task.id })),
+        _ => created(&sim.profile, &task.id),
+    }
+}
+
+/// The answer to a create that made a task, in the profile's status.
+fn created(profile: &Profile, id: &str) -> Response {
+    match profile.answer {
+        204 => StatusCode::NO_CONTENT.into_response(),
+        200 => answer(StatusCode::OK, json!({ "id": id })),
+        _ => answer(StatusCode::CREATED, json!({ "id": id })),
     }
 }
 
@@ -396,22 +498,72 @@ struct KeyQuery {
     key: String,
 }
 
-async fn lookup(State(sim): State<Arc<Sim>>, Query(q): Query<KeyQuery>) -> Response {
-    let records = sim.records.lock().unwrap_or_else(|p| p.into_inner());
-    match records
-        .tasks
+/// The task made for a key: by its idempotency key, or (for APIs that take none) by a top-level
+/// text value of its body.
+fn find<'a>(tasks: &'a [Task], key: &str) -> Vec<&'a Task> {
+    tasks
         .iter()
-        .find(|t| t.key.as_deref() == Some(q.key.as_str()))
-    {
+        .filter(|t| {
+            t.key.as_deref() == Some(key)
+                || t.body
+                    .as_object()
+                    .is_some_and(|m| m.values().any(|v| v.as_str() == Some(key)))
+        })
+        .collect()
+}
+
+async fn lookup(
+    State(sim): State<Arc<Sim>>,
+    headers: HeaderMap,
+    Query(q): Query<KeyQuery>,
+) -> Response {
+    if let Some(refused) = unauthorized(&sim, &headers) {
+        return refused;
+    }
+    let records = sim.records.lock().unwrap_or_else(|p| p.into_inner());
+    match find(&records.tasks, &q.key).first() {
         Some(t) => answer(
             StatusCode::OK,
-            json!({ "id": t.id, "key": q.key, "received": t.received }),
+            json!({ "id": t.id, "key": q.key, "received": t.received, "body": t.body }),
         ),
         None => answer(
             StatusCode::NOT_FOUND,
             json!({ "error": "no task with that key" }),
         ),
     }
+}
+
+/// `POST /search` as HubSpot's search API: `{"filterGroups":[{"filters":[{"propertyName":..,
+/// "operator":"EQ","value":K}]}]}` answers `{"total":N,"results":[{"id":..,"properties":{..}}]}`
+/// (an empty list when nothing matches: never a 404).
+async fn search(
+    State(sim): State<Arc<Sim>>,
+    headers: HeaderMap,
+    Json(query): Json<Value>,
+) -> Response {
+    if let Some(refused) = unauthorized(&sim, &headers) {
+        return refused;
+    }
+    let values: Vec<&str> = query
+        .pointer("/filterGroups")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g.get("filters")?.as_array())
+        .flatten()
+        .filter_map(|f| f.get("value")?.as_str())
+        .collect();
+    let records = sim.records.lock().unwrap_or_else(|p| p.into_inner());
+    let mut results: Vec<Value> = values
+        .iter()
+        .flat_map(|v| find(&records.tasks, v))
+        .map(|t| json!({ "id": t.id, "properties": t.body }))
+        .collect();
+    results.dedup();
+    answer(
+        StatusCode::OK,
+        json!({ "total": results.len(), "results": results }),
+    )
 }
 
 async fn stats(State(sim): State<Arc<Sim>>) -> Response {
@@ -479,6 +631,7 @@ async fn bind(
     });
     let app = axum::Router::new()
         .route("/tasks", post(create).get(lookup))
+        .route("/search", post(search))
         .route("/stats", get(stats))
         .with_state(sim);
     let listener = tokio::net::TcpListener::bind(listen)

@@ -595,6 +595,7 @@ fn transient(key: &str) -> Finished {
             Some("HTTP 503: not done, try later"),
         ),
         lookup: None,
+        pause_destination: None,
     }
 }
 
@@ -673,6 +674,7 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
             ..outcome(k, Outcome::Accepted, None)
         },
         lookup: None,
+        pause_destination: None,
     };
     let done = b
         .round(
@@ -779,6 +781,7 @@ async fn two_dispatchers_never_start_one_operation_twice(db: &TestDb) {
                         ..outcome(&s.key, Outcome::Accepted, None)
                     },
                     lookup: None,
+                    pause_destination: None,
                 })
                 .collect();
             if in_flight.is_empty() && round.finished.is_empty() {

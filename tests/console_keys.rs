@@ -487,6 +487,7 @@ fn a_quick_header_refresh_keeps_the_last_full_counts() {
         exceptions,
         oldest_exception_seconds: Some(60),
         paused_workflows: vec![],
+        paused_destinations: vec![],
     };
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),

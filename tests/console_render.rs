@@ -580,3 +580,38 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         }
     }
 }
+
+/// A paused destination (SPEC 11a: paused by an `auth` answer, or by hand) shows in the header
+/// beside the paused workflows, spelled as the filter spells it, and its pause in Activity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_destination_shows_in_the_header_and_the_activity() {
+    let f = incident().await;
+    let paused = f
+        .ledger
+        .pause_one(
+            settle::ledger::Pausable::Destination,
+            "crm",
+            "token rotation",
+            "bob",
+        )
+        .await
+        .unwrap();
+    assert!(paused);
+    let mut app = console(&f, "alice").await;
+    let wide = render(&app, 160, 48);
+    let header = wide.lines().next().unwrap();
+    assert!(header.contains("PAUSED: crm-sync, dest:crm"), "{header}");
+    let narrow = render(&app, 80, 24);
+    assert!(
+        narrow.lines().next().unwrap().contains("PAUSED"),
+        "{narrow}"
+    );
+    press(&mut app, &f, key('5')).await;
+    let activity = render(&app, 160, 48);
+    assert!(
+        activity
+            .lines()
+            .any(|l| l.contains("dest:crm") && l.contains("paused")),
+        "{activity}"
+    );
+}

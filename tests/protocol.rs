@@ -163,6 +163,32 @@ fn the_protocol(db: &TestDb) {
         "a refusal changes nothing"
     );
     assert_eq!(settle_as(db, d, "bob", &["resume", "onboarding"]).code, 0);
+    let r = settle_as(
+        db,
+        d,
+        "bob",
+        &[
+            "pause",
+            "--destination",
+            "projects",
+            "--reason",
+            "token expired",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    stopped(
+        &settle(db, d, &["start", "--key", "onb-6"]),
+        "destination projects is paused",
+    );
+    let stats = json(&settle(db, d, &["stats", "--json"]));
+    assert_eq!(
+        stats["paused_destinations"],
+        serde_json::json!(["projects"])
+    );
+    assert_eq!(
+        settle_as(db, d, "bob", &["resume", "--destination", "projects"]).code,
+        0
+    );
     assert_eq!(settle(db, d, &["start", "--key", "onb-6"]).code, 0);
 
     // (d) twenty scripts start one operation at once: exactly one may send
@@ -192,6 +218,202 @@ fn the_protocol(db: &TestDb) {
     assert_eq!(refused, 19);
     let shown = json(&settle(db, d, &["show", "onb-7", "--json"]));
     assert_eq!(shown["attempt_log"].as_array().unwrap().len(), 1);
+}
+
+/// `settle ingest FILE` of these lines, written to a file in `dir`.
+fn ingest(db: &str, dir: &Path, name: &str, lines: &[Value]) -> Run {
+    let file = dir.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    settle(db, dir, &["ingest", file.to_str().unwrap()])
+}
+
+fn intent(key: &str, payload: Value) -> Value {
+    serde_json::json!({"type": "intent", "key": key, "workflow": "onboarding",
+        "destination": "projects", "action": "create_task", "payload": payload})
+}
+
+fn start(key: &str, n: u32) -> Value {
+    serde_json::json!({"type": "start", "key": key, "attempt": n})
+}
+
+/// The protocol through JSON lines (acceptance 1e): a start line follows `settle start`'s rules,
+/// a file of history re-ingested changes nothing, and of twenty callers starting one attempt at
+/// once exactly one is let through.
+fn the_protocol_through_ingest(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, db) = (dir.path(), db.url.as_str());
+    let history = [
+        intent("ing-1", serde_json::json!({"title": "Kickoff"})),
+        start("ing-1", 1),
+        serde_json::json!({"type": "attempt", "key": "ing-1", "attempt": 1,
+            "outcome": "accepted", "reference": "T-1"}),
+    ];
+    let r = ingest(db, d, "history.jsonl", &history);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("1 recorded, 0 unchanged, 0 conflict(s), 1 started, 1 attempt(s)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(state(db, d, "ing-1"), "succeeded");
+    // the same file again: nothing changes, nothing is refused
+    let r = ingest(db, d, "history.jsonl", &history);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("0 recorded, 3 unchanged, 0 conflict(s), 0 started, 0 attempt(s)"),
+        "{}",
+        r.stdout
+    );
+    let shown = json(&settle(db, d, &["show", "ing-1", "--json"]));
+    assert_eq!(shown["attempt_log"].as_array().unwrap().len(), 1);
+
+    // (a) changed contents, then a start: the conflict is kept and the start refused
+    assert_eq!(
+        ingest(
+            db,
+            d,
+            "a.jsonl",
+            &[intent("ing-2", serde_json::json!({"t": "A"}))]
+        )
+        .code,
+        0
+    );
+    let r = ingest(
+        db,
+        d,
+        "b.jsonl",
+        &[
+            intent("ing-2", serde_json::json!({"t": "B"})),
+            start("ing-2", 1),
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("1 conflict(s), 0 started"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("line 2: ") && r.stderr.contains("is conflict"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(state(db, d, "ing-2"), "conflict");
+
+    // (c) succeeded, claimed, destination paused, a number out of turn: refused, nothing changes
+    assert_eq!(
+        ingest(
+            db,
+            d,
+            "c.jsonl",
+            &[
+                intent("ing-4", serde_json::json!({})),
+                intent("ing-5", serde_json::json!({}))
+            ]
+        )
+        .code,
+        0
+    );
+    assert_eq!(settle_as(db, d, "bob", &["claim", "ing-4"]).code, 0);
+    let r = settle_as(
+        db,
+        d,
+        "bob",
+        &[
+            "pause",
+            "--destination",
+            "projects",
+            "--reason",
+            "token rotation",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = ingest(
+        db,
+        d,
+        "d.jsonl",
+        &[
+            start("ing-1", 2),
+            start("ing-4", 1),
+            start("ing-5", 1),
+            start("ing-5", 3),
+        ],
+    );
+    assert_eq!(r.code, 3);
+    for (line, why) in [
+        (1, "is succeeded"),
+        (2, "claimed by bob"),
+        (3, "destination projects is paused"),
+        (4, "attempt 3 cannot start"),
+    ] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("line {line}: ")) && l.contains(why)),
+            "line {line}, {why}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(state(db, d, "ing-5"), "pending");
+    assert_eq!(
+        settle_as(db, d, "bob", &["resume", "--destination", "projects"]).code,
+        0
+    );
+
+    // (d) twenty callers ingest the start of one attempt at once: exactly one starts it
+    assert_eq!(
+        ingest(db, d, "e.jsonl", &[intent("ing-7", serde_json::json!({}))]).code,
+        0
+    );
+    let file = d.join("start.jsonl");
+    std::fs::write(&file, format!("{}\n", start("ing-7", 1))).unwrap();
+    let children: Vec<_> = (0..20)
+        .map(|_| {
+            Command::new(BIN)
+                .args(["--db", db, "--as", "script", "ingest"])
+                .arg(&file)
+                .env("SETTLE_LOG_FILE", d.join("settle.log"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let (mut started, mut refused) = (0, 0);
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match out.status.code() {
+            Some(0) if stdout.contains(" 1 started") => started += 1,
+            Some(3) => {
+                assert!(String::from_utf8_lossy(&out.stderr).contains("is in_flight"));
+                refused += 1
+            }
+            other => panic!(
+                "{other:?}: {stdout} {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
+    assert_eq!((started, refused), (1, 19), "exactly one start wins");
+    assert_eq!(state(db, d, "ing-7"), "in_flight");
+}
+
+#[test]
+fn the_protocol_through_ingest_on_sqlite() {
+    the_protocol_through_ingest(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn the_protocol_through_ingest_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || the_protocol_through_ingest(&db))
+        .await
+        .unwrap();
 }
 
 #[test]

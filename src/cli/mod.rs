@@ -75,6 +75,15 @@ enum Cmd {
         /// How long every create takes, e.g. 20ms
         #[arg(long, default_value = "0s")]
         latency: String,
+        /// Answer 401 to any request without this header, e.g. 'Authorization: Bearer X'
+        #[arg(long, value_name = "'NAME: VALUE'")]
+        require_header: Option<String>,
+        /// The status of a successful create: 201, 200 or 204 (no body)
+        #[arg(long, default_value_t = 201)]
+        answer: u16,
+        /// A repeated key answers 409 "already exists" (as HubSpot does) instead of the task
+        #[arg(long)]
+        exists_409: bool,
     },
     /// Run due operations of the HTTP destinations in the config (Ctrl-C stops cleanly)
     Dispatch {
@@ -202,14 +211,28 @@ enum Cmd {
     },
     /// Add a note to an operation's history
     Note { key: String, text: String },
-    /// Pause a workflow: no automatic attempt starts for it
+    /// Pause a workflow (or with --destination a destination): no attempt of it starts
     Pause {
-        workflow: String,
+        #[arg(
+            required_unless_present = "destination",
+            conflicts_with = "destination"
+        )]
+        workflow: Option<String>,
+        #[arg(long, value_name = "D")]
+        destination: Option<String>,
         #[arg(long)]
         reason: String,
     },
-    /// Resume a paused workflow
-    Resume { workflow: String },
+    /// Resume a paused workflow (or with --destination a destination)
+    Resume {
+        #[arg(
+            required_unless_present = "destination",
+            conflicts_with = "destination"
+        )]
+        workflow: Option<String>,
+        #[arg(long, value_name = "D")]
+        destination: Option<String>,
+    },
     /// Sweep attempts that outlived their timeout to unknown
     Sweep,
     /// Totals by state, exceptions, oldest exception, paused workflows
@@ -345,8 +368,28 @@ async fn execute(cli: Cli) -> Result<i32> {
         late,
         fault_first_only,
         latency,
+        require_header,
+        answer,
+        exists_409,
     } = command
     {
+        if ![200, 201, 204].contains(answer) {
+            return Err(invalid("--answer must be 200, 201 or 204".into()));
+        }
+        let require_header = match require_header {
+            Some(h) => match h.split_once(':') {
+                Some((name, value)) if !name.trim().is_empty() => {
+                    Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
+                }
+                _ => {
+                    return Err(invalid(
+                        "--require-header reads 'NAME: VALUE', e.g. 'Authorization: Bearer X'"
+                            .into(),
+                    ));
+                }
+            },
+            None => None,
+        };
         if !(0.0..=1.0).contains(fault_rate) {
             return Err(invalid("--fault-rate must be between 0 and 1".into()));
         }
@@ -373,6 +416,9 @@ async fn execute(cli: Cli) -> Result<i32> {
                 Duration::ZERO,
                 Duration::from_secs(3600),
             )?,
+            require_header,
+            answer: *answer,
+            exists_409: *exists_409,
         };
         crate::sim::run(listen, state.clone(), profile).await?;
         return Ok(0);
@@ -671,20 +717,34 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 .await?;
             output::applied(&a, "note added");
         }
-        Cmd::Pause { workflow, reason } => {
-            let w = output::esc(workflow);
-            if ledger.pause(workflow, reason, required(operator)?).await? {
-                say!("workflow {w} paused: no automatic attempt starts until it is resumed");
+        Cmd::Pause {
+            workflow,
+            destination,
+            reason,
+        } => {
+            let (what, name) = pausable(workflow, destination);
+            let n = output::esc(name);
+            let noun = what.noun();
+            if ledger
+                .pause_one(what, name, reason, required(operator)?)
+                .await?
+            {
+                say!("{noun} {n} paused: no attempt of it starts until it is resumed");
             } else {
-                say!("workflow {w} was already paused; nothing changed");
+                say!("{noun} {n} was already paused; nothing changed");
             }
         }
-        Cmd::Resume { workflow } => {
-            let w = output::esc(workflow);
-            if ledger.resume(workflow, required(operator)?).await? {
-                say!("workflow {w} resumed");
+        Cmd::Resume {
+            workflow,
+            destination,
+        } => {
+            let (what, name) = pausable(workflow, destination);
+            let n = output::esc(name);
+            let noun = what.noun();
+            if ledger.resume_one(what, name, required(operator)?).await? {
+                say!("{noun} {n} resumed");
             } else {
-                say!("workflow {w} was not paused; nothing changed");
+                say!("{noun} {n} was not paused; nothing changed");
             }
         }
         Cmd::Sweep => {
@@ -717,11 +777,12 @@ async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
         crate::tell!("line {}: {}", p.line, clean(&p.message));
     }
     say!(
-        "{} line(s): {} recorded, {} unchanged, {} conflict(s), {} attempt(s); {} malformed, {} refused",
+        "{} line(s): {} recorded, {} unchanged, {} conflict(s), {} started, {} attempt(s); {} malformed, {} refused",
         report.lines,
         report.created,
         report.unchanged,
         report.conflicts,
+        report.started,
         report.attempts,
         report.malformed(),
         report.refused()
@@ -733,4 +794,16 @@ async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
     } else {
         0
     })
+}
+
+/// `pause`/`resume`: a workflow, or with `--destination` a destination (clap requires one).
+fn pausable<'a>(
+    workflow: &'a Option<String>,
+    destination: &'a Option<String>,
+) -> (crate::ledger::Pausable, &'a str) {
+    match (workflow, destination) {
+        (_, Some(d)) => (crate::ledger::Pausable::Destination, d),
+        (Some(w), None) => (crate::ledger::Pausable::Workflow, w),
+        (None, None) => (crate::ledger::Pausable::Workflow, ""),
+    }
 }

@@ -361,12 +361,13 @@ pub fn stats(s: &Stats) {
                 chrono::TimeDelta::seconds(secs)
             ))
     );
-    say!(
-        "paused      {}",
-        if s.paused_workflows.is_empty() {
+    let listed = |names: &[String]| {
+        if names.is_empty() {
             "-".to_string()
         } else {
-            esc(&s.paused_workflows.join(", ")).into_owned()
+            esc(&names.join(", ")).into_owned()
         }
-    );
+    };
+    say!("paused      {}", listed(&s.paused_workflows));
+    say!("paused dest {}", listed(&s.paused_destinations));
 }

@@ -79,11 +79,18 @@ fn header_right<'a>(app: &App, theme: &Theme, detail: u8) -> Vec<Span<'a>> {
                 age_style(app, theme, secs),
             ));
         }
-        if !s.paused_workflows.is_empty() {
+        // paused workflows by name, destinations as `dest:NAME` (the filter's spelling)
+        let paused: Vec<String> = s
+            .paused_workflows
+            .iter()
+            .cloned()
+            .chain(s.paused_destinations.iter().map(|d| format!("dest:{d}")))
+            .collect();
+        if !paused.is_empty() {
             let paused = if detail < 3 {
-                format!("PAUSED: {}", esc(&s.paused_workflows.join(", ")))
+                format!("PAUSED: {}", esc(&paused.join(", ")))
             } else {
-                format!("PAUSED: {}", s.paused_workflows.len())
+                format!("PAUSED: {}", paused.len())
             };
             right.push(Span::raw(" · "));
             right.push(Span::styled(paused, theme.style(Meaning::Warning)));

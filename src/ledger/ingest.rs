@@ -1,4 +1,5 @@
-//! `settle ingest`: JSON lines of intents and attempts, idempotent, batched in transactions.
+//! `settle ingest`: JSON lines of intents, starts and attempts (SPEC 11), idempotent, batched in
+//! transactions.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -59,10 +60,12 @@ fn foreign_fields(line: &RawLine) -> Vec<&'static str> {
         ("http_status", line.http_status.is_some()),
         ("reference", line.reference.is_some()),
     ];
-    let other: &[(&'static str, bool)] = if line.kind == "intent" {
-        &attempt
-    } else {
-        &intent
+    // a start line has a key and an attempt number only
+    let start: Vec<(&'static str, bool)> = intent.iter().chain(&attempt[1..]).copied().collect();
+    let other: &[(&'static str, bool)] = match line.kind.as_str() {
+        "intent" => &attempt,
+        "start" => &start,
+        _ => &intent,
     };
     other
         .iter()
@@ -75,11 +78,15 @@ enum Taken {
     Intent(Recorded),
     /// A new attempt, for an operation of this workflow.
     Attempt(String),
+    /// An attempt started (`true`), or already started before (`false`).
+    Start(bool),
 }
 
 enum Parsed {
     Intent(Box<Op>, String),
     Attempt(AttemptReport),
+    /// Start attempt N of this key (the caller will send it).
+    Start(String, u32),
 }
 
 /// One line that was not taken, with its number and why.
@@ -98,6 +105,7 @@ pub struct IngestReport {
     pub unchanged: usize,
     pub conflicts: usize,
     pub attempts: usize,
+    pub started: usize,
     pub problems: Vec<IngestProblem>,
 }
 
@@ -130,7 +138,7 @@ impl Ledger {
             }
         };
         match line.kind.as_str() {
-            "intent" | "attempt" if !foreign.is_empty() => {
+            "intent" | "attempt" | "start" if !foreign.is_empty() => {
                 return Err(format!(
                     "an {} line has no field {}",
                     line.kind,
@@ -149,14 +157,25 @@ impl Ledger {
                 ("attempt", line.attempt.is_some()),
                 ("outcome", line.outcome.is_some()),
             ])?,
+            "start" => missing(&[
+                ("key", line.key.is_some()),
+                ("attempt", line.attempt.is_some()),
+            ])?,
             other => {
                 return Err(format!(
-                    "unknown type '{}': use intent or attempt",
+                    "unknown type '{}': use intent, start or attempt",
                     escape_text(&redact_text(other))
                 ));
             }
         }
         let key = line.key.unwrap_or_default();
+        if line.kind == "start" {
+            crate::domain::validate_key(&key)?;
+            return match line.attempt {
+                Some(0) | None => Err("attempts are numbered from 1".into()),
+                Some(n) => Ok(Parsed::Start(key, n)),
+            };
+        }
         Ok(if line.kind == "intent" {
             let intent = Intent {
                 key,
@@ -225,6 +244,7 @@ impl Ledger {
         report.unchanged = written.unchanged;
         report.conflicts = written.conflicts;
         report.attempts = written.attempts;
+        report.started = written.started;
         report.problems.extend(written.problems);
         for w in touched {
             self.check_threshold(&w).await?;
@@ -316,7 +336,13 @@ impl Ledger {
         let mut local = IngestReport::default();
         let mut local_touched = BTreeSet::new();
         let mut tx = self.store.begin().await?;
-        match self.batch_in(&mut tx, batch, actor).await {
+        // a start follows the rules of `settle start` (budget, pauses), one line at a time
+        let tried = if batch.iter().any(|(_, p)| matches!(p, Parsed::Start(..))) {
+            Ok(Tried::Raced)
+        } else {
+            self.batch_in(&mut tx, batch, actor).await
+        };
+        match tried {
             Ok(Tried::Done(outcomes)) => {
                 tx.commit().await?;
                 for ((n, parsed), r) in batch.iter().zip(outcomes) {
@@ -352,6 +378,7 @@ impl Ledger {
         report.unchanged += local.unchanged;
         report.conflicts += local.conflicts;
         report.attempts += local.attempts;
+        report.started += local.started;
         report.problems.extend(local.problems);
         touched.extend(local_touched);
         batch.clear();
@@ -373,6 +400,7 @@ impl Ledger {
             match p {
                 Parsed::Intent(op, _) => &op.key,
                 Parsed::Attempt(r) => &r.key,
+                Parsed::Start(k, _) => k,
             }
         }
         let mut keys: Vec<&str> = batch.iter().map(|(_, p)| key_of(p)).collect();
@@ -415,6 +443,7 @@ impl Ledger {
                     fingerprint: new.fingerprint.clone(),
                 }),
                 Parsed::Attempt(report) => Ask::Attempt(report),
+                Parsed::Start(..) => unreachable!("a batch with a start goes line by line"),
             };
             let decided = self
                 .decide(tx, id, op, actor, &ask, None, Some(&known))
@@ -428,7 +457,9 @@ impl Ledger {
                     ops.insert(key, (id, Cow::Owned(c.op.clone())));
                     let taken = match parsed {
                         Parsed::Intent(..) => Taken::Intent(Recorded::Conflict),
-                        Parsed::Attempt(_) => Taken::Attempt(c.applied.workflow.clone()),
+                        Parsed::Attempt(_) | Parsed::Start(..) => {
+                            Taken::Attempt(c.applied.workflow.clone())
+                        }
                     };
                     changes.push(c);
                     Ok(taken)
@@ -496,6 +527,40 @@ impl Ledger {
                 Tried::Done(_) => Tried::Done(Taken::Intent(Recorded::Unchanged)),
                 Tried::Raced => Tried::Raced,
             },
+            Parsed::Start(key, n) => {
+                let Some((_, op)) = conn.hold_op(key).await? else {
+                    return Err(Error::NotFound(format!("no operation with key {key}")));
+                };
+                // Idempotent for history: a start whose attempt has finished (this file was
+                // ingested before) changes nothing. A start whose attempt is still open was made
+                // by another caller, or by one that crashed before reporting: it must not send
+                // again, so it is refused, as `settle start` refuses it.
+                let open = op.attempts == *n && op.state == crate::domain::State::InFlight;
+                if op.attempts >= *n && !open {
+                    return Ok(Tried::Done(Taken::Start(false)));
+                }
+                if open {
+                    return Err(Error::Refused(format!(
+                        "{key}: is in_flight: attempt {n} was started and has no outcome yet"
+                    )));
+                }
+                if op.attempts + 1 != *n {
+                    return Err(Error::Refused(format!(
+                        "{key}: attempt {n} cannot start: the last one started is {}",
+                        op.attempts
+                    )));
+                }
+                match self.start_in(conn, key, actor).await? {
+                    Tried::Done(a) if a.kind.is_some() => Tried::Done(Taken::Start(true)),
+                    Tried::Done(a) => {
+                        return Err(Error::Refused(format!(
+                            "{key}: not started: it is {}",
+                            a.to
+                        )));
+                    }
+                    Tried::Raced => Tried::Raced,
+                }
+            }
         })
     }
 }
@@ -520,6 +585,8 @@ fn tally(
             report.attempts += 1;
             touched.insert(workflow);
         }
+        Ok(Taken::Start(true)) => report.started += 1,
+        Ok(Taken::Start(false)) => report.unchanged += 1,
         Err(e) => report.problems.push(IngestProblem {
             line,
             refused: !matches!(e, Error::Invalid(_) | Error::Unstorable(_)),

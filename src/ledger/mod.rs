@@ -25,7 +25,7 @@ use crate::store::{self, NewEvent, Store, Tried, Tx};
 use change::{Ask, Decided, write_changes};
 
 pub use crate::domain::StaffAction;
-pub use crate::store::Cursor;
+pub use crate::store::{Cursor, Pausable};
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
 pub use rounds::{Finished, Round, StartedOp};

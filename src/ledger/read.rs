@@ -13,7 +13,7 @@ use super::views::{AttemptView, EventView, OperationDetail, OperationView, Pause
 use crate::domain::redact::OperationRedaction;
 use crate::domain::{Op, Redactor, State, safe_next_step};
 use crate::error::{Error, Result};
-use crate::store::{Cursor, EventRow, ListQuery, Order, ms};
+use crate::store::{Cursor, EventRow, ListQuery, Order, Pausable, ms};
 
 /// Which part of the ledger a list shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -375,12 +375,14 @@ impl Ledger {
         }
         let summary = self.store.exception_summary(None, now).await?;
         let (exceptions, oldest) = (summary.count, summary.oldest);
-        let paused = self.store.paused_workflows().await?;
+        let paused = self.store.paused(Pausable::Workflow).await?;
+        let destinations = self.store.paused(Pausable::Destination).await?;
         Ok(Stats {
             by_state,
             exceptions,
             oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
             paused_workflows: paused.into_iter().map(|w| w.name).collect(),
+            paused_destinations: destinations.into_iter().map(|d| d.name).collect(),
         })
     }
 
@@ -392,20 +394,27 @@ impl Ledger {
         let summary = self.store.exception_summary(None, now).await?;
         let (exceptions, oldest) = (summary.count, summary.oldest);
         let unknown = self.store.count_exceptions_in(State::Unknown, now).await?;
-        let paused = self.store.paused_workflows().await?;
+        let paused = self.store.paused(Pausable::Workflow).await?;
+        let destinations = self.store.paused(Pausable::Destination).await?;
         Ok(Stats {
             by_state: BTreeMap::from([(State::Unknown, unknown)]),
             exceptions,
             oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
             paused_workflows: paused.into_iter().map(|w| w.name).collect(),
+            paused_destinations: destinations.into_iter().map(|d| d.name).collect(),
         })
     }
 
     /// Workflows paused now, with who paused them and why.
     pub async fn paused_workflows(&self) -> Result<Vec<PausedWorkflow>> {
+        self.paused(Pausable::Workflow).await
+    }
+
+    /// Workflows or destinations paused now, with who paused them and why.
+    pub async fn paused(&self, what: Pausable) -> Result<Vec<PausedWorkflow>> {
         Ok(self
             .store
-            .paused_workflows()
+            .paused(what)
             .await?
             .into_iter()
             .map(|w| PausedWorkflow {
@@ -498,8 +507,12 @@ fn event_view(e: EventRow, redact: &dyn Fn(&Value) -> Value, subject: Option<Str
         kind: e.kind,
         from_state: e.from_state,
         to_state: e.to_state,
+        subject: subject.or(e.workflow).or_else(|| {
+            // a destination's pause or resume
+            let d = detail.get("destination")?.as_str()?;
+            Some(format!("dest:{d}"))
+        }),
         detail: redact(&detail),
-        subject: subject.or(e.workflow),
     }
 }
 

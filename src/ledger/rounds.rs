@@ -21,6 +21,9 @@ pub struct Finished {
     /// Where the outcome was unknown and the destination has a lookup: what the lookup said
     /// (`Some(reference)` found, `None` absent).
     pub lookup: Option<Option<String>>,
+    /// The destination refused the credentials (an `auth` answer, SPEC 11a): the round pauses
+    /// the destination, with this reason, and starts nothing more there.
+    pub pause_destination: Option<String>,
 }
 
 /// An attempt a round started: send it now.
@@ -203,6 +206,8 @@ impl Ledger {
                 },
             );
         }
+        // destinations an answer says to pause, with the reason
+        let mut pausing: Vec<(String, String)> = Vec::new();
         for f in finished {
             let key = f.report.key.as_str();
             let Some((id, op)) = own.remove(key) else {
@@ -211,6 +216,11 @@ impl Ledger {
                     .push(Err(Error::NotFound(format!("no operation with key {key}"))));
                 continue;
             };
+            if let Some(reason) = &f.pause_destination
+                && !pausing.iter().any(|(d, _)| *d == op.destination)
+            {
+                pausing.push((op.destination.clone(), reason.clone()));
+            }
             let first_try = op.attempts == op.budget_start + 1;
             let result = match self
                 .decide(conn, id, &op, actor, &Ask::Attempt(&f.report), None, None)
@@ -283,7 +293,15 @@ impl Ledger {
             );
             let version = g.row.as_ref().map(|w| w.version);
             if !conn
-                .set_paused(name, true, Some(&reason), SYSTEM_ACTOR, now, version)
+                .set_paused(
+                    store::Pausable::Workflow,
+                    name,
+                    true,
+                    Some(&reason),
+                    SYSTEM_ACTOR,
+                    now,
+                    version,
+                )
                 .await?
             {
                 return Ok(Tried::Raced);
@@ -303,9 +321,12 @@ impl Ledger {
             .filter(|(_, b)| b.bucket.tokens < RetryBudget::RETRY_COST)
             .map(|(d, _)| d.clone())
             .collect();
-        let due = conn
-            .due_ops(destinations, &starved, &held, now, limit)
-            .await?;
+        let open: Vec<String> = destinations
+            .iter()
+            .filter(|d| !pausing.iter().any(|(p, _)| p == *d))
+            .cloned()
+            .collect();
+        let due = conn.due_ops(&open, &starved, &held, now, limit).await?;
         for (id, op) in due {
             if guards
                 .get(&op.workflow)
@@ -379,6 +400,22 @@ impl Ledger {
                 .await?;
             }
         }
+        for (destination, reason) in &pausing {
+            let paused = self
+                .set_paused_in(
+                    conn,
+                    store::Pausable::Destination,
+                    destination,
+                    true,
+                    Some(reason),
+                    SYSTEM_ACTOR,
+                    "auto_paused",
+                )
+                .await?;
+            if matches!(paused, Tried::Raced) {
+                return Ok(Tried::Raced);
+            }
+        }
         for (destination, b) in &budgets {
             if b.changed
                 && !conn
@@ -393,7 +430,8 @@ impl Ledger {
 
     /// Starts the next attempt of one operation for a caller that sends it itself (`settle
     /// start`, SPEC 11), under the rules a dispatcher's round applies: only a due `pending` or
-    /// `retry_wait` operation, never one claimed by someone else or of a paused workflow, and a
+    /// `retry_wait` operation, never one claimed by someone else or of a paused workflow or
+    /// destination, and a
     /// retry only when its destination's budget pays for it (it takes the cost, as a round does).
     /// Two callers starting one operation at once: one starts it, the other is refused (the
     /// operation is in flight). Returns the change; the attempt's number is the operation's
@@ -404,7 +442,12 @@ impl Ledger {
         store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await)
     }
 
-    async fn start_in(&self, tx: &mut Tx, key: &str, actor: &str) -> Result<Tried<Applied>> {
+    pub(super) async fn start_in(
+        &self,
+        tx: &mut Tx,
+        key: &str,
+        actor: &str,
+    ) -> Result<Tried<Applied>> {
         let now = self.now();
         let Some((id, op)) = tx.hold_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
@@ -414,6 +457,17 @@ impl Ledger {
             Decided::Unchanged(a) => return Ok(Tried::Done(a)),
             Decided::Change(c) => c,
         };
+        if let Some(p) = tx
+            .pause_row(store::Pausable::Destination, &op.destination)
+            .await?
+            .filter(|p| p.paused)
+        {
+            let why = p.paused_reason.unwrap_or_default();
+            let d = &op.destination;
+            return Err(Error::Refused(format!(
+                "{key}: destination {d} is paused ({why}): `settle resume --destination {d}` lifts it"
+            )));
+        }
         let mut budgets = BTreeMap::new();
         if op.attempts > op.budget_start {
             let b = self.budget(tx, &mut budgets, &op.destination, now).await?;

@@ -95,6 +95,7 @@ pub struct Stats {
     pub exceptions: i64,
     pub oldest_exception_seconds: Option<i64>,
     pub paused_workflows: Vec<String>,
+    pub paused_destinations: Vec<String>,
 }
 
 /// The result of a change asked of the ledger.

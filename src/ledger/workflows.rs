@@ -1,65 +1,78 @@
-//! Workflows: pausing and resuming them (SPEC 5), and the stopping threshold that pauses one by
-//! itself when its unresolved exceptions reach the configured limit.
+//! Workflows and destinations: pausing and resuming them (SPEC 5), and the stopping threshold
+//! that pauses a workflow by itself when its unresolved exceptions reach the configured limit.
 
 use serde_json::json;
 
 use super::{Ledger, SYSTEM_ACTOR, check_name, check_operator, check_text};
 use crate::error::{Error, Result};
+use crate::store::Pausable;
 use crate::store::{self, NewEvent, Tried, Tx};
 
 impl Ledger {
     /// Pauses a workflow: the dispatcher starts no attempt for it; nothing pending is lost.
     /// Returns false when it was already paused.
     pub async fn pause(&self, workflow: &str, reason: &str, actor: &str) -> Result<bool> {
-        check_name("workflow", workflow, false)?;
-        check_operator(actor)?;
-        check_text("the reason", Some(reason))?;
-        if reason.trim().is_empty() {
-            return Err(Error::Invalid("pause needs --reason".into()));
-        }
-        self.set_paused(workflow, true, Some(reason), actor, "paused")
+        self.pause_one(Pausable::Workflow, workflow, reason, actor)
             .await
     }
 
     /// Resumes a paused workflow. Returns false when it was not paused.
     pub async fn resume(&self, workflow: &str, actor: &str) -> Result<bool> {
-        check_name("workflow", workflow, false)?;
-        check_operator(actor)?;
-        self.set_paused(workflow, false, None, actor, "resumed")
-            .await
+        self.resume_one(Pausable::Workflow, workflow, actor).await
     }
 
-    async fn set_paused(
+    /// Pauses a workflow or a destination (SPEC 5): no attempt of it starts, by any dispatcher
+    /// or `settle start`; nothing pending is lost. Returns false when it was already paused.
+    pub async fn pause_one(
         &self,
-        workflow: &str,
-        paused: bool,
-        reason: Option<&str>,
+        what: Pausable,
+        name: &str,
+        reason: &str,
         actor: &str,
-        kind: &'static str,
     ) -> Result<bool> {
-        let reason = reason.map(crate::domain::redact::redact_text);
+        check_name(what.noun(), name, false)?;
+        check_operator(actor)?;
+        check_text("the reason", Some(reason))?;
+        if reason.trim().is_empty() {
+            return Err(Error::Invalid("pause needs --reason".into()));
+        }
+        let reason = crate::domain::redact::redact_text(reason);
         store::in_tx!(self.store, |tx| self
-            .set_paused_in(tx, workflow, paused, reason.as_deref(), actor, kind)
+            .set_paused_in(tx, what, name, true, Some(&reason), actor, "paused")
             .await)
     }
 
-    async fn set_paused_in(
+    /// Resumes a paused workflow or destination. Returns false when it was not paused.
+    pub async fn resume_one(&self, what: Pausable, name: &str, actor: &str) -> Result<bool> {
+        check_name(what.noun(), name, false)?;
+        check_operator(actor)?;
+        store::in_tx!(self.store, |tx| self
+            .set_paused_in(tx, what, name, false, None, actor, "resumed")
+            .await)
+    }
+
+    /// Sets the pause flag and writes its audit event (a destination's names it in the detail;
+    /// a workflow's in the event's workflow).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn set_paused_in(
         &self,
         tx: &mut Tx,
-        workflow: &str,
+        what: Pausable,
+        name: &str,
         paused: bool,
         reason: Option<&str>,
         actor: &str,
         kind: &'static str,
     ) -> Result<Tried<bool>> {
         let now = self.now();
-        let current = tx.workflow(workflow).await?;
+        let current = tx.pause_row(what, name).await?;
         if current.as_ref().is_some_and(|w| w.paused) == paused {
             return Ok(Tried::Done(false));
         }
         if !tx
             .set_paused(
-                workflow,
+                what,
+                name,
                 paused,
                 reason,
                 actor,
@@ -70,10 +83,14 @@ impl Ledger {
         {
             return Ok(Tried::Raced);
         }
-        let detail = json!({ "reason": reason }).to_string();
+        let (workflow, detail) = match what {
+            Pausable::Workflow => (Some(name), json!({ "reason": reason })),
+            Pausable::Destination => (None, json!({ "destination": name, "reason": reason })),
+        };
+        let detail = detail.to_string();
         let event = NewEvent {
             operation_id: None,
-            workflow: Some(workflow),
+            workflow,
             at: now,
             actor,
             kind,
@@ -137,6 +154,7 @@ impl Ledger {
                 let reason = format!("stopping threshold: {why}");
                 self.set_paused_in(
                     tx,
+                    Pausable::Workflow,
                     workflow,
                     true,
                     Some(&reason),

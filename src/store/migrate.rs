@@ -35,10 +35,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0004_retry_budgets.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0004_retry_budgets.sql"),
     },
+    Migration {
+        version: 5,
+        sqlite: include_str!("../../assets/migrations/sqlite/0005_destination_pauses.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0005_destination_pauses.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

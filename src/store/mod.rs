@@ -42,6 +42,7 @@ use open::{prepare_sqlite_file, sqlite_file};
 pub use pages::Cursor;
 pub(crate) use pages::{EventRow, ListQuery, Order};
 pub(crate) use sql::ms;
+pub use workflows::Pausable;
 pub(crate) use workflows::WorkflowRow;
 
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ pub(crate) struct BudgetRow {
 }
 
 /// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
-/// workflow not paused nor `held`; retries left out at the `starved` destinations (their budget
+/// workflow not paused nor `held`, destination not paused; retries left out at the `starved` destinations (their budget
 /// is empty). `None` when there is nothing to ask.
 ///
 /// Only `pending` and `retry_wait` operations have a `next_attempt_at` (every transition clears
@@ -60,6 +60,7 @@ fn due_stmt<'a>(
          WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 \
          AND (claimed_by IS NULL OR claim_expires_at <= $1) \
          AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
+         AND destination NOT IN (SELECT name FROM destinations WHERE paused = 1) \
          AND destination IN {}{waiting}{held_back} ORDER BY next_attempt_at, id LIMIT $2{lock}",
         columns::select(),
         marks(Marks::Numbered, 3, destinations.len()),
@@ -179,7 +180,7 @@ impl Store {
     }
 
     /// Operations of these destinations that automation may still move: pending, retry_wait or
-    /// in flight, not claimed, workflow not paused.
+    /// in flight, not claimed, workflow and destination not paused.
     pub(crate) async fn count_unsettled(
         &self,
         destinations: &[String],
@@ -191,7 +192,8 @@ impl Store {
         let sql = format!(
             "SELECT COUNT(*) AS n FROM operations WHERE state IN ('pending', 'retry_wait', 'in_flight') \
              AND (claimed_by IS NULL OR claim_expires_at <= $1) \
-             AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) AND destination IN {}",
+             AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
+             AND destination NOT IN (SELECT name FROM destinations WHERE paused = 1) AND destination IN {}",
             marks(Marks::Numbered, 2, destinations.len())
         );
         let mut cells = vec![Cell::Int(Some(ms(now)))];

@@ -1,4 +1,5 @@
-//! Workflows: their pause flags, and what their stopping thresholds count.
+//! Workflows and destinations: their pause flags (SPEC 5), and what the workflows' stopping
+//! thresholds count.
 
 use chrono::{DateTime, Utc};
 
@@ -6,6 +7,32 @@ use super::sql::{Cell, Cells, Stmt, get, get_time, ms, time};
 use super::{Db, Store, Tx};
 use crate::error::Result;
 
+/// What can be paused: a workflow (by staff or its stopping threshold) or a destination (by staff
+/// or an `auth` answer, SPEC 11a). Both keep the same row in their own table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pausable {
+    Workflow,
+    Destination,
+}
+
+impl Pausable {
+    /// What it is called in messages and errors.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Pausable::Workflow => "workflow",
+            Pausable::Destination => "destination",
+        }
+    }
+
+    fn table(self) -> &'static str {
+        match self {
+            Pausable::Workflow => "workflows",
+            Pausable::Destination => "destinations",
+        }
+    }
+}
+
+/// A workflow's or a destination's pause flag.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct WorkflowRow {
     pub name: String,
@@ -38,13 +65,21 @@ pub(crate) struct ExceptionSummary {
     pub newest: Option<DateTime<Utc>>,
 }
 
-async fn workflow(conn: Db<'_>, name: &str, hold: bool) -> Result<Option<WorkflowRow>> {
+async fn pause_row(
+    conn: Db<'_>,
+    kind: Pausable,
+    name: &str,
+    hold: bool,
+) -> Result<Option<WorkflowRow>> {
     let lock = match (&conn, hold) {
         (Db::Postgres(_), true) => " FOR UPDATE",
         _ => "",
     };
     let stmt = Stmt::new(
-        format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE name = $1{lock}"),
+        format!(
+            "SELECT {WORKFLOW_COLUMNS} FROM {} WHERE name = $1{lock}",
+            kind.table()
+        ),
         vec![Cell::Text(Some(name))],
     );
     stmt.row(conn, workflow_from_row).await
@@ -83,7 +118,16 @@ async fn exception_summary(
 
 impl Tx {
     pub(crate) async fn workflow(&mut self, name: &str) -> Result<Option<WorkflowRow>> {
-        workflow(self.db(), name, false).await
+        pause_row(self.db(), Pausable::Workflow, name, false).await
+    }
+
+    /// A workflow's or destination's pause row, as it stands.
+    pub(crate) async fn pause_row(
+        &mut self,
+        kind: Pausable,
+        name: &str,
+    ) -> Result<Option<WorkflowRow>> {
+        pause_row(self.db(), kind, name, false).await
     }
 
     /// A workflow's row, made if missing (unpaused, never paused or resumed) and held to the end
@@ -95,7 +139,7 @@ impl Tx {
             vec![Cell::Text(Some(name))],
         );
         ensure.execute(self.db()).await?;
-        workflow(self.db(), name, true).await
+        pause_row(self.db(), Pausable::Workflow, name, true).await
     }
 
     /// A workflow's exceptions at `now`, and its attempts still running (in flight, inside their
@@ -117,10 +161,12 @@ impl Tx {
         .await
     }
 
-    /// Sets a workflow's pause flag, a compare-and-set on its version (`None`: the row is new).
-    /// False when another writer changed it first.
+    /// Sets a workflow's or destination's pause flag, a compare-and-set on its version (`None`:
+    /// the row is new). False when another writer changed it first.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn set_paused(
         &mut self,
+        kind: Pausable,
         name: &str,
         paused: bool,
         reason: Option<&str>,
@@ -135,15 +181,18 @@ impl Tx {
             Cell::Text(Some(by)),
             Cell::Int(Some(ms(at))),
         ];
+        let table = kind.table();
         let sql = match expected_version {
-            None => {
-                "INSERT INTO workflows (name, paused, paused_reason, paused_by, paused_at, version) \
+            None => format!(
+                "INSERT INTO {table} (name, paused, paused_reason, paused_by, paused_at, version) \
                  VALUES ($1, $2, $3, $4, $5, 1) ON CONFLICT (name) DO NOTHING"
-            }
+            ),
             Some(v) => {
                 cells.push(Cell::Int(Some(v)));
-                "UPDATE workflows SET paused = $2, paused_reason = $3, paused_by = $4, paused_at = $5, \
-                 version = version + 1 WHERE name = $1 AND version = $6"
+                format!(
+                    "UPDATE {table} SET paused = $2, paused_reason = $3, paused_by = $4, paused_at = $5, \
+                     version = version + 1 WHERE name = $1 AND version = $6"
+                )
             }
         };
         let stmt = Stmt::new(sql, cells);
@@ -161,7 +210,7 @@ impl Tx {
 
 impl Store {
     pub(crate) async fn workflow(&self, name: &str) -> Result<Option<WorkflowRow>> {
-        workflow(self.conn().await?.db(), name, false).await
+        pause_row(self.conn().await?.db(), Pausable::Workflow, name, false).await
     }
 
     pub(crate) async fn exception_summary(
@@ -172,9 +221,13 @@ impl Store {
         exception_summary(self.conn().await?.db(), workflow, now).await
     }
 
-    pub(crate) async fn paused_workflows(&self) -> Result<Vec<WorkflowRow>> {
+    /// The workflows or destinations paused now, by name.
+    pub(crate) async fn paused(&self, kind: Pausable) -> Result<Vec<WorkflowRow>> {
         let stmt = Stmt::new(
-            format!("SELECT {WORKFLOW_COLUMNS} FROM workflows WHERE paused = 1 ORDER BY name"),
+            format!(
+                "SELECT {WORKFLOW_COLUMNS} FROM {} WHERE paused = 1 ORDER BY name",
+                kind.table()
+            ),
             Vec::new(),
         );
         stmt.rows(self.conn().await?.db(), workflow_from_row).await

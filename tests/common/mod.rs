@@ -275,6 +275,18 @@ pub fn drill_on(url: &str, sim: &Sim, dedupes: bool, lookup: bool, extra: &str) 
     }
 }
 
+/// A drill with a config of the test's own text.
+pub fn drill_with(url: &str, config_text: &str) -> Drill {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("settle.toml");
+    std::fs::write(&config, config_text).unwrap();
+    Drill {
+        db: url.to_string(),
+        config,
+        _dir: dir,
+    }
+}
+
 impl Drill {
     pub fn cmd(&self, args: &[&str]) -> std::process::Command {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_settle"));

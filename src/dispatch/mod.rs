@@ -1,20 +1,22 @@
 //! `settle dispatch`: runs due operations of the HTTP destinations in the config.
 //!
 //! In rounds (see [`Ledger::round`]): record the attempts that finished and start due ones in one
-//! transaction; then POST each started payload with the key as `Idempotency-Key` and classify the
-//! answer (SPEC 3 and 6); where the outcome is unknown at a destination with lookup, look the key
-//! up, and the next round settles it (audited as `settle`). Claimed items and paused workflows
-//! are never started: the due query leaves them out and the rules check again.
+//! transaction; then send each started payload as its destination's settings say (SPEC 11a,
+//! [`http`]), the key in the idempotency header, and classify the answer; where the outcome is
+//! unknown at a destination with a lookup, look the key up, and the next round settles it
+//! (audited as `settle`). An `auth` answer pauses its destination in that round. Claimed items
+//! and paused workflows or destinations are never started: the due query leaves them out and
+//! the rules check again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use reqwest::StatusCode;
-use serde_json::Value;
+mod http;
 
-use crate::config::HttpDestination;
+pub use http::{Answer, Endpoint, HttpDestination, Observed, classify};
+
 use crate::domain::Outcome;
 use crate::domain::redact::OperationRedaction;
 use crate::domain::redact::redact_text;
@@ -55,98 +57,6 @@ pub struct Totals {
     pub budget_waits: u64,
 }
 
-/// The outcome class of one HTTP exchange (SPEC section 3).
-pub struct Observed {
-    pub outcome: Outcome,
-    pub http_status: Option<u16>,
-    pub reference: Option<String>,
-    pub error: Option<String>,
-    pub retry_after: Option<Duration>,
-}
-
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    headers
-        .get("retry-after")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
-}
-
-/// Classifies an answer: confirmed (2xx), refused (4xx), provably not done (409 while the first
-/// is still running, 429, 503), or unknown (other 5xx, or no readable answer).
-pub async fn classify(
-    result: std::result::Result<reqwest::Response, reqwest::Error>,
-    timeout: Duration,
-) -> Observed {
-    let unknown = |error: String, status: Option<u16>| Observed {
-        outcome: Outcome::Unknown,
-        http_status: status,
-        reference: None,
-        error: Some(error),
-        retry_after: None,
-    };
-    let resp = match result {
-        Ok(r) => r,
-        Err(e) if e.is_connect() => {
-            return Observed {
-                outcome: Outcome::Transient,
-                http_status: None,
-                reference: None,
-                error: Some("connect error: the request was not sent".into()),
-                retry_after: None,
-            };
-        }
-        Err(e) if e.is_timeout() => {
-            return unknown(format!("no answer within {}s", timeout.as_secs_f32()), None);
-        }
-        Err(_) => return unknown("the connection broke before the answer".into(), None),
-    };
-    let status = resp.status();
-    let code = Some(status.as_u16());
-    let after = retry_after(resp.headers());
-    match status {
-        s if s.is_success() => match resp.json::<Value>().await {
-            Ok(body) => Observed {
-                outcome: Outcome::Accepted,
-                http_status: code,
-                reference: body
-                    .get("id")
-                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)),
-                error: None,
-                retry_after: None,
-            },
-            Err(_) => unknown(
-                format!("HTTP {} but the answer could not be read", status.as_u16()),
-                code,
-            ),
-        },
-        StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-            Observed {
-                outcome: Outcome::Transient,
-                http_status: code,
-                reference: None,
-                error: Some(format!("HTTP {}: not done, try later", status.as_u16())),
-                retry_after: after.or(Some(Duration::from_secs(1))),
-            }
-        }
-        s if s.is_client_error() => {
-            let text = resp.text().await.unwrap_or_default();
-            let text: String = text.chars().take(300).collect();
-            Observed {
-                outcome: Outcome::Rejected,
-                http_status: code,
-                reference: None,
-                error: Some(format!("HTTP {}: {text}", s.as_u16())),
-                retry_after: None,
-            }
-        }
-        s => unknown(format!("HTTP {}: outcome not known", s.as_u16()), code),
-    }
-}
-
 /// An attempt sent and answered, on its way to be recorded.
 struct Sent {
     finished: Finished,
@@ -167,29 +77,38 @@ fn kept(scrub: &OperationRedaction, text: &str) -> String {
 }
 
 /// Sends one started attempt and, where the outcome is unknown and the destination has a lookup,
-/// asks whether the work exists.
+/// asks whether the work exists. What the destination said is kept only scrubbed (of this
+/// operation's sensitive values and of the secrets read from the environment).
 async fn send(
     client: reqwest::Client,
     dest: Arc<HttpDestination>,
     row: StartedOp,
     scrub: OperationRedaction,
 ) -> Sent {
-    let sent = client
-        .post(&dest.url)
-        .header("Idempotency-Key", &row.key)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .timeout(dest.timeout)
-        .body(row.payload)
-        .send()
-        .await;
-    let mut seen = classify(sent, dest.timeout).await;
-    seen.error = seen.error.map(|e| kept(&scrub, &e));
-    seen.reference = seen.reference.map(|r| kept(&scrub, &r));
-    let lookup = match (&dest.lookup_url, seen.outcome) {
-        (Some(template), Outcome::Unknown) => {
-            look_up(&client, &template.replace("{key}", &row.key), dest.timeout)
-                .await
-                .map(|found| found.map(|r| kept(&scrub, &r)))
+    let endpoint = dest.endpoint(&row.action);
+    let mut seen = match endpoint {
+        Some(e) => e.send(&client, &row).await,
+        None => Observed {
+            outcome: Outcome::Rejected,
+            http_status: None,
+            reference: None,
+            error: Some(format!(
+                "not sent: destination {} has no url for action {}",
+                dest.name, row.action
+            )),
+            retry_after: None,
+            pause: None,
+        },
+    };
+    let keep = |text: String| match endpoint {
+        Some(e) => kept(&scrub, &e.scrub_secrets(text)),
+        None => kept(&scrub, &text),
+    };
+    seen.error = seen.error.map(keep);
+    seen.reference = seen.reference.map(keep);
+    let lookup = match endpoint {
+        Some(e) if seen.outcome == Outcome::Unknown && e.has_lookup() => {
+            e.look_up(&client, &row).await.map(|found| found.map(keep))
         }
         _ => None,
     };
@@ -205,25 +124,10 @@ async fn send(
                 retry_after: seen.retry_after,
             },
             lookup,
+            pause_destination: seen.pause,
         },
         destination: row.destination,
         retry: row.retry,
-    }
-}
-
-/// Asks the destination whether the work exists: `Some(Some(reference))` found, `Some(None)`
-/// absent, `None` when the lookup itself failed (the outcome then stays unknown for a person).
-async fn look_up(client: &reqwest::Client, url: &str, timeout: Duration) -> Option<Option<String>> {
-    match client.get(url).timeout(timeout).send().await {
-        Ok(r) if r.status() == StatusCode::NOT_FOUND => Some(None),
-        Ok(r) if r.status().is_success() => {
-            let body = r.json::<Value>().await.ok()?;
-            Some(Some(body.get("id").map_or_else(
-                || "found".to_string(),
-                |v| v.as_str().map_or_else(|| v.to_string(), str::to_string),
-            )))
-        }
-        _ => None,
     }
 }
 
@@ -234,12 +138,19 @@ async fn look_up(client: &reqwest::Client, url: &str, timeout: Duration) -> Opti
 /// since the last one and starts as many new ones as there are free places, in one transaction:
 /// under load many operations share a commit, and an idle dispatcher still records at once.
 pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
+    // the environment is read once, here: a missing variable stops the run before anything
+    let env = |name: &str| std::env::var(name).ok();
     let destinations: HashMap<String, Arc<HttpDestination>> = ledger
         .config()
         .http_destinations()
         .into_iter()
-        .map(|d| (d.name.clone(), Arc::new(d)))
-        .collect();
+        .map(|(name, d)| {
+            Ok((
+                name.to_string(),
+                Arc::new(HttpDestination::resolve(name, d, &env)?),
+            ))
+        })
+        .collect::<Result<_>>()?;
     if destinations.is_empty() {
         return Err(Error::Invalid(
             "no destination in the config has a `url`: nothing to dispatch".into(),
@@ -295,6 +206,8 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             }
         };
     }
+    // destinations this run paused on an `auth` answer (said once each)
+    let mut paused_here: std::collections::HashSet<String> = std::collections::HashSet::new();
     // operations that waited for the retry budget at least once
     let mut deferred: std::collections::HashSet<String> = std::collections::HashSet::new();
     loop {
@@ -336,6 +249,16 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         let recorded = answered.len();
         for (sent, applied) in answered.drain(..).zip(round.finished) {
             log_attempt(&sent, &applied);
+            if let Some(reason) = &sent.finished.pause_destination
+                && paused_here.insert(sent.destination.clone())
+            {
+                let d = crate::domain::escape_text(&sent.destination);
+                tracing::warn!(destination = %sent.destination, reason = %reason, "destination paused");
+                crate::tell!(
+                    "settle: destination {d} paused: {}; `settle resume --destination {d}` lifts it",
+                    crate::domain::escape_text(reason)
+                );
+            }
             totals.attempts += 1;
             totals.retries += u64::from(sent.retry);
             totals.succeeded += u64::from(applied.is_ok_and(|a| a.to == crate::State::Succeeded));

@@ -1,0 +1,10 @@
+-- settle schema 5 (SQLite): destinations paused for dispatch (SPEC 5, 11a), by staff or by an
+-- `auth` answer; the same shape as `workflows`. A destination never paused has no row.
+CREATE TABLE destinations (
+    name          TEXT PRIMARY KEY,
+    paused        INTEGER NOT NULL DEFAULT 0,
+    paused_reason TEXT,
+    paused_by     TEXT,
+    paused_at     INTEGER,
+    version       INTEGER NOT NULL DEFAULT 0
+);

@@ -1,0 +1,639 @@
+//! How the dispatcher speaks HTTP to a destination (SPEC 11a): the settings of the config made
+//! ready to send (environment read once, at start), the request built from a started operation,
+//! the answer classified by a pure function, and the lookup of a key.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::config::{AnswerClass, BodyKind, DestinationConfig, HttpSettings, Method};
+use crate::domain::Outcome;
+use crate::error::{Error, Result};
+use crate::ledger::StartedOp;
+
+/// How much of an answer is read: enough for any error text or reference; a destination that
+/// sends more cannot fill the dispatcher's memory.
+const ANSWER_LIMIT: usize = 256 * 1024;
+
+/// A destination as the dispatcher reaches it: its own endpoint and its actions' overrides.
+#[derive(Debug)]
+pub struct HttpDestination {
+    pub name: String,
+    default: Option<Arc<Endpoint>>,
+    actions: HashMap<String, Arc<Endpoint>>,
+}
+
+impl HttpDestination {
+    /// Resolves a destination's settings, reading `${NAME}` from `env`. A missing variable or a
+    /// value that cannot travel in a header is an error naming the destination and the variable
+    /// or header (never the value).
+    pub fn resolve(
+        name: &str,
+        config: &DestinationConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<HttpDestination> {
+        let base = config.http_settings();
+        let default = match &base.url {
+            Some(_) => Some(Arc::new(Endpoint::resolve(name, None, &base, env)?)),
+            None => None,
+        };
+        let mut actions = HashMap::new();
+        for (action, over) in &config.actions {
+            let settings = base.overridden_by(over);
+            if settings.url.is_some() {
+                let e = Endpoint::resolve(name, Some(action), &settings, env)?;
+                actions.insert(action.clone(), Arc::new(e));
+            }
+        }
+        Ok(HttpDestination {
+            name: name.to_string(),
+            default,
+            actions,
+        })
+    }
+
+    /// Where and how one action is sent; `None` when neither it nor the destination has a URL.
+    pub fn endpoint(&self, action: &str) -> Option<&Arc<Endpoint>> {
+        self.actions.get(action).or(self.default.as_ref())
+    }
+}
+
+/// One destination's (or action's) resolved settings.
+#[derive(Debug)]
+pub struct Endpoint {
+    destination: String,
+    url: String,
+    method: reqwest::Method,
+    body: BodyKind,
+    headers: HeaderMap,
+    idempotency_header: Option<HeaderName>,
+    reference: String,
+    status: HashMap<u16, AnswerClass>,
+    lookup: Option<Lookup>,
+    pub timeout: Duration,
+    /// The values read from the environment: scrubbed from anything a destination answers.
+    secrets: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Lookup {
+    url: String,
+    method: reqwest::Method,
+    body: Option<Value>,
+    found: String,
+}
+
+fn method(m: Method) -> reqwest::Method {
+    match m {
+        Method::Get => reqwest::Method::GET,
+        Method::Post => reqwest::Method::POST,
+        Method::Put => reqwest::Method::PUT,
+        Method::Patch => reqwest::Method::PATCH,
+        Method::Delete => reqwest::Method::DELETE,
+    }
+}
+
+impl Endpoint {
+    fn resolve(
+        destination: &str,
+        action: Option<&str>,
+        s: &HttpSettings,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Endpoint> {
+        let at = match action {
+            Some(a) => format!("destination {destination} (action {a})"),
+            None => format!("destination {destination}"),
+        };
+        let mut secrets = Vec::new();
+        let mut expand = |text: &str, what: &str| -> Result<String> {
+            let (out, read) = expand_env(text, env).map_err(|var| {
+                Error::Invalid(format!(
+                    "{at}: {what} reads ${{{var}}}, which is not set in the environment"
+                ))
+            })?;
+            secrets.extend(read.into_iter().filter(|v| v.len() >= 4));
+            Ok(out)
+        };
+        let url = expand(s.url.as_deref().unwrap_or_default(), "url")?;
+        check_template(&url).map_err(|why| Error::Invalid(format!("{at}: url: {why}")))?;
+        let mut headers = HeaderMap::new();
+        for (name, value) in s.headers.iter().flatten() {
+            let value = expand(value, &format!("header {name}"))?;
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| Error::Invalid(format!("{at}: `{name}` is not a header name")))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                Error::Invalid(format!(
+                    "{at}: header {name}: the value cannot be sent in a header"
+                ))
+            })?;
+            value.set_sensitive(true);
+            headers.insert(header, value);
+        }
+        let idempotency_header = match s.idempotency_header.as_deref() {
+            Some("") => None,
+            other => Some(
+                HeaderName::from_bytes(other.unwrap_or("Idempotency-Key").as_bytes())
+                    .map_err(|_| Error::Invalid(format!("{at}: bad idempotency_header")))?,
+            ),
+        };
+        let lookup = match &s.lookup_url {
+            Some(u) => {
+                let url = expand(u, "lookup_url")?;
+                check_template(&url)
+                    .map_err(|why| Error::Invalid(format!("{at}: lookup_url: {why}")))?;
+                let body = s
+                    .lookup_body
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|e| Error::Invalid(format!("{at}: lookup_body: {e}")))?;
+                Some(Lookup {
+                    url,
+                    method: method(s.lookup_method.unwrap_or(Method::Get)),
+                    body,
+                    found: s.lookup_found.clone().unwrap_or_else(|| "/id".into()),
+                })
+            }
+            None => None,
+        };
+        let status = s
+            .status
+            .iter()
+            .flatten()
+            .filter_map(|(code, class)| Some((code.parse().ok()?, *class)))
+            .collect();
+        Ok(Endpoint {
+            destination: destination.to_string(),
+            url,
+            method: method(s.method.unwrap_or(Method::Post)),
+            body: s.body.unwrap_or_default(),
+            headers,
+            idempotency_header,
+            reference: s.reference.clone().unwrap_or_else(|| "/id".into()),
+            status,
+            lookup,
+            timeout: s.timeout.unwrap_or(Duration::from_secs(10)),
+            secrets,
+        })
+    }
+
+    /// A destination's text with the values read from the environment taken out (an answer
+    /// may echo a header back).
+    pub fn scrub_secrets(&self, text: String) -> String {
+        self.secrets.iter().fold(text, |t, s| {
+            if t.contains(s.as_str()) {
+                t.replace(s.as_str(), "[redacted]")
+            } else {
+                t
+            }
+        })
+    }
+
+    pub fn has_lookup(&self) -> bool {
+        self.lookup.is_some()
+    }
+
+    /// The request for one started attempt, or why it cannot be sent (then nothing was sent).
+    fn request(
+        &self,
+        client: &reqwest::Client,
+        op: &StartedOp,
+    ) -> std::result::Result<reqwest::RequestBuilder, String> {
+        let payload = Payload::new(&op.payload);
+        let url = fill(&self.url, op, &payload, Encode::Url)?;
+        let mut req = client
+            .request(self.method.clone(), url)
+            .headers(self.headers.clone())
+            .timeout(self.timeout);
+        if let Some(h) = &self.idempotency_header {
+            req = req.header(h, op.key.as_str());
+        }
+        Ok(match self.body {
+            BodyKind::Json => req
+                .header(CONTENT_TYPE, "application/json")
+                .body(op.payload.clone()),
+            BodyKind::Form => {
+                let body = form_body(payload.value()?)?;
+                req.header(CONTENT_TYPE, "application/x-www-form-urlencoded")
+                    .body(body)
+            }
+            BodyKind::None => req,
+        })
+    }
+
+    /// Sends one started attempt and classifies what came back.
+    pub async fn send(&self, client: &reqwest::Client, op: &StartedOp) -> Observed {
+        let req = match self.request(client, op) {
+            Ok(r) => r,
+            Err(why) => {
+                return Observed::new(Outcome::Rejected, None).error(format!("not sent: {why}"));
+            }
+        };
+        match req.send().await {
+            Err(e) => transport_failure(&e, self.timeout),
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let retry_after = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                let body = read_capped(resp).await;
+                let answer = Answer {
+                    status,
+                    retry_after: retry_after.as_deref(),
+                    body: body.as_deref(),
+                };
+                classify(&answer, self, Utc::now())
+            }
+        }
+    }
+
+    /// Asks the destination whether the work for this key exists: `Some(Some(reference))`
+    /// found, `Some(None)` absent (404, or the `lookup_found` pointer absent or null), `None`
+    /// when the lookup itself failed (the outcome then stays unknown for a person).
+    pub async fn look_up(
+        &self,
+        client: &reqwest::Client,
+        op: &StartedOp,
+    ) -> Option<Option<String>> {
+        let lookup = self.lookup.as_ref()?;
+        let payload = Payload::new(&op.payload);
+        let url = fill(&lookup.url, op, &payload, Encode::Url).ok()?;
+        let mut req = client
+            .request(lookup.method.clone(), url)
+            .headers(self.headers.clone())
+            .timeout(self.timeout);
+        if let Some(body) = &lookup.body {
+            req = req.json(&fill_json(body, op, &payload).ok()?);
+        }
+        let resp = req.send().await.ok()?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Some(None);
+        }
+        if !status.is_success() {
+            return None;
+        }
+        let body: Value = serde_json::from_slice(&read_capped(resp).await?).ok()?;
+        Some(pointed(&body, &lookup.found))
+    }
+}
+
+/// The value at a JSON pointer, as text; `None` when absent or null.
+fn pointed(body: &Value, pointer: &str) -> Option<String> {
+    match body.pointer(pointer)? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Reads an answer's body, up to [`ANSWER_LIMIT`]; `None` when the connection broke first.
+async fn read_capped(mut resp: reqwest::Response) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.ok()? {
+        let room = ANSWER_LIMIT - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() == ANSWER_LIMIT {
+            break;
+        }
+    }
+    Some(body)
+}
+
+/// The outcome of one HTTP exchange (SPEC 3 and 11a).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub outcome: Outcome,
+    pub http_status: Option<u16>,
+    pub reference: Option<String>,
+    pub error: Option<String>,
+    pub retry_after: Option<Duration>,
+    /// An `auth` answer: pause the destination, with this reason.
+    pub pause: Option<String>,
+}
+
+impl Observed {
+    fn new(outcome: Outcome, http_status: Option<u16>) -> Observed {
+        Observed {
+            outcome,
+            http_status,
+            reference: None,
+            error: None,
+            retry_after: None,
+            pause: None,
+        }
+    }
+
+    fn error(self, error: String) -> Observed {
+        Observed {
+            error: Some(error),
+            ..self
+        }
+    }
+}
+
+/// An answer as it arrived: status, `Retry-After`, and the body (`None`: it broke off).
+pub struct Answer<'a> {
+    pub status: u16,
+    pub retry_after: Option<&'a str>,
+    pub body: Option<&'a [u8]>,
+}
+
+/// The class of a status by SPEC 11a's defaults.
+fn default_class(status: u16) -> AnswerClass {
+    match status {
+        200..=299 => AnswerClass::Accepted,
+        401 | 403 | 407 => AnswerClass::Auth,
+        408 | 409 | 425 | 429 | 503 => AnswerClass::Transient,
+        400..=499 => AnswerClass::Rejected,
+        _ => AnswerClass::Unknown,
+    }
+}
+
+/// Classifies an answer under a destination's settings (its `status` overrides, its
+/// `reference` pointer): a pure function of the answer, the settings and the clock (for a
+/// `Retry-After` date).
+pub fn classify(answer: &Answer, endpoint: &Endpoint, now: DateTime<Utc>) -> Observed {
+    let status = answer.status;
+    let class = endpoint
+        .status
+        .get(&status)
+        .copied()
+        .unwrap_or_else(|| default_class(status));
+    let seen = Observed::new(Outcome::Unknown, Some(status));
+    let text = || {
+        let body = String::from_utf8_lossy(answer.body.unwrap_or_default());
+        let body = body.trim();
+        if body.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", body.chars().take(300).collect::<String>())
+        }
+    };
+    match class {
+        AnswerClass::Accepted => match answer.body {
+            None => seen.error(format!("HTTP {status} but the answer could not be read")),
+            Some(body) => Observed {
+                outcome: Outcome::Accepted,
+                reference: if endpoint.reference.is_empty() {
+                    None
+                } else {
+                    serde_json::from_slice::<Value>(body)
+                        .ok()
+                        .and_then(|v| pointed(&v, &endpoint.reference))
+                },
+                ..seen
+            },
+        },
+        AnswerClass::Auth => Observed {
+            outcome: Outcome::Transient,
+            pause: Some(format!(
+                "HTTP {status} from {}: check its credentials",
+                endpoint.destination
+            )),
+            ..seen
+        }
+        .error(format!(
+            "HTTP {status}: the credentials were refused; not done, the destination is paused"
+        )),
+        AnswerClass::Transient => Observed {
+            outcome: Outcome::Transient,
+            retry_after: answer.retry_after.and_then(|v| retry_after(v, now)),
+            ..seen
+        }
+        .error(format!("HTTP {status}: not done, try later")),
+        AnswerClass::Rejected => Observed {
+            outcome: Outcome::Rejected,
+            ..seen
+        }
+        .error(format!("HTTP {status}{}", text())),
+        AnswerClass::Unknown => seen.error(format!("HTTP {status}: outcome not known")),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+fn retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(value).ok()?;
+    Some((at.with_timezone(&Utc) - now).to_std().unwrap_or_default())
+}
+
+/// A request that got no answer: provably not sent when the connection was never made,
+/// unknown when it may have arrived.
+fn transport_failure(e: &reqwest::Error, timeout: Duration) -> Observed {
+    if e.is_connect() {
+        Observed::new(Outcome::Transient, None)
+            .error("connect error: the request was not sent".into())
+    } else if e.is_timeout() {
+        Observed::new(Outcome::Unknown, None)
+            .error(format!("no answer within {}s", timeout.as_secs_f32()))
+    } else {
+        Observed::new(Outcome::Unknown, None).error("the connection broke before the answer".into())
+    }
+}
+
+/// Reads `${NAME}` from the environment; the text with them filled in and the values read, or
+/// the name of a variable that is not set.
+fn expand_env(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> std::result::Result<(String, Vec<String>), String> {
+    let mut out = String::with_capacity(text.len());
+    let mut read = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 2..start + 2 + len];
+        let value = env(name).ok_or_else(|| name.to_string())?;
+        out.push_str(&rest[..start]);
+        out.push_str(&value);
+        read.push(value);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok((out, read))
+}
+
+/// The placeholders a URL may hold: `{key}`, `{action}`, `{payload.a.b}`.
+fn check_template(url: &str) -> std::result::Result<(), String> {
+    placeholders(url).try_for_each(|p| match p {
+        "key" | "action" => Ok(()),
+        p if p
+            .strip_prefix("payload.")
+            .is_some_and(|path| !path.is_empty()) =>
+        {
+            Ok(())
+        }
+        other => Err(format!(
+            "unknown placeholder {{{other}}}: use {{key}}, {{action}} or {{payload.a.b}}"
+        )),
+    })
+}
+
+fn placeholders(text: &str) -> impl Iterator<Item = &str> {
+    text.split('{')
+        .skip(1)
+        .filter_map(|part| part.split_once('}').map(|(p, _)| p))
+}
+
+/// A started operation's payload, parsed only when a placeholder or a form body needs it.
+struct Payload<'a> {
+    text: &'a str,
+    value: std::cell::OnceCell<Option<Value>>,
+}
+
+impl<'a> Payload<'a> {
+    fn new(text: &'a str) -> Payload<'a> {
+        Payload {
+            text,
+            value: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn value(&self) -> std::result::Result<&Value, String> {
+        self.value
+            .get_or_init(|| serde_json::from_str(self.text).ok())
+            .as_ref()
+            .ok_or_else(|| "the payload is not JSON".to_string())
+    }
+
+    /// A payload value by a dotted path, as text.
+    fn at(&self, path: &str) -> std::result::Result<String, String> {
+        let pointer: String = path.split('.').map(|p| format!("/{p}")).collect();
+        match self.value()?.pointer(&pointer) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v @ (Value::Number(_) | Value::Bool(_))) => Ok(v.to_string()),
+            _ => Err(format!("the payload has no value at {path}")),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Encode {
+    Url,
+    None,
+}
+
+/// A template with its placeholders filled in.
+fn fill(
+    template: &str,
+    op: &StartedOp,
+    payload: &Payload,
+    encode: Encode,
+) -> std::result::Result<String, String> {
+    if !template.contains('{') {
+        return Ok(template.to_string());
+    }
+    let mut out = String::with_capacity(template.len() + op.key.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start + 1..].find('}') else {
+            break;
+        };
+        let name = &rest[start + 1..start + 1 + len];
+        let value = match name {
+            "key" => op.key.clone(),
+            "action" => op.action.clone(),
+            _ => match name.strip_prefix("payload.") {
+                Some(path) => payload.at(path)?,
+                None => rest[start..start + 2 + len].to_string(),
+            },
+        };
+        out.push_str(&rest[..start]);
+        match encode {
+            Encode::Url => percent_encode(&value, &mut out),
+            Encode::None => out.push_str(&value),
+        }
+        rest = &rest[start + 2 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A lookup body with the placeholders of its strings filled in.
+fn fill_json(
+    template: &Value,
+    op: &StartedOp,
+    payload: &Payload,
+) -> std::result::Result<Value, String> {
+    Ok(match template {
+        Value::String(s) => Value::String(fill(s, op, payload, Encode::None)?),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| fill_json(v, op, payload))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), fill_json(v, op, payload)?)))
+                .collect::<std::result::Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Percent-encodes all but the unreserved characters (RFC 3986).
+fn percent_encode(text: &str, out: &mut String) {
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+}
+
+/// A JSON object as `application/x-www-form-urlencoded`, nested keys as `a[b]=` and arrays as
+/// `a[0]=`, as Stripe reads them; `null` is sent empty.
+fn form_body(payload: &Value) -> std::result::Result<String, String> {
+    fn walk(prefix: &str, v: &Value, pairs: &mut Vec<(String, String)>) {
+        let nested = |k: &str| {
+            if prefix.is_empty() {
+                k.to_string()
+            } else {
+                format!("{prefix}[{k}]")
+            }
+        };
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, v)| walk(&nested(k), v, pairs)),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| walk(&nested(&i.to_string()), v, pairs)),
+            Value::String(s) => pairs.push((prefix.to_string(), s.clone())),
+            Value::Null => pairs.push((prefix.to_string(), String::new())),
+            other => pairs.push((prefix.to_string(), other.to_string())),
+        }
+    }
+    if !payload.is_object() {
+        return Err("a form body needs a JSON object as payload".into());
+    }
+    let mut pairs = Vec::new();
+    walk("", payload, &mut pairs);
+    let mut out = String::new();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        percent_encode(k, &mut out);
+        out.push('=');
+        percent_encode(v, &mut out);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod tests;
