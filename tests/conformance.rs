@@ -815,6 +815,47 @@ async fn two_dispatchers_never_start_one_operation_twice(db: &TestDb) {
     );
 }
 
+/// A script's `start` keeps to the stopping threshold as a round does (SPEC 7 and 11): with
+/// `unresolved = 3`, never more attempts running than could become the exceptions still short of
+/// the limit.
+async fn a_callers_start_keeps_to_the_stopping_threshold(db: &TestDb) {
+    let l = ledger(db).await;
+    for i in 0..5 {
+        let mut it = intent(&format!("s-{i}"), "sms", json!({}));
+        it.workflow = "guarded".into();
+        l.record(&it, "bot").await.unwrap();
+    }
+    for i in 0..3 {
+        // the library's `start`: the attempt number to send
+        assert_eq!(l.start(&format!("s-{i}"), "script").await.unwrap(), 1);
+    }
+    let again = l.start("s-0", "script").await.unwrap_err();
+    assert!(
+        matches!(&again, Error::Refused(m) if m.contains("in_flight")),
+        "{again}"
+    );
+    let refused = l.start_attempt("s-3", "script").await.unwrap_err();
+    assert!(
+        matches!(&refused, Error::Refused(m) if m.contains("stopping threshold") && m.contains("3 attempt(s) running")),
+        "{refused}"
+    );
+    assert_eq!(state(&l, "s-3").await, State::Pending, "nothing changed");
+    // one is rejected: an exception, two still running: 1 + 2 = the limit, still no room
+    let mut r = outcome("s-0", Outcome::Rejected, Some("bad"));
+    r.attempt = Some(1);
+    l.report_attempt(&r, "script").await.unwrap();
+    assert!(l.start_attempt("s-3", "script").await.is_err());
+    // one succeeds: room for one more
+    let mut r = outcome("s-1", Outcome::Accepted, None);
+    r.attempt = Some(1);
+    l.report_attempt(&r, "script").await.unwrap();
+    assert_eq!(
+        l.start_attempt("s-3", "script").await.unwrap().to,
+        State::InFlight
+    );
+    assert!(l.start_attempt("s-4", "script").await.is_err());
+}
+
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
@@ -826,6 +867,7 @@ both_backends!(
     ingesting_twice_changes_nothing,
     sweep_interrupts_stuck_attempts_but_not_claimed_ones,
     the_stopping_threshold_pauses_a_workflow,
+    a_callers_start_keeps_to_the_stopping_threshold,
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,

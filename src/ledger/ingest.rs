@@ -551,8 +551,8 @@ impl Ledger {
                     )));
                 }
                 match self.start_in(conn, key, actor).await? {
-                    Tried::Done(a) if a.kind.is_some() => Tried::Done(Taken::Start(true)),
-                    Tried::Done(a) => {
+                    Tried::Done((a, _)) if a.kind.is_some() => Tried::Done(Taken::Start(true)),
+                    Tried::Done((a, _)) => {
                         return Err(Error::Refused(format!(
                             "{key}: not started: it is {}",
                             a.to

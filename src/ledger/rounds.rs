@@ -439,7 +439,20 @@ impl Ledger {
     pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
         super::check_name("actor", actor, false)?;
-        store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await)
+        store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await).map(|(a, _)| a)
+    }
+
+    /// SPEC 11's `start` for a caller that sends itself: the number of the attempt it may send
+    /// now, or `Error::Refused` saying why not (as [`Ledger::start_attempt`] decides).
+    pub async fn start(&self, key: &str, actor: &str) -> Result<u32> {
+        validate_key(key).map_err(Error::Invalid)?;
+        super::check_name("actor", actor, false)?;
+        let (a, n) = store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await)?;
+        if a.kind.is_some() && a.to == State::InFlight {
+            Ok(n)
+        } else {
+            Err(Error::Refused(format!("{key}: {}: not started", a.to)))
+        }
     }
 
     pub(super) async fn start_in(
@@ -447,14 +460,14 @@ impl Ledger {
         tx: &mut Tx,
         key: &str,
         actor: &str,
-    ) -> Result<Tried<Applied>> {
+    ) -> Result<Tried<(Applied, u32)>> {
         let now = self.now();
         let Some((id, op)) = tx.hold_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
         let ask = Ask::Cmd(Command::StartAttempt);
         let change = match self.decide(tx, id, &op, actor, &ask, None, None).await? {
-            Decided::Unchanged(a) => return Ok(Tried::Done(a)),
+            Decided::Unchanged(a) => return Ok(Tried::Done((a, op.attempts))),
             Decided::Change(c) => c,
         };
         if let Some(p) = tx
@@ -468,6 +481,7 @@ impl Ledger {
                 "{key}: destination {d} is paused ({why}): `settle resume --destination {d}` lifts it"
             )));
         }
+        self.threshold_room(tx, key, &op.workflow, now).await?;
         let mut budgets = BTreeMap::new();
         if op.attempts > op.budget_start {
             let b = self.budget(tx, &mut budgets, &op.destination, now).await?;
@@ -491,7 +505,46 @@ impl Ledger {
                 return Ok(Tried::Raced);
             }
         }
-        Ok(Tried::Done(change.applied))
+        Ok(Tried::Done((change.applied, change.op.attempts)))
+    }
+
+    /// A caller's start under its workflow's stopping threshold by count (SPEC 7), as a round
+    /// applies it: refused when the attempts running could already bring the workflow to its
+    /// limit, so that scripts starting one at a time never send more than the limit allows.
+    async fn threshold_room(
+        &self,
+        tx: &mut Tx,
+        key: &str,
+        workflow: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let Some(limit) = self
+            .config
+            .workflows
+            .get(workflow)
+            .and_then(|w| w.pause_when.as_ref())
+            .and_then(|p| p.unresolved)
+        else {
+            return Ok(());
+        };
+        let row = tx.hold_workflow(workflow).await?;
+        let (exceptions, running) = tx.threshold_counts(workflow, now).await?;
+        let guard = Guard {
+            limit,
+            row,
+            exceptions,
+            running,
+            new_exception: false,
+            paused_now: None,
+            started: 0,
+        };
+        if guard.room() > 0 {
+            return Ok(());
+        }
+        Err(Error::Refused(format!(
+            "{key}: workflow {workflow} is at its stopping threshold ({exceptions} unresolved, \
+             {running} attempt(s) running, limit {limit}): start again when one of them settles"
+        )))
     }
 
     /// A destination's budget in this round: loaded once, topped up for the time since.
