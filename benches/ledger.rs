@@ -272,13 +272,14 @@ impl Plain {
                  conflicting_fingerprint, state, reason, attempts, budget_start, ambiguous, first_sent_at, \
                  attempt_started_at, next_attempt_at, reference, last_error, created_at, updated_at, exception_since, \
                  claimed_by, claimed_at, claim_expires_at, resolution, superseded_by, version, \
-                 COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) AS workflow_paused \
+                 COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) AS workflow_paused, \
+                 COALESCE((SELECT paused FROM destinations d WHERE d.name = operations.destination), 0) AS destination_paused \
                  FROM operations WHERE exception_since IS NOT NULL AND exception_since <= {mark}1 \
                  ORDER BY exception_since, id LIMIT {mark}2"
             )
         };
-        // the column positions of the statement: 14 integer and 16 text columns
-        const INTS: [usize; 14] = [0, 12, 13, 14, 15, 16, 17, 20, 21, 22, 24, 25, 28, 29];
+        // the column positions of the statement: 15 integer and 16 text columns
+        const INTS: [usize; 15] = [0, 12, 13, 14, 15, 16, 17, 20, 21, 22, 24, 25, 28, 29, 30];
         const TEXTS: [usize; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 18, 19, 23, 26, 27];
         match self {
             Plain::Sqlite(c) => {
@@ -314,7 +315,7 @@ impl Plain {
 }
 
 /// One row of the raw page statement, decoded as a plain client would.
-type PlainRow = ([Option<i64>; 14], [Option<String>; 16]);
+type PlainRow = ([Option<i64>; 15], [Option<String>; 16]);
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();

@@ -31,6 +31,7 @@ fn row(i: i64, state: State) -> OperationView {
         resolution: None,
         superseded_by: None,
         workflow_paused: false,
+        destination_paused: false,
         cursor: Cursor {
             group: None,
             at: i,

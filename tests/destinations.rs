@@ -182,6 +182,10 @@ fn stripe_like(db: &TestDb) {
         let op = d.show(key);
         assert_eq!(op["state"], "retry_wait", "{op}");
         assert_eq!(op["attempt_log"][0]["http_status"], 401);
+        assert_eq!(
+            op["next_step"], "Automatic attempt waits: destination payments paused",
+            "{op}"
+        );
     }
     let paused = texts(
         &d.db,

@@ -258,7 +258,16 @@ pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
         esc(&v.step),
         if v.workflow_paused { " (paused)" } else { "" }
     );
-    say!("destination  {} {}", esc(&v.destination), esc(&v.action));
+    say!(
+        "destination  {} {}{}",
+        esc(&v.destination),
+        esc(&v.action),
+        if v.destination_paused {
+            " (paused)"
+        } else {
+            ""
+        }
+    );
     say!(
         "created      {} ({} ago)",
         when(v.created_at),

@@ -10,6 +10,14 @@ use super::state::State;
 use super::time::format_age;
 use super::transition::Op;
 
+/// What holds an operation's automatic attempts back: its workflow or its destination paused
+/// (SPEC 5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Paused {
+    pub workflow: bool,
+    pub destination: bool,
+}
+
 /// Which row of the SPEC's table applies; the console colours and the tests key on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -48,7 +56,7 @@ pub fn safe_next_step(
     op: &Op,
     policy: &DestinationPolicy,
     viewer: &str,
-    paused: bool,
+    paused: Paused,
     attempt_timeout: Duration,
     now: DateTime<Utc>,
 ) -> NextStep {
@@ -117,9 +125,13 @@ pub fn safe_next_step(
                 "Request changed under {key}: decide which contents are intended; close or supersede"
             ),
         ),
-        State::Pending | State::RetryWait if paused => step(
+        State::Pending | State::RetryWait if paused.workflow => step(
             StepKind::Paused,
             format!("Automatic attempt waits: workflow {} paused", op.workflow),
+        ),
+        State::Pending | State::RetryWait if paused.destination => step(
+            StepKind::Paused,
+            format!("Automatic attempt waits: destination {dest} paused"),
         ),
         State::Pending | State::RetryWait if op.claim.as_ref().is_some_and(|c| c.is_live(now)) => {
             step(

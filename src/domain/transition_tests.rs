@@ -641,7 +641,39 @@ fn sweep_turns_a_stuck_attempt_into_an_interrupted_unknown() {
 
 // ---- the safe next step: one test per row of SPEC section 4 ----
 
+#[test]
+fn step_waits_for_a_paused_destination() {
+    let op = op_in(State::RetryWait, false);
+    let paused = crate::domain::next_step::Paused {
+        workflow: false,
+        destination: true,
+    };
+    let s = safe_next_step(
+        &op,
+        &DestinationPolicy::default(),
+        "alice",
+        paused,
+        TIMEOUT,
+        t0(),
+    );
+    assert_eq!(
+        (s.kind, s.text.as_str()),
+        (
+            StepKind::Paused,
+            format!(
+                "Automatic attempt waits: destination {} paused",
+                op.destination
+            )
+            .as_str()
+        )
+    );
+}
+
 fn next(op: &Op, policy: &DestinationPolicy, paused: bool) -> (StepKind, String) {
+    let paused = crate::domain::next_step::Paused {
+        workflow: paused,
+        destination: false,
+    };
     let s = safe_next_step(op, policy, "alice", paused, TIMEOUT, t0());
     (s.kind, s.text)
 }

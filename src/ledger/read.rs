@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::Ledger;
 use super::views::{AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Stats};
+use crate::domain::next_step::Paused;
 use crate::domain::redact::OperationRedaction;
 use crate::domain::{Op, Redactor, State, safe_next_step};
 use crate::error::{Error, Result};
@@ -241,7 +242,7 @@ impl Ledger {
         op: Op,
         cursor: Cursor,
         viewer: &str,
-        paused: bool,
+        paused: Paused,
         now: DateTime<Utc>,
     ) -> OperationView {
         let red = self.scrubbers.of(&self.redactor, &op);
@@ -297,7 +298,8 @@ impl Ledger {
             last_error,
             resolution: op.resolution,
             superseded_by: op.superseded_by,
-            workflow_paused: paused,
+            workflow_paused: paused.workflow,
+            destination_paused: paused.destination,
             cursor,
         }
     }
@@ -309,11 +311,16 @@ impl Ledger {
         let Some((id, op)) = self.store.load_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
-        let paused = self
-            .store
-            .workflow(&op.workflow)
-            .await?
-            .is_some_and(|w| w.paused);
+        let paused = Paused {
+            workflow: self
+                .store
+                .paused_now(Pausable::Workflow, &op.workflow)
+                .await?,
+            destination: self
+                .store
+                .paused_now(Pausable::Destination, &op.destination)
+                .await?,
+        };
         let attempts = self.store.attempts_of(id).await?;
         let events = self.store.events_of(id).await?;
         let mut red = self

@@ -35,6 +35,7 @@ pub struct OperationView {
     pub resolution: Option<Resolution>,
     pub superseded_by: Option<String>,
     pub workflow_paused: bool,
+    pub destination_paused: bool,
     /// Where the next page starts after this row.
     #[serde(skip)]
     pub cursor: crate::store::Cursor,

@@ -215,6 +215,8 @@ impl OpCol {
 /// The first column after the operation's own in a statement that selects [`select`] and then
 /// more (read by position: a lookup by name compares every column's name).
 pub(crate) const AFTER: Col = Col::At(OpCol::ALL.len());
+/// The column after that.
+pub(crate) const AFTER_NEXT: Col = Col::At(OpCol::ALL.len() + 1);
 
 fn names(which: impl Fn(OpCol) -> bool) -> Vec<&'static str> {
     OpCol::ALL

@@ -7,6 +7,7 @@ use super::Store;
 use super::attempts::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
 use super::columns;
 use super::sql::{Cell, Cells, Stmt, get, ms, time};
+use crate::domain::next_step::Paused;
 use crate::domain::{Op, State};
 use crate::error::{Error, Result};
 
@@ -108,9 +109,9 @@ enum Arg {
 }
 
 impl Store {
-    /// A page of operations (see [`ListQuery`]); each with whether its workflow is paused (one
-    /// round trip, not two).
-    pub(crate) async fn page(&self, q: &ListQuery<'_>) -> Result<Vec<(i64, Op, bool)>> {
+    /// A page of operations (see [`ListQuery`]); each with whether its workflow or destination
+    /// is paused (one round trip, not three).
+    pub(crate) async fn page(&self, q: &ListQuery<'_>) -> Result<Vec<(i64, Op, Paused)>> {
         let time = if q.exceptions_only {
             "exception_since"
         } else {
@@ -190,7 +191,9 @@ impl Store {
         let limit = mark(&mut args, Arg::Int(q.limit));
         let sql = format!(
             "SELECT {}, COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) \
-             AS workflow_paused FROM operations {} ORDER BY {} LIMIT {limit}",
+             AS workflow_paused, \
+             COALESCE((SELECT paused FROM destinations d WHERE d.name = operations.destination), 0) \
+             AS destination_paused FROM operations {} ORDER BY {} LIMIT {limit}",
             columns::select(),
             if cond.is_empty() {
                 String::new()
@@ -209,8 +212,13 @@ impl Store {
         let stmt = Stmt::new(sql, cells);
         stmt.rows(self.conn().await?.db(), |r| {
             let (id, op) = columns::decode(r)?;
-            let paused: i64 = get(r, columns::AFTER)?;
-            Ok((id, op, paused != 0))
+            let workflow: i64 = get(r, columns::AFTER)?;
+            let destination: i64 = get(r, columns::AFTER_NEXT)?;
+            let paused = Paused {
+                workflow: workflow != 0,
+                destination: destination != 0,
+            };
+            Ok((id, op, paused))
         })
         .await
     }

@@ -209,8 +209,10 @@ impl Tx {
 }
 
 impl Store {
-    pub(crate) async fn workflow(&self, name: &str) -> Result<Option<WorkflowRow>> {
-        pause_row(self.conn().await?.db(), Pausable::Workflow, name, false).await
+    /// Whether a workflow or destination is paused now.
+    pub(crate) async fn paused_now(&self, kind: Pausable, name: &str) -> Result<bool> {
+        let row = pause_row(self.conn().await?.db(), kind, name, false).await?;
+        Ok(row.is_some_and(|r| r.paused))
     }
 
     pub(crate) async fn exception_summary(
