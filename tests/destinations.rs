@@ -384,3 +384,20 @@ on_both!(
     hubspot_like_on_postgres
 );
 on_both!(twilio_like, twilio_like_on_sqlite, twilio_like_on_postgres);
+
+/// A create answered `204 No Content` (SPEC 11a: any 2xx is accepted; with no body there is no
+/// reference): done, sent once, through the real binary.
+#[test]
+fn a_204_answer_is_accepted_without_a_reference() {
+    let db = common::sqlite();
+    let sim = Sim::start(&["--answer", "204"]);
+    let d = common::drill(&db, &sim, true, false, "");
+    d.record("onb-204");
+    let (code, out, err) = dispatch(&d, None);
+    assert_eq!(code, 0, "{out}{err}");
+    let op = d.show("onb-204");
+    assert_eq!(op["state"], "succeeded", "{op}");
+    assert_eq!(op["reference"], Value::Null);
+    assert_eq!(op["attempt_log"][0]["http_status"], 204);
+    assert_eq!(sim.tasks().0, 1);
+}
