@@ -8,6 +8,48 @@ use settle::domain::next_step::StepKind;
 use settle::ledger::{Cursor, OperationView, Page, Position, Sort, StaffAction};
 use settle::{Resolution, State};
 
+/// What the ledger offers `viewer` on an operation in `state` (claimed by `holder`) at a
+/// destination that deduplicates for a day, sent a minute ago: asked of the transition rules,
+/// as the ledger asks them for every row it lists.
+fn offers(state: State, holder: Option<&str>, viewer: &str) -> Vec<settle::domain::Offer> {
+    use settle::domain::{Claim, Ctx, DestinationPolicy, Op, offered};
+    let now = Utc::now();
+    let mut op = Op::new(
+        "op",
+        "onboarding",
+        "create-task",
+        "projects",
+        "create_task",
+        "{}".into(),
+        "f".into(),
+        now - chrono::TimeDelta::minutes(5),
+    );
+    op.state = state;
+    op.attempts = 1;
+    op.first_sent_at = Some(now - chrono::TimeDelta::minutes(1));
+    op.next_attempt_at = None;
+    op.claim = holder.map(|by| Claim {
+        by: by.into(),
+        since: now,
+        expires: now + chrono::TimeDelta::minutes(30),
+    });
+    let policy = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(std::time::Duration::from_secs(86_400)),
+        ..Default::default()
+    };
+    let ctx = Ctx {
+        now,
+        actor: viewer,
+        policy: &policy,
+        lease: std::time::Duration::from_secs(1800),
+        attempt_timeout: std::time::Duration::from_secs(300),
+        paused: false,
+        jitter: 0.5,
+    };
+    offered(&op, &ctx)
+}
+
 fn row(i: i64, state: State) -> OperationView {
     OperationView {
         key: format!("op-{i}"),
@@ -32,6 +74,7 @@ fn row(i: i64, state: State) -> OperationView {
         superseded_by: None,
         workflow_paused: false,
         destination_paused: false,
+        actions: offers(state, None, "alice"),
         cursor: Cursor {
             group: None,
             at: i,
@@ -334,9 +377,17 @@ fn every_action_confirms_or_cancels() {
             },
         ),
     ];
+    // release is offered only to the holder: those cases run on a row alice holds
+    let held = |app: &mut App, c: char| {
+        if c == 'u' {
+            app.rows[0].claimed_by = Some("alice".into());
+            app.rows[0].actions = offers(State::Unknown, Some("alice"), "alice");
+        }
+    };
     for (c, keys, want) in cases {
         // confirm path
         let mut app = loaded(3, false);
+        held(&mut app, c);
         assert!(
             app.update(key(c)).is_empty(),
             "{c}: nothing is written before confirming"
@@ -349,6 +400,7 @@ fn every_action_confirms_or_cancels() {
         assert_eq!(staff(&fx), Some(("op-0".into(), want.clone())), "{c}");
         // cancel path: Esc at the first step, and n at the confirmation
         let mut app = loaded(3, false);
+        held(&mut app, c);
         app.update(key(c));
         let fx = app.update(code(KeyCode::Esc));
         assert!(
@@ -516,4 +568,53 @@ fn a_quick_header_refresh_keeps_the_last_full_counts() {
     app.update(Msg::Polled(Ok(1)));
     let fx = app.update(Msg::Polled(Ok(2)));
     assert!(fx.contains(&Effect::Header { full: false }), "{fx:?}");
+}
+
+/// SPEC 13: the console only offers what would succeed. On an item bob holds, alice's footer
+/// offers no claim, retry or close; pressing `R` asks nothing and says why and which key helps;
+/// `C` takes the claim over with a reason.
+#[test]
+fn keys_offer_only_what_the_ledger_accepts_and_c_takes_over() {
+    use settle::console::keymap::{KEYMAP, action};
+    let mut app = loaded(3, false);
+    app.rows[0].claimed_by = Some("bob".into());
+    app.rows[0].actions = offers(State::Unknown, Some("bob"), "alice");
+    let shown: Vec<&str> = KEYMAP
+        .iter()
+        .filter(|b| !b.offers.is_empty() && app.applies(b))
+        .map(|b| b.keys)
+        .collect();
+    assert_eq!(shown, vec!["C", "n"], "take over and note only");
+    assert!(!app.applies(action('R').unwrap()));
+    let fx = app.update(key('R'));
+    assert!(
+        fx.is_empty() && matches!(app.mode, Mode::Normal),
+        "no form opens"
+    );
+    let (text, error) = app.status.clone().unwrap();
+    assert!(error, "{text}");
+    assert!(
+        text.contains("retry is not possible on op-0") && text.contains("C takes it over"),
+        "{text}"
+    );
+    // C: a reason, then the confirmation, then the take-over
+    app.update(key('C'));
+    for c in "bob is off shift".chars() {
+        app.update(key(c));
+    }
+    app.update(code(KeyCode::Enter));
+    let fx = app.update(key('y'));
+    assert_eq!(
+        staff(&fx),
+        Some((
+            "op-0".into(),
+            StaffAction::Claim {
+                force_reason: Some("bob is off shift".into())
+            }
+        ))
+    );
+    // an unclaimed item: acting on it claims it (SPEC 5), so R is offered without a claim first
+    let app = loaded(3, false);
+    assert!(app.applies(action('R').unwrap()));
+    assert!(!app.applies(action('u').unwrap()), "nothing to release");
 }

@@ -8,7 +8,6 @@ use tui_input::Input;
 pub use super::form::{ActionKind, Form, FormStep};
 use tui_input::backend::crossterm::EventHandler;
 
-use crate::domain::State;
 use crate::ledger::{
     EventView, ListFilter, OperationDetail, OperationView, Page, Position, Scope, Sort,
     StaffAction, Stats,
@@ -665,38 +664,22 @@ impl App {
                 self.mode = Mode::Help;
                 Vec::new()
             }
-            KeyCode::Char(c @ ('c' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P')) => self.begin_action(c),
+            KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P')) => {
+                self.begin_action(c)
+            }
             _ => Vec::new(),
         }
     }
 
-    /// Whether a binding applies to the selected item right now (footer and help).
+    /// Whether a binding applies to the selected item right now (footer, help and the key
+    /// handler): an action's only when the ledger offers it to this operator on this item.
     pub fn applies(&self, b: &super::keymap::Binding) -> bool {
         use super::keymap::When;
         let row = self.selected_row().filter(|_| self.online);
-        let mine = row.is_some_and(|r| r.claimed_by.as_deref() == Some(self.operator.as_str()));
-        let open = row.is_some_and(|r| !r.state.is_terminal());
         match b.when {
             When::Always => true,
             When::Row => row.is_some(),
-            When::Open => match b.keys {
-                "c" => open && !mine,
-                "u" => mine,
-                "r" => {
-                    mine && row.is_some_and(|r| {
-                        matches!(
-                            r.state,
-                            State::Unknown | State::Failed | State::Conflict | State::InFlight
-                        )
-                    })
-                }
-                "R" => {
-                    mine && row.is_some_and(|r| {
-                        matches!(r.state, State::Failed | State::Rejected | State::Unknown)
-                    })
-                }
-                _ => open && mine,
-            },
+            When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(o))),
         }
     }
 }

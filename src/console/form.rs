@@ -6,13 +6,14 @@ use tui_input::Input;
 use tui_input::backend::crossterm::EventHandler;
 
 use super::app::{App, Effect, Mode};
-use crate::domain::{Resolution, State};
+use crate::domain::{Offer, Resolution, State};
 use crate::ledger::StaffAction;
 
 /// A staff action being put together, step by step, ending in a confirmation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ActionKind {
     Claim,
+    TakeOver,
     Release,
     Reconcile,
     Retry,
@@ -62,15 +63,47 @@ impl App {
             );
             return Vec::new();
         }
+        // a key stands for actions the ledger may not offer on this item now: say so, and what
+        // to do instead, rather than ask for details and then be refused
+        if let Some(b) = super::keymap::action(c)
+            && !self.applies(b)
+        {
+            let why = match &row.claimed_by {
+                Some(by) if *by != self.operator => format!(" (claimed by {by}: C takes it over)"),
+                _ => String::new(),
+            };
+            self.set_status(
+                format!(
+                    "{} is not possible on {} ({}){why} · safe next step: {}",
+                    b.label, row.key, row.state, row.next_step
+                ),
+                true,
+            );
+            return Vec::new();
+        }
+        let offered = |o: Offer| row.actions.contains(&o);
         let (kind, step) = match c {
             'c' => (ActionKind::Claim, FormStep::Confirm),
+            'C' => (
+                ActionKind::TakeOver,
+                FormStep::Text {
+                    label: "reason for taking over",
+                    required: true,
+                },
+            ),
             'u' => (ActionKind::Release, FormStep::Confirm),
             'r' => (
                 ActionKind::Reconcile,
-                FormStep::Choose(vec![
-                    ('f', "found it: give the reference"),
-                    ('a', "absent: not done"),
-                ]),
+                FormStep::Choose(
+                    [
+                        (Offer::ReconcileFound, 'f', "found it: give the reference"),
+                        (Offer::ReconcileAbsent, 'a', "absent: not done"),
+                    ]
+                    .into_iter()
+                    .filter(|(o, _, _)| offered(*o))
+                    .map(|(_, k, text)| (k, text))
+                    .collect(),
+                ),
             ),
             'R' => (ActionKind::Retry, FormStep::Confirm),
             'x' => (
@@ -234,6 +267,9 @@ impl App {
         let key = form.target.clone();
         let action = match form.kind {
             ActionKind::Claim => StaffAction::Claim { force_reason: None },
+            ActionKind::TakeOver => StaffAction::Claim {
+                force_reason: form.text.clone(),
+            },
             ActionKind::Release => StaffAction::Release,
             ActionKind::Retry => StaffAction::Retry { note: None },
             ActionKind::Note => StaffAction::Note {

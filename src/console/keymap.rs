@@ -1,5 +1,9 @@
-//! The console's keys, in one table: the footer and the help screen are generated from it, so
-//! they can never disagree with what the keys do.
+//! The console's keys, in one table: the footer, the help screen and the key handler all read it,
+//! so they can never disagree with what the keys do. An action's binding names the staff actions
+//! it stands for; it applies only when the ledger offers one of them for the selected item (the
+//! transition rules' `offered`, carried on each row).
+
+use crate::domain::Offer;
 
 /// When a binding applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -7,8 +11,8 @@ pub enum When {
     Always,
     /// An operation is selected (and the database is reachable, for actions).
     Row,
-    /// The selected operation may change state (not terminal).
-    Open,
+    /// The ledger offers one of the binding's actions on the selected operation to this operator.
+    Offered,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -19,6 +23,8 @@ pub struct Binding {
     pub when: When,
     /// Shown in the footer (the rest only in `?`).
     pub footer: bool,
+    /// The staff actions this key stands for (`When::Offered`).
+    pub offers: &'static [Offer],
 }
 
 pub const KEYMAP: &[Binding] = &[
@@ -28,6 +34,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "move the selection",
         when: When::Always,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "g/G",
@@ -35,6 +42,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "first / last item",
         when: When::Always,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "PgUp/PgDn",
@@ -42,6 +50,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "a page up / down",
         when: When::Always,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "Enter/Tab",
@@ -49,6 +58,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "focus the detail pane (j/k scroll it)",
         when: When::Row,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "Esc",
@@ -56,6 +66,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "back to the list, or clear the filter",
         when: When::Always,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "1-5",
@@ -63,48 +74,63 @@ pub const KEYMAP: &[Binding] = &[
         help: "Exceptions, Mine, In progress, Closed, Activity",
         when: When::Always,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "c",
         label: "claim",
         help: "claim the item to work it",
-        when: When::Open,
+        when: When::Offered,
         footer: true,
+        offers: &[Offer::Claim],
+    },
+    Binding {
+        keys: "C",
+        label: "take over",
+        help: "take over another's live claim (asks a reason)",
+        when: When::Offered,
+        footer: true,
+        offers: &[Offer::TakeOver],
     },
     Binding {
         keys: "u",
         label: "release",
         help: "release your claim",
-        when: When::Open,
+        when: When::Offered,
         footer: true,
+        offers: &[Offer::Release],
     },
     Binding {
         keys: "r",
         label: "reconcile",
         help: "reconcile: found (with the reference) or absent",
-        when: When::Open,
+        when: When::Offered,
         footer: true,
+        offers: &[Offer::ReconcileFound, Offer::ReconcileAbsent],
     },
     Binding {
         keys: "R",
         label: "retry",
         help: "retry with the same key and a fresh budget",
-        when: When::Open,
+        when: When::Offered,
         footer: true,
+        offers: &[Offer::Retry],
     },
     Binding {
         keys: "x",
         label: "close",
         help: "close: resolution, reference or new key, note",
-        when: When::Open,
+        when: When::Offered,
         footer: true,
+        offers: &[Offer::Close],
     },
     Binding {
         keys: "n",
         label: "note",
         help: "add a note to the history",
-        when: When::Row,
+        when: When::Offered,
         footer: true,
+        offers: &[Offer::Note],
     },
     Binding {
         keys: "P",
@@ -112,6 +138,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "pause / resume the item's workflow",
         when: When::Row,
         footer: false,
+        offers: &[],
     },
     Binding {
         keys: "/",
@@ -119,6 +146,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "filter by key, workflow, step, destination, state, error",
         when: When::Always,
         footer: true,
+        offers: &[],
     },
     Binding {
         keys: "s",
@@ -126,6 +154,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "sort by age, state, workflow, destination",
         when: When::Always,
         footer: true,
+        offers: &[],
     },
     Binding {
         keys: "?",
@@ -133,6 +162,7 @@ pub const KEYMAP: &[Binding] = &[
         help: "this help",
         when: When::Always,
         footer: true,
+        offers: &[],
     },
     Binding {
         keys: "q",
@@ -140,5 +170,13 @@ pub const KEYMAP: &[Binding] = &[
         help: "quit (Ctrl-C too)",
         when: When::Always,
         footer: true,
+        offers: &[],
     },
 ];
+
+/// The binding of an action key, if `c` is one.
+pub fn action(c: char) -> Option<&'static Binding> {
+    KEYMAP
+        .iter()
+        .find(|b| !b.offers.is_empty() && b.keys.chars().eq(std::iter::once(c)))
+}

@@ -609,6 +609,7 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let Mode::Form(form) = &app.mode else { return };
     let verb = match form.kind {
         super::app::ActionKind::Claim => "Claim",
+        super::app::ActionKind::TakeOver => "Take over",
         super::app::ActionKind::Release => "Release",
         super::app::ActionKind::Reconcile => "Reconcile",
         super::app::ActionKind::Retry => "Retry",

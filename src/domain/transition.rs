@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::policy::DestinationPolicy;
@@ -291,6 +292,8 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
     let mut warning = None;
     let kind: &'static str;
     let mut detail = json!({});
+    // the action claimed the item for the actor (nobody held a live claim)
+    let mut claimed = false;
 
     match cmd {
         Command::Record {
@@ -484,7 +487,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "released";
         }
         Command::Staff(StaffAction::ReconcileFound { reference, note }) => {
-            hold(op, ctx)?;
+            claimed = hold(op, ctx)?;
             let stuck = op.is_stuck(now, ctx.attempt_timeout);
             if !(matches!(op.state, State::Unknown | State::Failed | State::Conflict) || stuck) {
                 return refuse(format!(
@@ -503,7 +506,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             detail = json!({ "found": true, "reference": reference, "note": note });
         }
         Command::Staff(StaffAction::ReconcileAbsent { note }) => {
-            hold(op, ctx)?;
+            claimed = hold(op, ctx)?;
             if !(op.state == State::Unknown || op.is_stuck(now, ctx.attempt_timeout)) {
                 return refuse(format!(
                     "{key} is {}: reconcile --absent applies to unknown or a stuck in_flight",
@@ -515,12 +518,12 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             next.reason = Some("reconciled absent".into());
             next.ambiguous = false;
             next.attempt_started_at = None;
-            next.claim = renewed(op, ctx);
+            next.claim = held(op, ctx, claimed);
             kind = "reconciled";
             detail = json!({ "found": false, "note": note });
         }
         Command::Staff(StaffAction::Retry { note }) => {
-            hold(op, ctx)?;
+            claimed = hold(op, ctx)?;
             match op.state {
                 State::Failed => {}
                 State::Rejected => {
@@ -563,7 +566,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             superseded_by,
             note,
         }) => {
-            hold(op, ctx)?;
+            claimed = hold(op, ctx)?;
             if op.state == State::InFlight && !op.is_stuck(now, ctx.attempt_timeout) {
                 return refuse(format!(
                     "{key} has an attempt running: wait for its outcome before closing"
@@ -601,6 +604,10 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         Command::Staff(StaffAction::Note { .. }) => return note(op, cmd, ctx).map(Some),
     }
 
+    if claimed && let Some(d) = detail.as_object_mut() {
+        // one event for the claim and the action: its detail says it claimed
+        d.insert("claimed".into(), json!(true));
+    }
     settle_bookkeeping(op, &mut next, ctx);
     Ok(Some(Transition {
         op: next,
@@ -713,24 +720,33 @@ fn renewed(op: &Op, ctx: &Ctx) -> Option<Claim> {
     })
 }
 
-/// Staff actions other than claim, release and note need the actor to hold a live claim.
-fn hold(op: &Op, ctx: &Ctx) -> Result<(), Refusal> {
-    let key = &op.key;
+/// Staff actions other than claim, release and note act for the holder of the claim (SPEC 5).
+/// When nobody holds a live claim the action claims the item for the actor in the same
+/// transition (`Ok(true)`: its event says so), so that acting never needs a separate claim step
+/// and two people can still never both act; a live claim of another refuses it.
+fn hold(op: &Op, ctx: &Ctx) -> Result<bool, Refusal> {
     match &op.claim {
-        None => refuse(format!(
-            "claim {key} first: staff actions need the claim (settle claim {key})"
-        )),
-        Some(c) if c.by != ctx.actor && c.is_live(ctx.now) => {
-            refuse(format!("{key} is claimed by {}, not by you", c.by))
-        }
-        Some(c) if c.by != ctx.actor => {
-            refuse(format!("claim {key} first: {}'s claim expired", c.by))
-        }
-        Some(c) if !c.is_live(ctx.now) => refuse(format!(
-            "your claim on {key} expired at {}: claim it again",
+        Some(c) if c.is_live(ctx.now) && c.by == ctx.actor => Ok(false),
+        Some(c) if c.is_live(ctx.now) => refuse(format!(
+            "{} is claimed by {} until {}: take it over first",
+            op.key,
+            c.by,
             fmt_time(c.expires)
         )),
-        Some(_) => Ok(()),
+        _ => Ok(true),
+    }
+}
+
+/// The claim an action leaves on an item that stays open: the actor's, renewed or newly taken.
+fn held(op: &Op, ctx: &Ctx, claimed: bool) -> Option<Claim> {
+    if claimed {
+        Some(Claim {
+            by: ctx.actor.into(),
+            since: ctx.now,
+            expires: lease_end(ctx),
+        })
+    } else {
+        renewed(op, ctx)
     }
 }
 
@@ -768,6 +784,81 @@ fn settle_bookkeeping(old: &Op, next: &mut Op, ctx: &Ctx) {
     } else if next.claim.as_ref().is_some_and(|c| c.by == ctx.actor) && next.state == old.state {
         next.claim = renewed(next, ctx);
     }
+}
+
+/// A staff action as a person picks it (a key in the console), before its details are asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Offer {
+    Claim,
+    /// Take over another's live claim (asks a reason).
+    TakeOver,
+    Release,
+    ReconcileFound,
+    ReconcileAbsent,
+    Retry,
+    Close,
+    Note,
+}
+
+impl Offer {
+    pub const ALL: [Offer; 8] = [
+        Offer::Claim,
+        Offer::TakeOver,
+        Offer::Release,
+        Offer::ReconcileFound,
+        Offer::ReconcileAbsent,
+        Offer::Retry,
+        Offer::Close,
+        Offer::Note,
+    ];
+
+    /// The command this action becomes with well-formed details: what [`offered`] tries.
+    pub fn sample(self) -> StaffAction {
+        match self {
+            Offer::Claim => StaffAction::Claim { force_reason: None },
+            Offer::TakeOver => StaffAction::Claim {
+                force_reason: Some("taking over".into()),
+            },
+            Offer::Release => StaffAction::Release,
+            Offer::ReconcileFound => StaffAction::ReconcileFound {
+                reference: "REF".into(),
+                note: None,
+            },
+            Offer::ReconcileAbsent => StaffAction::ReconcileAbsent { note: None },
+            Offer::Retry => StaffAction::Retry { note: None },
+            Offer::Close => StaffAction::Close {
+                resolution: Resolution::Abandoned,
+                reference: None,
+                superseded_by: None,
+                note: "note".into(),
+            },
+            Offer::Note => StaffAction::Note {
+                text: "note".into(),
+            },
+        }
+    }
+}
+
+/// The staff actions `ctx.actor` may take on `op` now (SPEC 5 and 13): exactly those the rules
+/// above accept with well-formed details, found by asking them, so that what the console offers
+/// can never disagree with what the ledger does. A claim is offered only where it changes
+/// something (not to its holder), a take-over only over another's live claim.
+pub fn offered(op: &Op, ctx: &Ctx) -> Vec<Offer> {
+    let others = op.claimed_by_other(ctx.actor, ctx.now).is_some();
+    let mine = op
+        .claim
+        .as_ref()
+        .is_some_and(|c| c.by == ctx.actor && c.is_live(ctx.now));
+    Offer::ALL
+        .into_iter()
+        .filter(|o| match o {
+            Offer::Claim => !others && !mine,
+            Offer::TakeOver => others,
+            _ => true,
+        })
+        .filter(|o| matches!(apply(op, &Command::Staff(o.sample()), ctx), Ok(Some(_))))
+        .collect()
 }
 
 #[cfg(test)]

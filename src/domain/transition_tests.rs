@@ -231,6 +231,51 @@ fn the_whole_transition_table() {
     }
 }
 
+/// SPEC 5: an action on an item nobody holds claims it in the same transition (one event whose
+/// detail says so); a live claim of another refuses it; an expired one does not.
+#[test]
+fn acting_on_an_unclaimed_item_claims_it() {
+    let policy = DestinationPolicy::default();
+    let failed = op_in(State::Failed, false);
+    let absent = Command::Staff(StaffAction::ReconcileAbsent { note: None });
+    let retry = Command::Staff(StaffAction::Retry { note: None });
+    let t = apply(&failed, &retry, &ctx(&policy, "alice"))
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.op.state, t.kind), (State::Pending, "retry_requested"));
+    assert_eq!(t.detail["claimed"], true);
+    assert_eq!(t.op.claim, None, "a retry releases the claim it took");
+    // reconcile absent leaves the item open: the claim it took stays with the actor
+    let unknown = op_in(State::Unknown, false);
+    let t = apply(&unknown, &absent, &ctx(&policy, "alice"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.op.state, State::Failed);
+    assert_eq!(t.detail["claimed"], true);
+    assert_eq!(t.op.claim.as_ref().map(|c| c.by.as_str()), Some("alice"));
+    // held by alice: bob is refused, alice acts without claiming again
+    let held = with_claim(unknown, "alice");
+    let err = apply(&held, &absent, &ctx(&policy, "bob")).unwrap_err();
+    assert!(
+        err.0.contains("claimed by alice until") && err.0.contains("take it over"),
+        "{err}"
+    );
+    let t = apply(&held, &absent, &ctx(&policy, "alice"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.detail.get("claimed"), None);
+    // an expired claim of alice's: bob's action claims it
+    let mut expired = held.clone();
+    if let Some(c) = expired.claim.as_mut() {
+        c.expires = t0() - TimeDelta::seconds(1);
+    }
+    let t = apply(&expired, &absent, &ctx(&policy, "bob"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.detail["claimed"], true);
+    assert_eq!(t.op.claim.as_ref().map(|c| c.by.as_str()), Some("bob"));
+}
+
 #[test]
 fn refusals_change_nothing_and_name_the_reason() {
     let policy = DestinationPolicy::default();
@@ -241,7 +286,8 @@ fn refusals_change_nothing_and_name_the_reason() {
         &ctx(&policy, "alice"),
     )
     .unwrap_err();
-    assert!(err.0.contains("claim onb-42-task first"), "{err}");
+    // unclaimed: the action would claim it, but the retry rule refuses it as a held one would
+    assert!(err.0.contains("does not deduplicate"), "{err}");
     let held = with_claim(op, "alice");
     let err = apply(
         &held,
@@ -466,7 +512,8 @@ fn claims_exclude_automation_and_other_people() {
         )
         .is_err()
     );
-    // an expired claim can be taken without force, and no longer lets its old holder act
+    // an expired claim can be taken without force; its old holder acting claims it afresh
+    // (SPEC 5: nobody holds a live claim), and the event says so
     let mut expired = op.clone();
     expired.claim.as_mut().unwrap().expires = t0() - TimeDelta::seconds(1);
     assert!(
@@ -477,15 +524,21 @@ fn claims_exclude_automation_and_other_people() {
         )
         .is_ok()
     );
-    assert!(
-        apply(
-            &expired,
-            &Command::Staff(StaffAction::Retry { note: None }),
-            &ctx(&policy, "alice")
-        )
-        .unwrap_err()
-        .0
-        .contains("expired")
+    let again = apply(
+        &expired,
+        &Command::Staff(StaffAction::Close {
+            resolution: Resolution::Abandoned,
+            reference: None,
+            superseded_by: None,
+            note: "no longer needed".into(),
+        }),
+        &ctx(&policy, "alice"),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        (again.op.state, again.detail["claimed"].clone()),
+        (State::Closed, serde_json::json!(true))
     );
     // the open attempt's outcome is still recorded while someone holds the claim
     let flying = with_claim(op_in(State::InFlight, false), "alice");

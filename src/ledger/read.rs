@@ -269,6 +269,19 @@ impl Ledger {
             now,
         );
         let next_step = step.text;
+        // what this viewer may do now: asked of the transition rules (SPEC 13)
+        let actions = crate::domain::offered(
+            &op,
+            &crate::domain::Ctx {
+                now,
+                actor: viewer,
+                policy: &policy,
+                lease: self.config.lease,
+                attempt_timeout: self.config.attempt_timeout,
+                paused: paused.workflow,
+                jitter: 0.5,
+            },
+        );
         let exception = op.is_exception(now);
         let since = if exception {
             op.exception_since.unwrap_or(op.created_at)
@@ -300,6 +313,7 @@ impl Ledger {
             superseded_by: op.superseded_by,
             workflow_paused: paused.workflow,
             destination_paused: paused.destination,
+            actions,
             cursor,
         }
     }

@@ -36,6 +36,8 @@ pub struct OperationView {
     pub superseded_by: Option<String>,
     pub workflow_paused: bool,
     pub destination_paused: bool,
+    /// The staff actions the viewer may take on it now (SPEC 13: what the console offers).
+    pub actions: Vec<crate::domain::Offer>,
     /// Where the next page starts after this row.
     #[serde(skip)]
     pub cursor: crate::store::Cursor,
