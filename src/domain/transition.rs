@@ -445,23 +445,14 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "looked_up";
             detail = json!({ "found": found.is_some(), "reference": found });
         }
-        Command::Staff(StaffAction::Claim { force_reason }) => {
-            match (op.claimed_by_other(ctx.actor, now), force_reason) {
-                (Some(c), None) => {
-                    return refuse(format!(
-                        "{key} is claimed by {} until {}; take it over only with --force --reason",
-                        c.by,
-                        fmt_time(c.expires)
-                    ));
-                }
-                (Some(c), Some(reason)) => {
-                    if reason.trim().is_empty() {
-                        return refuse("taking over a live claim needs a reason");
-                    }
+        Command::Staff(action @ StaffAction::Claim { force_reason }) => {
+            staff_check(op, action, ctx).map_err(Why::refusal)?;
+            match op.claimed_by_other(ctx.actor, now) {
+                Some(c) => {
                     kind = "claim_taken";
-                    detail = json!({ "from": c.by, "reason": reason });
+                    detail = json!({ "from": c.by, "reason": force_reason });
                 }
-                (None, _) => {
+                None => {
                     kind = "claimed";
                 }
             }
@@ -475,29 +466,13 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                 expires: lease_end(ctx),
             });
         }
-        Command::Staff(StaffAction::Release) => {
-            match &op.claim {
-                Some(c) if c.by == ctx.actor => {}
-                Some(c) if c.is_live(now) => {
-                    return refuse(format!("{key} is claimed by {}, not by you", c.by));
-                }
-                _ => return refuse(format!("{key} is not claimed by you")),
-            }
+        Command::Staff(action @ StaffAction::Release) => {
+            staff_check(op, action, ctx).map_err(Why::refusal)?;
             next.claim = None;
             kind = "released";
         }
-        Command::Staff(StaffAction::ReconcileFound { reference, note }) => {
-            claimed = hold(op, ctx)?;
-            let stuck = op.is_stuck(now, ctx.attempt_timeout);
-            if !(matches!(op.state, State::Unknown | State::Failed | State::Conflict) || stuck) {
-                return refuse(format!(
-                    "{key} is {}: reconcile --found applies to unknown, failed, conflict or a stuck in_flight",
-                    op.state
-                ));
-            }
-            if reference.trim().is_empty() {
-                return refuse("reconcile --found needs the destination's reference");
-            }
+        Command::Staff(action @ StaffAction::ReconcileFound { reference, note }) => {
+            claimed = staff_check(op, action, ctx).map_err(Why::refusal)?;
             attempt = close_open_attempt(op, "interrupted; reconciled by staff");
             next.state = State::Succeeded;
             next.reference = Some(reference.clone());
@@ -505,14 +480,8 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "reconciled";
             detail = json!({ "found": true, "reference": reference, "note": note });
         }
-        Command::Staff(StaffAction::ReconcileAbsent { note }) => {
-            claimed = hold(op, ctx)?;
-            if !(op.state == State::Unknown || op.is_stuck(now, ctx.attempt_timeout)) {
-                return refuse(format!(
-                    "{key} is {}: reconcile --absent applies to unknown or a stuck in_flight",
-                    op.state
-                ));
-            }
+        Command::Staff(action @ StaffAction::ReconcileAbsent { note }) => {
+            claimed = staff_check(op, action, ctx).map_err(Why::refusal)?;
             attempt = close_open_attempt(op, "interrupted; reconciled absent by staff");
             next.state = State::Failed;
             next.reason = Some("reconciled absent".into());
@@ -522,34 +491,13 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "reconciled";
             detail = json!({ "found": false, "note": note });
         }
-        Command::Staff(StaffAction::Retry { note }) => {
-            claimed = hold(op, ctx)?;
-            match op.state {
-                State::Failed => {}
-                State::Rejected => {
-                    warning = Some(format!(
-                        "{} rejected this request before and may reject it again",
-                        op.destination
-                    ));
-                }
-                State::Unknown if ctx.policy.dedupes_at(op.first_sent_at, now) => {}
-                State::Unknown => {
-                    return refuse(format!(
-                        "{key}'s outcome is unknown and {} {}: a retry could do it twice; check {} and reconcile first",
-                        op.destination,
-                        if ctx.policy.dedupes {
-                            "is past its key retention"
-                        } else {
-                            "does not deduplicate"
-                        },
-                        op.destination
-                    ));
-                }
-                s => {
-                    return refuse(format!(
-                        "{key} is {s}: retry applies to failed, rejected or a deduplicated unknown"
-                    ));
-                }
+        Command::Staff(action @ StaffAction::Retry { note }) => {
+            claimed = staff_check(op, action, ctx).map_err(Why::refusal)?;
+            if op.state == State::Rejected {
+                warning = Some(format!(
+                    "{} rejected this request before and may reject it again",
+                    op.destination
+                ));
             }
             next.state = State::Pending;
             next.next_attempt_at = Some(now);
@@ -560,35 +508,15 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             kind = "retry_requested";
             detail = json!({ "requested_by": ctx.actor, "note": note });
         }
-        Command::Staff(StaffAction::Close {
-            resolution,
-            reference,
-            superseded_by,
-            note,
-        }) => {
-            claimed = hold(op, ctx)?;
-            if op.state == State::InFlight && !op.is_stuck(now, ctx.attempt_timeout) {
-                return refuse(format!(
-                    "{key} has an attempt running: wait for its outcome before closing"
-                ));
-            }
-            if note.trim().is_empty() {
-                return refuse("close needs a note saying what was done");
-            }
-            match resolution {
-                Resolution::DoneElsewhere
-                    if reference.as_deref().is_none_or(|r| r.trim().is_empty()) =>
-                {
-                    return refuse("close --resolution done_elsewhere needs --reference REF");
-                }
-                Resolution::Superseded if superseded_by.is_none() => {
-                    return refuse("close --resolution superseded needs --superseded-by KEY");
-                }
-                Resolution::Superseded if superseded_by.as_deref() == Some(key.as_str()) => {
-                    return refuse("an operation cannot supersede itself");
-                }
-                _ => {}
-            }
+        Command::Staff(
+            action @ StaffAction::Close {
+                resolution,
+                reference,
+                superseded_by,
+                note,
+            },
+        ) => {
+            claimed = staff_check(op, action, ctx).map_err(Why::refusal)?;
             attempt = close_open_attempt(op, "interrupted; closed by staff");
             next.state = State::Closed;
             next.resolution = Some(*resolution);
@@ -686,12 +614,10 @@ fn finish_attempt(
 }
 
 fn note(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Transition, Refusal> {
-    let Command::Staff(StaffAction::Note { text }) = cmd else {
+    let Command::Staff(action @ StaffAction::Note { text }) = cmd else {
         unreachable!("note() is only called with a note")
     };
-    if text.trim().is_empty() {
-        return refuse("a note needs some text");
-    }
+    staff_check(op, action, ctx).map_err(Why::refusal)?;
     let mut next = op.clone();
     next.updated_at = ctx.now;
     next.version = op.version + 1;
@@ -720,20 +646,158 @@ fn renewed(op: &Op, ctx: &Ctx) -> Option<Claim> {
     })
 }
 
-/// Staff actions other than claim, release and note act for the holder of the claim (SPEC 5).
-/// When nobody holds a live claim the action claims the item for the actor in the same
-/// transition (`Ok(true)`: its event says so), so that acting never needs a separate claim step
-/// and two people can still never both act; a live claim of another refuses it.
-fn hold(op: &Op, ctx: &Ctx) -> Result<bool, Refusal> {
-    match &op.claim {
-        Some(c) if c.is_live(ctx.now) && c.by == ctx.actor => Ok(false),
-        Some(c) if c.is_live(ctx.now) => refuse(format!(
-            "{} is claimed by {} until {}: take it over first",
-            op.key,
-            c.by,
-            fmt_time(c.expires)
-        )),
-        _ => Ok(true),
+/// Why a staff action is refused, put into words only when someone reads it (the console asks
+/// the rules about every listed row, and most answers there are "no").
+pub struct Why<'a>(Box<dyn FnOnce() -> String + 'a>);
+
+impl Why<'_> {
+    fn refusal(self) -> Refusal {
+        Refusal((self.0)())
+    }
+}
+
+fn deny<'a, T>(why: impl FnOnce() -> String + 'a) -> Result<T, Why<'a>> {
+    Err(Why(Box::new(why)))
+}
+
+/// Every rule a staff action must pass on this operation now (SPEC 5), and nothing else: the
+/// one place they are written. `apply` asks it before it changes anything, and [`offered`]
+/// asks it for each action, so what the console offers is what the ledger accepts.
+/// `Ok(true)`: the action claims the item for the actor (nobody holds a live claim).
+pub fn staff_check<'a>(op: &'a Op, action: &'a StaffAction, ctx: &'a Ctx) -> Result<bool, Why<'a>> {
+    let key = &op.key;
+    let now = ctx.now;
+    if op.state.is_terminal() && !matches!(action, StaffAction::Note { .. }) {
+        return deny(move || format!("{key} is {}: nothing more can be done to it", op.state));
+    }
+    // Staff actions other than claim, release and note act for the holder of the claim. When
+    // nobody holds a live claim the action claims the item for the actor in the same
+    // transition, so that acting never needs a separate claim step and two people can still
+    // never both act; a live claim of another refuses it.
+    let hold = || -> Result<bool, Why<'a>> {
+        match &op.claim {
+            Some(c) if c.is_live(now) && c.by == ctx.actor => Ok(false),
+            Some(c) if c.is_live(now) => deny(move || {
+                format!(
+                    "{key} is claimed by {} until {}: take it over first",
+                    c.by,
+                    fmt_time(c.expires)
+                )
+            }),
+            _ => Ok(true),
+        }
+    };
+    let stuck = || op.is_stuck(now, ctx.attempt_timeout);
+    match action {
+        StaffAction::Claim { force_reason } => {
+            match (op.claimed_by_other(ctx.actor, now), force_reason) {
+                (Some(c), None) => deny(move || {
+                    format!(
+                        "{key} is claimed by {} until {}; take it over only with --force --reason",
+                        c.by,
+                        fmt_time(c.expires)
+                    )
+                }),
+                (Some(_), Some(reason)) if reason.trim().is_empty() => {
+                    deny(|| "taking over a live claim needs a reason".into())
+                }
+                _ => Ok(false),
+            }
+        }
+        StaffAction::Release => match &op.claim {
+            Some(c) if c.by == ctx.actor => Ok(false),
+            Some(c) if c.is_live(now) => {
+                deny(move || format!("{key} is claimed by {}, not by you", c.by))
+            }
+            _ => deny(move || format!("{key} is not claimed by you")),
+        },
+        StaffAction::ReconcileFound { reference, .. } => {
+            let claims = hold()?;
+            if !(matches!(op.state, State::Unknown | State::Failed | State::Conflict) || stuck()) {
+                return deny(move || {
+                    format!(
+                        "{key} is {}: reconcile --found applies to unknown, failed, conflict or a stuck in_flight",
+                        op.state
+                    )
+                });
+            }
+            if reference.trim().is_empty() {
+                return deny(|| "reconcile --found needs the destination's reference".into());
+            }
+            Ok(claims)
+        }
+        StaffAction::ReconcileAbsent { .. } => {
+            let claims = hold()?;
+            if !(op.state == State::Unknown || stuck()) {
+                return deny(move || {
+                    format!(
+                        "{key} is {}: reconcile --absent applies to unknown or a stuck in_flight",
+                        op.state
+                    )
+                });
+            }
+            Ok(claims)
+        }
+        StaffAction::Retry { .. } => {
+            let claims = hold()?;
+            match op.state {
+                State::Failed | State::Rejected => Ok(claims),
+                State::Unknown if ctx.policy.dedupes_at(op.first_sent_at, now) => Ok(claims),
+                State::Unknown => deny(move || {
+                    format!(
+                        "{key}'s outcome is unknown and {} {}: a retry could do it twice; check {} and reconcile first",
+                        op.destination,
+                        if ctx.policy.dedupes {
+                            "is past its key retention"
+                        } else {
+                            "does not deduplicate"
+                        },
+                        op.destination
+                    )
+                }),
+                s => deny(move || {
+                    format!(
+                        "{key} is {s}: retry applies to failed, rejected or a deduplicated unknown"
+                    )
+                }),
+            }
+        }
+        StaffAction::Close {
+            resolution,
+            reference,
+            superseded_by,
+            note,
+        } => {
+            let claims = hold()?;
+            if op.state == State::InFlight && !stuck() {
+                return deny(move || {
+                    format!("{key} has an attempt running: wait for its outcome before closing")
+                });
+            }
+            if note.trim().is_empty() {
+                return deny(|| "close needs a note saying what was done".into());
+            }
+            match resolution {
+                Resolution::DoneElsewhere
+                    if reference.as_deref().is_none_or(|r| r.trim().is_empty()) =>
+                {
+                    deny(|| "close --resolution done_elsewhere needs --reference REF".into())
+                }
+                Resolution::Superseded if superseded_by.is_none() => {
+                    deny(|| "close --resolution superseded needs --superseded-by KEY".into())
+                }
+                Resolution::Superseded if superseded_by.as_deref() == Some(key.as_str()) => {
+                    deny(|| "an operation cannot supersede itself".into())
+                }
+                _ => Ok(claims),
+            }
+        }
+        StaffAction::Note { text } => {
+            if text.trim().is_empty() {
+                return deny(|| "a note needs some text".into());
+            }
+            Ok(false)
+        }
     }
 }
 
@@ -840,9 +904,13 @@ impl Offer {
     }
 }
 
-/// The staff actions `ctx.actor` may take on `op` now (SPEC 5 and 13): exactly those the rules
-/// above accept with well-formed details, found by asking them, so that what the console offers
-/// can never disagree with what the ledger does. A claim is offered only where it changes
+/// Each offer's sample, in `Offer::ALL`'s order: made once (the list asks for every row).
+static SAMPLES: std::sync::LazyLock<[StaffAction; 8]> =
+    std::sync::LazyLock::new(|| Offer::ALL.map(Offer::sample));
+
+/// The staff actions `ctx.actor` may take on `op` now (SPEC 5 and 13): exactly those
+/// [`staff_check`] (the rules `apply` enforces) passes with well-formed details, so that what the
+/// console offers can never disagree with what the ledger does. A claim is offered only where it changes
 /// something (not to its holder), a take-over only over another's live claim.
 pub fn offered(op: &Op, ctx: &Ctx) -> Vec<Offer> {
     let others = op.claimed_by_other(ctx.actor, ctx.now).is_some();
@@ -857,7 +925,7 @@ pub fn offered(op: &Op, ctx: &Ctx) -> Vec<Offer> {
             Offer::TakeOver => others,
             _ => true,
         })
-        .filter(|o| matches!(apply(op, &Command::Staff(o.sample()), ctx), Ok(Some(_))))
+        .filter(|o| staff_check(op, &SAMPLES[*o as usize], ctx).is_ok())
         .collect()
 }
 
