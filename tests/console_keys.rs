@@ -11,7 +11,7 @@ use settle::{Resolution, State};
 /// What the ledger offers `viewer` on an operation in `state` (claimed by `holder`) at a
 /// destination that deduplicates for a day, sent a minute ago: asked of the transition rules,
 /// as the ledger asks them for every row it lists.
-fn offers(state: State, holder: Option<&str>, viewer: &str) -> Vec<settle::domain::Offer> {
+fn offers(state: State, holder: Option<&str>, viewer: &str) -> settle::domain::Offers {
     use settle::domain::{Claim, Ctx, DestinationPolicy, Op, offered};
     let now = Utc::now();
     let mut op = Op::new(

@@ -679,7 +679,7 @@ impl App {
         match b.when {
             When::Always => true,
             When::Row => row.is_some(),
-            When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(o))),
+            When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
         }
     }
 }

@@ -81,7 +81,7 @@ impl App {
             );
             return Vec::new();
         }
-        let offered = |o: Offer| row.actions.contains(&o);
+        let offered = |o: Offer| row.actions.contains(o);
         let (kind, step) = match c {
             'c' => (ActionKind::Claim, FormStep::Confirm),
             'C' => (

@@ -656,15 +656,35 @@ impl Why<'_> {
     }
 }
 
-fn deny<'a, T>(why: impl FnOnce() -> String + 'a) -> Result<T, Why<'a>> {
-    Err(Why(Box::new(why)))
+/// What a refusal is made into: words for a person ([`Why`]), or nothing where only the yes or
+/// no is wanted (`()`: [`offered`] asks about every listed row, and most answers are "no").
+pub trait Reason<'a>: Sized {
+    fn new(why: impl FnOnce() -> String + 'a) -> Self;
+}
+
+impl<'a> Reason<'a> for Why<'a> {
+    fn new(why: impl FnOnce() -> String + 'a) -> Self {
+        Why(Box::new(why))
+    }
+}
+
+impl<'a> Reason<'a> for () {
+    fn new(_: impl FnOnce() -> String + 'a) -> Self {}
+}
+
+fn deny<'a, T, R: Reason<'a>>(why: impl FnOnce() -> String + 'a) -> Result<T, R> {
+    Err(R::new(why))
 }
 
 /// Every rule a staff action must pass on this operation now (SPEC 5), and nothing else: the
 /// one place they are written. `apply` asks it before it changes anything, and [`offered`]
 /// asks it for each action, so what the console offers is what the ledger accepts.
 /// `Ok(true)`: the action claims the item for the actor (nobody holds a live claim).
-pub fn staff_check<'a>(op: &'a Op, action: &'a StaffAction, ctx: &'a Ctx) -> Result<bool, Why<'a>> {
+pub fn staff_check<'a, R: Reason<'a>>(
+    op: &'a Op,
+    action: &'a StaffAction,
+    ctx: &'a Ctx,
+) -> Result<bool, R> {
     let key = &op.key;
     let now = ctx.now;
     if op.state.is_terminal() && !matches!(action, StaffAction::Note { .. }) {
@@ -674,7 +694,7 @@ pub fn staff_check<'a>(op: &'a Op, action: &'a StaffAction, ctx: &'a Ctx) -> Res
     // nobody holds a live claim the action claims the item for the actor in the same
     // transition, so that acting never needs a separate claim step and two people can still
     // never both act; a live claim of another refuses it.
-    let hold = || -> Result<bool, Why<'a>> {
+    let hold = || -> Result<bool, R> {
         match &op.claim {
             Some(c) if c.is_live(now) && c.by == ctx.actor => Ok(false),
             Some(c) if c.is_live(now) => deny(move || {
@@ -904,6 +924,39 @@ impl Offer {
     }
 }
 
+/// A set of offers, one bit each: carried on every listed row, so it costs no allocation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offers(u8);
+
+impl Offers {
+    pub fn contains(self, o: Offer) -> bool {
+        self.0 & (1 << o as u8) != 0
+    }
+
+    pub fn insert(&mut self, o: Offer) {
+        self.0 |= 1 << o as u8;
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Offer> {
+        Offer::ALL.into_iter().filter(move |o| self.contains(*o))
+    }
+}
+
+impl FromIterator<Offer> for Offers {
+    fn from_iter<I: IntoIterator<Item = Offer>>(offers: I) -> Self {
+        let mut set = Offers::default();
+        offers.into_iter().for_each(|o| set.insert(o));
+        set
+    }
+}
+
+/// As a list of names (`list --json`'s `actions`).
+impl Serialize for Offers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
 /// Each offer's sample, in `Offer::ALL`'s order: made once (the list asks for every row).
 static SAMPLES: std::sync::LazyLock<[StaffAction; 8]> =
     std::sync::LazyLock::new(|| Offer::ALL.map(Offer::sample));
@@ -912,7 +965,7 @@ static SAMPLES: std::sync::LazyLock<[StaffAction; 8]> =
 /// [`staff_check`] (the rules `apply` enforces) passes with well-formed details, so that what the
 /// console offers can never disagree with what the ledger does. A claim is offered only where it changes
 /// something (not to its holder), a take-over only over another's live claim.
-pub fn offered(op: &Op, ctx: &Ctx) -> Vec<Offer> {
+pub fn offered(op: &Op, ctx: &Ctx) -> Offers {
     let others = op.claimed_by_other(ctx.actor, ctx.now).is_some();
     let mine = op
         .claim
@@ -925,7 +978,7 @@ pub fn offered(op: &Op, ctx: &Ctx) -> Vec<Offer> {
             Offer::TakeOver => others,
             _ => true,
         })
-        .filter(|o| staff_check(op, &SAMPLES[*o as usize], ctx).is_ok())
+        .filter(|o| staff_check::<()>(op, &SAMPLES[*o as usize], ctx).is_ok())
         .collect()
 }
 

@@ -1016,7 +1016,7 @@ fn offered_equals_what_apply_accepts() {
                                 _ => true,
                             };
                         assert_eq!(
-                            offers.contains(&o),
+                            offers.contains(o),
                             expected,
                             "{state} stuck {stuck} holder {holder:?} dedupes {}: {o:?}",
                             policy.dedupes

@@ -37,7 +37,7 @@ pub struct OperationView {
     pub workflow_paused: bool,
     pub destination_paused: bool,
     /// The staff actions the viewer may take on it now (SPEC 13: what the console offers).
-    pub actions: Vec<crate::domain::Offer>,
+    pub actions: crate::domain::Offers,
     /// Where the next page starts after this row.
     #[serde(skip)]
     pub cursor: crate::store::Cursor,
