@@ -615,3 +615,52 @@ async fn a_paused_destination_shows_in_the_header_and_the_activity() {
         "{activity}"
     );
 }
+
+/// SPEC 13: 80x24 is the design size. The header keeps every element (abbreviated, never
+/// dropped) and every list row shows age, state, destination and key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
+    let f = incident().await;
+    f.ledger
+        .pause_one(
+            settle::ledger::Pausable::Destination,
+            "crm",
+            "token rotation",
+            "bob",
+        )
+        .await
+        .unwrap();
+    let app = console(&f, "alice").await;
+    let screen = render(&app, 80, 24);
+    let header = screen.lines().next().unwrap();
+    for element in [
+        "4 exc",
+        "1 unk",
+        "old",
+        "2d",
+        "PAUSED: crm-sync",
+        "dest:crm",
+        "disp ok",
+    ] {
+        assert!(header.contains(element), "{element:?} missing: {header}");
+    }
+    assert!(header.chars().count() <= 80, "{header}");
+    let lines: Vec<&str> = screen.lines().collect();
+    let title = lines[2];
+    for column in ["AGE", "STATE", "DEST", "KEY", "SAFE NEXT STEP"] {
+        assert!(title.contains(column), "{column} missing: {title}");
+    }
+    let mut checked = 0;
+    for (row, v) in lines[3..].iter().zip(&app.rows) {
+        if row.starts_with(" ") || row.is_empty() {
+            break; // the detail pane's border
+        }
+        checked += 1;
+        for text in [v.state.as_str(), v.destination.as_str()] {
+            assert!(row.contains(text), "{text} missing: {row}");
+        }
+        let key: String = v.key.chars().take(15).collect();
+        assert!(row.contains(&key), "{key} missing: {row}");
+    }
+    assert!(checked >= 3, "rows were drawn: {screen}");
+}

@@ -53,31 +53,40 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     }
 }
 
-/// The header's right side; `detail` 0 is everything, higher levels leave out the least
-/// needed first (the unknown count, then a healthy dispatcher, then the paused names).
-fn header_right<'a>(app: &App, theme: &Theme, detail: u8) -> Vec<Span<'a>> {
+/// The header's right side at `level` 0 (words in full) to 3 (shortest): it abbreviates before it
+/// drops anything (SPEC 13: at 80 columns it still holds the exceptions, the unknown ones, the
+/// oldest age, what is paused and the dispatcher's health).
+fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
     let mut right: Vec<Span> = Vec::new();
+    let sep = if level < 2 { " · " } else { " " };
     if !app.online {
         right.push(Span::styled(
-            "DATABASE UNREACHABLE · ",
+            if level < 2 {
+                "DATABASE UNREACHABLE"
+            } else {
+                "DB DOWN"
+            },
             theme.style(Meaning::Critical),
         ));
+        right.push(Span::raw(sep));
     }
     if let Some(s) = &app.header.stats {
+        let unknown = s.by_state.get(&State::Unknown).copied().unwrap_or(0);
+        let (exc, unk, old) = match level {
+            0 => ("exceptions", "unknown", "oldest "),
+            1 => ("exc", "unk", "oldest "),
+            _ => ("exc", "unk", "old "),
+        };
         right.push(Span::styled(
-            format!("{} exceptions", s.exceptions),
+            format!("{} {exc}", s.exceptions),
             theme.style(Meaning::Title),
         ));
-        if detail < 1 {
-            let unknown = s.by_state.get(&State::Unknown).copied().unwrap_or(0);
-            right.push(Span::raw(format!(" · {unknown} unknown")));
-        }
+        right.push(Span::raw(format!("{sep}{unknown} {unk}")));
         if let Some(secs) = s.oldest_exception_seconds {
-            right.push(Span::raw(" · oldest "));
-            right.push(Span::styled(
-                format_age(TimeDelta::seconds(secs)),
-                age_style(app, theme, secs),
-            ));
+            right.push(Span::raw(format!("{sep}{old}")));
+            let age = format_age(TimeDelta::seconds(secs));
+            let age = if level < 2 { age } else { age.replace(' ', "") };
+            right.push(Span::styled(age, age_style(app, theme, secs)));
         }
         // paused workflows by name, destinations as `dest:NAME` (the filter's spelling)
         let paused: Vec<String> = s
@@ -87,33 +96,43 @@ fn header_right<'a>(app: &App, theme: &Theme, detail: u8) -> Vec<Span<'a>> {
             .chain(s.paused_destinations.iter().map(|d| format!("dest:{d}")))
             .collect();
         if !paused.is_empty() {
-            let paused = if detail < 3 {
-                format!("PAUSED: {}", esc(&paused.join(", ")))
+            let paused = if level < 3 {
+                format!(
+                    "PAUSED: {}",
+                    esc(&paused.join(if level < 2 { ", " } else { "," }))
+                )
             } else {
-                format!("PAUSED: {}", paused.len())
+                format!("PAUSED {}", paused.len())
             };
-            right.push(Span::raw(" · "));
+            right.push(Span::raw(sep));
             right.push(Span::styled(paused, theme.style(Meaning::Warning)));
         }
     }
+    let dispatcher = if level == 0 { "dispatcher" } else { "disp" };
     match app.header.dispatcher_seen {
-        Some(secs) if secs <= 10 && detail < 2 => {
-            right.push(Span::styled(" · dispatcher ok", theme.style(Meaning::Good)));
+        Some(secs) if secs <= 10 => {
+            right.push(Span::raw(sep));
+            right.push(Span::styled(
+                format!("{dispatcher} ok"),
+                theme.style(Meaning::Good),
+            ));
         }
-        Some(secs) if secs <= 10 => {}
-        Some(secs) => right.push(Span::styled(
-            format!(
-                " · dispatcher silent {}",
-                format_age(TimeDelta::seconds(secs))
-            ),
-            theme.style(Meaning::Warning),
-        )),
+        Some(secs) => {
+            right.push(Span::raw(sep));
+            right.push(Span::styled(
+                format!(
+                    "{dispatcher} silent {}",
+                    format_age(TimeDelta::seconds(secs)).replace(' ', "")
+                ),
+                theme.style(Meaning::Warning),
+            ));
+        }
         None => {}
     }
     right.push(Span::raw(if app.loading {
-        format!(" {} ", SPINNER[app.spinner % 4])
+        format!(" {}", SPINNER[app.spinner % 4])
     } else {
-        "   ".into()
+        "  ".into()
     }));
     right
 }
@@ -127,6 +146,11 @@ fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let right = (0..4)
         .map(|d| header_right(app, theme, d))
         .find(|r| fits(r, " settle · ".len() + app.operator.chars().count()))
+        .or_else(|| {
+            (0..4)
+                .map(|d| header_right(app, theme, d))
+                .find(|r| fits(r, " settle".len()))
+        })
         .unwrap_or_else(|| header_right(app, theme, 3));
     let right_width: usize = right.iter().map(|s| s.width()).sum();
     let candidates = [
@@ -200,19 +224,14 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-/// Which columns fit: the essential ones always, the rest while there is room (narrow first out).
+/// Which columns fit: age, state, destination and key always (SPEC 13: every row at 80
+/// columns), then the claim and the workflow while the next step keeps 30 columns.
 fn columns(width: u16) -> Vec<(&'static str, u16)> {
-    let mut cols = vec![("AGE", 7), ("STATE", 10)];
-    let optional = [("WORKFLOW/STEP", 24), ("DEST", 9)];
-    let key = ("KEY", 16);
-    let claim = ("CLAIM", 8);
+    let essential = [("AGE", 7), ("STATE", 10), ("DEST", 9), ("KEY", 16)];
+    let optional = [("CLAIM", 8), ("WORKFLOW/STEP", 24)];
     let min_next = 30u16;
     let used = |c: &[(&str, u16)]| c.iter().map(|(_, w)| w + 1).sum::<u16>();
-    let mut chosen = cols.clone();
-    chosen.push(key);
-    if used(&chosen) + claim.1 + 1 + min_next <= width {
-        chosen.push(claim);
-    }
+    let mut chosen = essential.to_vec();
     for o in optional {
         if used(&chosen) + o.1 + 1 + min_next <= width {
             chosen.push(o);
@@ -221,10 +240,20 @@ fn columns(width: u16) -> Vec<(&'static str, u16)> {
     // keep the SPEC's order: AGE STATE WORKFLOW/STEP DEST KEY CLAIM
     let order = ["AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"];
     chosen.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
-    cols.clear();
-    cols.extend(chosen);
-    cols.push(("SAFE NEXT STEP", width.saturating_sub(used(&cols))));
-    cols
+    let next = width.saturating_sub(used(&chosen));
+    chosen.push(("SAFE NEXT STEP", next));
+    chosen
+}
+
+/// A cell's text within its width: what does not fit ends in `…`.
+fn fit(text: String, width: u16) -> String {
+    let width = width as usize;
+    if text.chars().count() <= width {
+        return text;
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 fn cell(v: &OperationView, name: &str, app: &App) -> String {
@@ -268,8 +297,8 @@ fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .skip(start)
         .take(body_height)
         .map(|(i, v)| {
-            let cells = cols.iter().map(|(name, _)| {
-                let text = cell(v, name, app);
+            let cells = cols.iter().map(|(name, width)| {
+                let text = fit(cell(v, name, app), *width);
                 let style = match *name {
                     "STATE" => state_style(theme, v.state),
                     "AGE" if v.state.is_exception() || v.exception_since.is_some() => {
