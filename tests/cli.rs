@@ -135,6 +135,16 @@ fn the_bad_input_matrix() {
     one_line(&card, 2, "key holding a card number");
     assert!(!card.stderr.contains("4111"), "{}", card.stderr);
     one_line(
+        &settle(url, d, &["list", "--where", "dest:crm colour:red"]),
+        2,
+        "filter term 'colour:red': unknown qualifier",
+    );
+    one_line(
+        &settle(url, d, &["list", "--where", "age>soon"]),
+        2,
+        "filter term 'age>soon'",
+    );
+    one_line(
         &settle(url, d, &["list", "--state", "done"]),
         2,
         "unknown state",

@@ -856,6 +856,86 @@ async fn a_callers_start_keeps_to_the_stopping_threshold(db: &TestDb) {
     assert!(l.start_attempt("s-4", "script").await.is_err());
 }
 
+/// SPEC 12's filter through the ledger: every qualifier, negation (also of a missing claim), ages
+/// from an injected clock, and bare words, the same on both backends.
+async fn the_filter_selects_what_each_term_says(db: &TestDb) {
+    let t0 = DateTime::parse_from_rfc3339("2026-11-30T08:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let (l, clock) = ledger_at(db, t0).await;
+    l.record(&intent("f-1", "sms", json!({})), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(
+        &outcome("f-1", Outcome::Unknown, Some("read timeout")),
+        "bot",
+    )
+    .await
+    .unwrap();
+    *clock.lock().unwrap() = t0 + TimeDelta::hours(1);
+    l.record(&intent("f-2", "sms", json!({})), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(&outcome("f-2", Outcome::Rejected, Some("HTTP 422")), "bot")
+        .await
+        .unwrap();
+    l.record(&intent("f-3", "crm", json!({})), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(&outcome("f-3", Outcome::Unknown, Some("HTTP 502")), "bot")
+        .await
+        .unwrap();
+    l.record(&intent("f-4", "projects", json!({})), "bot")
+        .await
+        .unwrap();
+    *clock.lock().unwrap() = t0 + TimeDelta::hours(3);
+    claim(&l, "f-3", "bob").await.unwrap();
+    let keys = |scope: Scope, text: &'static str, viewer: &'static str| {
+        let l = l.clone();
+        async move {
+            let filter = ListFilter {
+                scope,
+                query: settle::domain::filter::Filter::parse(text).unwrap(),
+                ..Default::default()
+            };
+            let page = l.list(&filter, viewer, None, 50).await.unwrap();
+            let mut k: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
+            k.sort();
+            k.join(" ")
+        }
+    };
+    let ex = Scope::Exceptions;
+    for (text, viewer, want) in [
+        ("", "alice", "f-1 f-2 f-3"),
+        ("dest:sms", "alice", "f-1 f-2"),
+        ("dest:sms state:unknown", "alice", "f-1"),
+        ("-dest:sms", "alice", "f-3"),
+        ("state:unknown,rejected -claimed:any", "alice", "f-1 f-2"),
+        ("claimed:bob", "alice", "f-3"),
+        ("claimed:me", "bob", "f-3"),
+        ("claimed:me", "alice", ""),
+        ("claimed:none", "alice", "f-1 f-2"),
+        ("-claimed:bob", "alice", "f-1 f-2"),
+        ("age>150m", "alice", "f-1"),
+        ("age<150m", "alice", "f-2 f-3"),
+        ("key:f-*", "alice", "f-1 f-2 f-3"),
+        ("key:f-2", "alice", "f-2"),
+        ("-key:f-2", "alice", "f-1 f-3"),
+        (
+            "wf:onboarding step:create-task action:create_task",
+            "alice",
+            "f-1 f-2 f-3",
+        ),
+        ("wf:billing", "alice", ""),
+        ("TIMEOUT", "alice", "f-1"),
+        ("-timeout http", "alice", "f-2 f-3"),
+    ] {
+        assert_eq!(keys(ex, text, viewer).await, want, "{text} as {viewer}");
+    }
+    assert_eq!(keys(Scope::All, "state:pending", "alice").await, "f-4");
+    assert_eq!(keys(Scope::All, "dest:projects", "alice").await, "f-4");
+}
+
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
@@ -868,6 +948,7 @@ both_backends!(
     sweep_interrupts_stuck_attempts_but_not_claimed_ones,
     the_stopping_threshold_pauses_a_workflow,
     a_callers_start_keeps_to_the_stopping_threshold,
+    the_filter_selects_what_each_term_says,
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,

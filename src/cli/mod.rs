@@ -156,6 +156,9 @@ enum Cmd {
         /// Only items at least this old, e.g. 2h
         #[arg(long)]
         older_than: Option<String>,
+        /// SPEC 12's filter, e.g. 'dest:sms state:unknown age>2h -claimed:any'
+        #[arg(long = "where", value_name = "FILTER")]
+        filter: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -610,6 +613,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             state,
             workflow,
             older_than,
+            filter,
             json,
         } => {
             let state = state
@@ -617,8 +621,15 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 .map(State::parse)
                 .transpose()
                 .map_err(invalid)?;
+            let query = crate::domain::filter::Filter::parse(filter.as_deref().unwrap_or(""))
+                .map_err(invalid)?;
+            // a filter naming states looks beyond the exceptions
+            let names_states = query.terms.iter().any(|t| {
+                !t.negated && matches!(t.matches, crate::domain::filter::Match::States(_))
+            });
             let filter = ListFilter {
-                scope: if *all || state.is_some() {
+                query,
+                scope: if *all || state.is_some() || names_states {
                     Scope::All
                 } else {
                     Scope::Exceptions

@@ -210,7 +210,7 @@ impl App {
             detail_scroll: 0,
             header: Header::default(),
             status: Some((
-                "oldest exceptions first · j/k move · Tab details · c claim · ? all keys".into(),
+                "oldest exceptions first · j/k move · Tab details · / filter · ? all keys".into(),
                 false,
             )),
             online: true,
@@ -242,10 +242,11 @@ impl App {
     }
 
     pub fn list_filter(&self) -> ListFilter {
-        let text = self.filter.value().trim();
+        // SPEC 12's filter: the terms that are whole narrow the list as they are typed
+        let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());
         ListFilter {
             scope: self.view.scope(),
-            text: (!text.is_empty()).then(|| text.to_string()),
+            query,
             sort: self.sort,
             ..Default::default()
         }

@@ -532,11 +532,23 @@ fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 
 fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let line = match (&app.mode, &app.status) {
-        (Mode::Filter, _) => Line::from(vec![
-            Span::styled(" / ", theme.style(Meaning::Accent)),
-            Span::raw(esc(app.filter.value())),
-            Span::styled("▏  Enter keeps · Esc clears", theme.style(Meaning::Muted)),
-        ]),
+        (Mode::Filter, _) => {
+            // a term not whole yet (or wrong) is said; the list narrows by the others
+            let hint = match crate::domain::filter::Filter::lenient(app.filter.value()).1 {
+                Some(why) => {
+                    Span::styled(format!("▏  {}", esc(&why)), theme.style(Meaning::Warning))
+                }
+                None => Span::styled(
+                    "▏  Enter keeps · Esc clears · state: wf: dest: claimed: age> key:",
+                    theme.style(Meaning::Muted),
+                ),
+            };
+            Line::from(vec![
+                Span::styled(" / ", theme.style(Meaning::Accent)),
+                Span::raw(esc(app.filter.value())),
+                hint,
+            ])
+        }
         (_, Some((text, error))) => Span::styled(
             format!(" {}", esc(text)),
             theme.style(if *error {

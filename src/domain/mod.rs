@@ -3,6 +3,7 @@
 //! Everything here is tested without a database or a terminal; the `Ledger` applies these rules and
 //! the store only persists what they decide.
 
+pub mod filter;
 pub mod fingerprint;
 pub mod key;
 pub mod names;

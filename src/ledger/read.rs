@@ -80,6 +80,8 @@ pub struct ListFilter {
     pub older_than: Option<Duration>,
     /// Text the key, workflow, step, destination, state or (redacted) error must contain.
     pub text: Option<String>,
+    /// The terms of SPEC 12's filter (`list --where`, the console's `/`), all of which hold.
+    pub query: crate::domain::filter::Filter,
     pub sort: Sort,
 }
 
@@ -163,6 +165,9 @@ impl Ledger {
             Position::Last => (None, true, false),
         };
         let query = ListQuery {
+            terms: &filter.query.terms,
+            now,
+            viewer,
             exceptions_only,
             states: &states,
             workflow: filter.workflow.as_deref(),
@@ -224,9 +229,9 @@ impl Ledger {
         if filter.scope == Scope::Mine {
             items.retain(|v| v.claimed_by.as_deref() == Some(viewer));
         }
-        if let Some(t) = &text {
-            // The database matched raw text; a match found only inside a redacted value must not
-            // show (it would tell the typist the secret is there).
+        // The database matched raw text; a match found only inside a redacted value must not
+        // show (it would tell the typist the secret is there).
+        for t in text.iter().map(String::as_str).chain(filter.query.words()) {
             items.retain(|v| view_matches(v, t));
         }
         Ok(Page {

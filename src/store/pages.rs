@@ -7,6 +7,7 @@ use super::Store;
 use super::attempts::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
 use super::columns;
 use super::sql::{Cell, Cells, Stmt, get, ms, time};
+use crate::domain::filter::{Claimed, Match, Term};
 use crate::domain::next_step::Paused;
 use crate::domain::{Op, State};
 use crate::error::{Error, Result};
@@ -43,6 +44,10 @@ impl Order {
 /// Which operations a page shows, in which order, and where it starts.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ListQuery<'a> {
+    /// SPEC 12's filter terms, all of which hold; `now` and `viewer` read ages and `claimed:me`.
+    pub terms: &'a [Term],
+    pub now: DateTime<Utc>,
+    pub viewer: &'a str,
     /// Only exceptions, ordered by when they became one; otherwise by creation.
     pub exceptions_only: bool,
     pub states: &'a [State],
@@ -147,19 +152,72 @@ impl Store {
             cond.push(format!("claimed_by = {m}"));
         }
         if let Some(text) = q.text.filter(|t| !t.is_empty()) {
-            let escaped: String = text
-                .chars()
-                .flat_map(|c| match c {
-                    '%' | '_' | '\\' => vec!['\\', c],
-                    c => vec![c],
-                })
-                .collect();
-            let n = mark(&mut args, Arg::Text(format!("%{escaped}%")));
-            cond.push(format!(
-                "(LOWER(key) LIKE {n} ESCAPE '\\' OR LOWER(workflow) LIKE {n} ESCAPE '\\' \
-                 OR LOWER(step) LIKE {n} ESCAPE '\\' OR LOWER(destination) LIKE {n} ESCAPE '\\' \
-                 OR state LIKE {n} ESCAPE '\\' OR LOWER(COALESCE(last_error, '')) LIKE {n} ESCAPE '\\')"
-            ));
+            let n = mark(&mut args, Arg::Text(format!("%{}%", like_escaped(text))));
+            cond.push(words_match(&n));
+        }
+        for t in q.terms {
+            let now = ms(q.now);
+            let live = |args: &mut Vec<Arg>| mark(args, Arg::Int(now));
+            let sql = match &t.matches {
+                Match::States(states) => {
+                    let marks: Vec<String> = states
+                        .iter()
+                        .map(|s| mark(&mut args, Arg::Text(s.as_str().to_string())))
+                        .collect();
+                    format!("state IN ({})", marks.join(", "))
+                }
+                Match::Workflow(v) => {
+                    format!("workflow = {}", mark(&mut args, Arg::Text(v.clone())))
+                }
+                Match::Step(v) => format!("step = {}", mark(&mut args, Arg::Text(v.clone()))),
+                Match::Destination(v) => {
+                    format!("destination = {}", mark(&mut args, Arg::Text(v.clone())))
+                }
+                Match::Action(v) => format!("action = {}", mark(&mut args, Arg::Text(v.clone()))),
+                Match::Claimed(c) => {
+                    let who = match c {
+                        Claimed::By(name) => Some(name.clone()),
+                        Claimed::Me => Some(q.viewer.to_string()),
+                        Claimed::Nobody | Claimed::Anyone => None,
+                    };
+                    let at = live(&mut args);
+                    match (c, who) {
+                        (Claimed::Nobody, _) => {
+                            format!("(claimed_by IS NULL OR claim_expires_at <= {at})")
+                        }
+                        (_, Some(name)) => format!(
+                            "(claimed_by = {} AND claim_expires_at > {at})",
+                            mark(&mut args, Arg::Text(name))
+                        ),
+                        _ => format!("(claimed_by IS NOT NULL AND claim_expires_at > {at})"),
+                    }
+                }
+                Match::AgeOver(d) => {
+                    let t0 = ms(crate::domain::time::before(q.now, *d));
+                    format!("{time} <= {}", mark(&mut args, Arg::Int(t0)))
+                }
+                Match::AgeUnder(d) => {
+                    let t0 = ms(crate::domain::time::before(q.now, *d));
+                    format!("{time} > {}", mark(&mut args, Arg::Int(t0)))
+                }
+                // exact on both backends (SQLite's LIKE ignores case, PostgreSQL's does not)
+                Match::KeyPrefix(p) => format!(
+                    "substr(key, 1, {}) = {}",
+                    p.chars().count(),
+                    mark(&mut args, Arg::Text(p.clone()))
+                ),
+                Match::Key(k) => format!("key = {}", mark(&mut args, Arg::Text(k.clone()))),
+                Match::Word(w) => {
+                    let n = mark(&mut args, Arg::Text(format!("%{}%", like_escaped(w))));
+                    words_match(&n)
+                }
+            };
+            // a negated term keeps the rows where it is false or unknown (a NULL claim)
+            cond.push(if t.negated {
+                format!("({sql}) IS NOT TRUE")
+            } else {
+                sql
+            });
         }
         let columns = match q.order.column() {
             Some(g) => format!("{g}, {time}, id"),
@@ -341,4 +399,23 @@ impl Store {
     async fn scalar(&self, stmt: Stmt<'_>) -> Result<i64> {
         stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
     }
+}
+
+/// Text for a LIKE pattern: its own `%`, `_` and `\` match only themselves.
+fn like_escaped(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| match c {
+            '%' | '_' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect()
+}
+
+/// A bare word of the filter: found in the key, workflow, step, destination, state or error.
+fn words_match(n: &str) -> String {
+    format!(
+        "(LOWER(key) LIKE {n} ESCAPE '\\' OR LOWER(workflow) LIKE {n} ESCAPE '\\' \
+         OR LOWER(step) LIKE {n} ESCAPE '\\' OR LOWER(destination) LIKE {n} ESCAPE '\\' \
+         OR state LIKE {n} ESCAPE '\\' OR LOWER(COALESCE(last_error, '')) LIKE {n} ESCAPE '\\')"
+    )
 }

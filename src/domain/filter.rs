@@ -1,0 +1,206 @@
+//! The filter syntax of SPEC 12, one parser for `list --where` and the console's `/`:
+//! space-separated terms, `state:unknown,failed`, `wf:NAME`, `step:NAME`, `dest:NAME`,
+//! `action:NAME`, `claimed:NAME|me|none|any`, `age>2h`, `age<30m`, `key:PREFIX*`; a leading `-`
+//! negates a term; a bare word matches the key, workflow, step, destination, state or error text
+//! (never a redacted value). An unknown qualifier or a bad value is an error naming the term.
+
+use std::time::Duration;
+
+use super::state::State;
+use super::time::parse_duration;
+
+/// Who holds the claim, as a filter asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    By(String),
+    /// The operator asking.
+    Me,
+    /// No live claim.
+    Nobody,
+    /// Any live claim.
+    Anyone,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Match {
+    States(Vec<State>),
+    Workflow(String),
+    Step(String),
+    Destination(String),
+    Action(String),
+    Claimed(Claimed),
+    /// At least this old.
+    AgeOver(Duration),
+    /// Younger than this.
+    AgeUnder(Duration),
+    /// The key starts with this (`key:onb-*`).
+    KeyPrefix(String),
+    /// The key is exactly this.
+    Key(String),
+    /// Lower-case text found in the key, workflow, step, destination, state or error.
+    Word(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Term {
+    pub negated: bool,
+    pub matches: Match,
+}
+
+/// A parsed filter: every term must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub terms: Vec<Term>,
+}
+
+impl Filter {
+    /// Parses a whole filter; the first bad term is the error.
+    pub fn parse(text: &str) -> Result<Filter, String> {
+        let terms = terms(text).into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(Filter { terms })
+    }
+
+    /// The terms that parse, and the first error (for a console whose user is still typing:
+    /// the list narrows by what is already whole, and the line says what is not).
+    pub fn lenient(text: &str) -> (Filter, Option<String>) {
+        let mut filter = Filter::default();
+        let mut error = None;
+        for t in terms(text) {
+            match t {
+                Ok(t) => filter.terms.push(t),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        (filter, error)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// The bare words (not negated), which the list checks again against what it shows.
+    pub fn words(&self) -> impl Iterator<Item = &str> {
+        self.terms.iter().filter_map(|t| match &t.matches {
+            Match::Word(w) if !t.negated => Some(w.as_str()),
+            _ => None,
+        })
+    }
+}
+
+fn terms(text: &str) -> Vec<Result<Term, String>> {
+    text.split_whitespace().map(term).collect()
+}
+
+const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, age, key";
+
+fn term(raw: &str) -> Result<Term, String> {
+    let (negated, body) = match raw.strip_prefix('-') {
+        Some(rest) if !rest.is_empty() => (true, rest),
+        _ => (false, raw),
+    };
+    let shown = super::escape_text(raw);
+    let bad = |why: String| format!("filter term '{shown}': {why}");
+    let matches = if let Some(rest) = body.strip_prefix("age>") {
+        Match::AgeOver(parse_duration(rest).map_err(bad)?)
+    } else if let Some(rest) = body.strip_prefix("age<") {
+        Match::AgeUnder(parse_duration(rest).map_err(bad)?)
+    } else if let Some((name, value)) = body.split_once(':') {
+        if value.is_empty() {
+            return Err(bad(format!("`{name}:` needs a value")));
+        }
+        match name {
+            "state" => Match::States(
+                value
+                    .split(',')
+                    .map(|s| State::parse(s).map_err(&bad))
+                    .collect::<Result<_, _>>()?,
+            ),
+            "wf" | "workflow" => Match::Workflow(value.into()),
+            "step" => Match::Step(value.into()),
+            "dest" | "destination" => Match::Destination(value.into()),
+            "action" => Match::Action(value.into()),
+            "claimed" => Match::Claimed(match value {
+                "me" => Claimed::Me,
+                "none" => Claimed::Nobody,
+                "any" => Claimed::Anyone,
+                name => Claimed::By(name.into()),
+            }),
+            "key" => match value.strip_suffix('*') {
+                Some(prefix) => Match::KeyPrefix(prefix.into()),
+                None => Match::Key(value.into()),
+            },
+            other => {
+                return Err(bad(format!(
+                    "unknown qualifier `{}`: use {QUALIFIERS}",
+                    super::escape_text(other)
+                )));
+            }
+        }
+    } else if body.starts_with("age") && body.len() > 3 {
+        return Err(bad("write age>DURATION or age<DURATION, e.g. age>2h".into()));
+    } else {
+        Match::Word(body.to_lowercase())
+    };
+    Ok(Term { negated, matches })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Term {
+        let f = Filter::parse(text).unwrap();
+        assert_eq!(f.terms.len(), 1, "{text}");
+        f.terms[0].clone()
+    }
+
+    #[test]
+    fn every_qualifier_of_spec_12() {
+        let m = |t: &str| one(t).matches;
+        assert_eq!(
+            m("state:unknown,failed"),
+            Match::States(vec![State::Unknown, State::Failed])
+        );
+        assert_eq!(m("wf:onboarding"), Match::Workflow("onboarding".into()));
+        assert_eq!(m("step:create-task"), Match::Step("create-task".into()));
+        assert_eq!(m("dest:sms"), Match::Destination("sms".into()));
+        assert_eq!(m("action:send"), Match::Action("send".into()));
+        assert_eq!(m("claimed:bob"), Match::Claimed(Claimed::By("bob".into())));
+        assert_eq!(m("claimed:me"), Match::Claimed(Claimed::Me));
+        assert_eq!(m("claimed:none"), Match::Claimed(Claimed::Nobody));
+        assert_eq!(m("claimed:any"), Match::Claimed(Claimed::Anyone));
+        assert_eq!(m("age>2h"), Match::AgeOver(Duration::from_secs(7200)));
+        assert_eq!(m("age<30m"), Match::AgeUnder(Duration::from_secs(1800)));
+        assert_eq!(m("key:onb-*"), Match::KeyPrefix("onb-".into()));
+        assert_eq!(m("key:onb-42-task"), Match::Key("onb-42-task".into()));
+        assert_eq!(m("Timeout"), Match::Word("timeout".into()));
+        let t = one("-dest:crm");
+        assert!(t.negated && t.matches == Match::Destination("crm".into()));
+        let f = Filter::parse("  dest:sms   state:unknown  timeout ").unwrap();
+        assert_eq!(f.terms.len(), 3);
+        assert_eq!(f.words().collect::<Vec<_>>(), vec!["timeout"]);
+    }
+
+    #[test]
+    fn a_bad_term_is_named() {
+        for (text, says) in [
+            (
+                "dest:sms colour:red",
+                "filter term 'colour:red': unknown qualifier `colour`",
+            ),
+            ("state:unknwn", "filter term 'state:unknwn': unknown state"),
+            ("age>soon", "filter term 'age>soon'"),
+            ("dest:", "`dest:` needs a value"),
+            ("age=2h", "write age>DURATION"),
+        ] {
+            let err = Filter::parse(text).unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+        // while typing: the whole terms hold, the error is said
+        let (f, err) = Filter::lenient("dest:sms state:");
+        assert_eq!(f.terms.len(), 1);
+        assert!(err.unwrap().contains("`state:` needs a value"));
+    }
+}
