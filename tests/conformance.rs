@@ -88,6 +88,33 @@ async fn recording_is_idempotent_and_a_conflict_keeps_both(db: &TestDb) {
     assert_eq!(d.op.next_attempt_at, None, "a conflict is never replayed");
 }
 
+/// SPEC 5: `close --resolution superseded` needs a key that exists; nothing changes otherwise.
+async fn a_superseding_key_must_exist(db: &TestDb) {
+    let l = ledger(db).await;
+    for k in ["old-1", "new-1"] {
+        l.record(&intent(k, "sms", json!({})), "bot").await.unwrap();
+    }
+    let close = |by: &str| StaffAction::Close {
+        resolution: Resolution::Superseded,
+        reference: None,
+        superseded_by: Some(by.into()),
+        note: "replaced".into(),
+    };
+    let err = l
+        .staff("old-1", "alice", close("made-up-9"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Refused(m) if m.contains("no operation made-up-9")),
+        "{err}"
+    );
+    assert_eq!(state(&l, "old-1").await, State::Pending);
+    let a = l.staff("old-1", "alice", close("new-1")).await.unwrap();
+    assert_eq!(a.to, State::Closed);
+    let shown = l.show("old-1", "alice").await.unwrap();
+    assert_eq!(shown.op.superseded_by.as_deref(), Some("new-1"));
+}
+
 async fn a_terminal_operation_refuses_new_contents(db: &TestDb) {
     let l = ledger(db).await;
     l.record(&intent("onb-2", "projects", json!({"t": 1})), "bot")
@@ -939,6 +966,7 @@ async fn the_filter_selects_what_each_term_says(db: &TestDb) {
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
+    a_superseding_key_must_exist,
     outcomes_follow_the_destination_capabilities,
     fifty_concurrent_claims_one_winner,
     two_concurrent_retries_one_wins,

@@ -548,7 +548,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     );
     assert!(screens.iter().any(|s| s.contains("[redacted]")));
     // each stored text shows its hostile characters escaped, not dropped: the error text (in the
-    // detail's state line and attempts), the note (in the history), the workflow (list and
+    // detail's state line and attempts), the note (in the notes line), the workflow (list and
     // detail) and the operator's name (the claim)
     let shown = |what: &str, escaped: &str| {
         assert!(
@@ -563,9 +563,10 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         "the error text",
         "api_key=[redacted] \\x1b]0;owned\\x07\\x1b[2J \\x9b31m \\u{202e}evil",
     );
+    // the note, in the detail's notes line (SPEC 13: before the attempts and the payload)
     shown(
         "the note",
-        &format!("bob note: called [redacted] at [redacted] {hostile_escaped}"),
+        &format!("bob: called [redacted] at [redacted] {hostile_escaped}"),
     );
     shown("the workflow", "crm-sync\\u{202e}x/upsert");
     shown("the claim holder", "bob\\u{2066}\\u{200b}");
@@ -663,4 +664,30 @@ async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
         assert!(row.contains(&key), "{key} missing: {row}");
     }
     assert!(checked >= 3, "rows were drawn: {screen}");
+}
+
+/// SPEC 13: the detail pane puts first what a person acts on (next step, state, error, claim,
+/// notes, resolution), then the attempts, then the payload, then the history; scrolling stops at
+/// its end instead of running into a blank pane.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_detail_pane_leads_with_what_to_act_on_and_scrolls_to_its_end() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    let wide = render(&app, 160, 48);
+    let at = |label: &str| {
+        wide.lines()
+            .position(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("{label} missing:\n{wide}"))
+    };
+    assert!(at("next ") < at("state "));
+    assert!(at("state ") < at("attempts "));
+    assert!(at("attempts ") < at("payload "));
+    assert!(at("payload ") < at("history "));
+    app.detail_scroll = 500;
+    let scrolled = render(&app, 80, 24);
+    let detail: Vec<&str> = scrolled.lines().skip(14).take(7).collect();
+    assert!(
+        detail.iter().any(|l| !l.trim().is_empty()),
+        "scrolled past the end into a blank pane:\n{scrolled}"
+    );
 }

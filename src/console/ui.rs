@@ -392,6 +392,26 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Span::raw(format!("{} until {until}", esc(by))),
         ]));
     }
+    // SPEC 13: what a person acts on first: the error, the claim, the latest notes, the
+    // resolution; then the attempts, the payload and the history
+    if let Some(e) = row
+        .last_error
+        .as_ref()
+        .filter(|e| row.reason.as_ref() != Some(*e))
+    {
+        lines.push(Line::from(vec![label("error"), Span::raw(esc(e))]));
+    }
+    match (&row.resolution, &row.superseded_by) {
+        (Some(_), Some(k)) => lines.push(Line::from(vec![
+            label("closed"),
+            Span::raw(format!("superseded by {}", esc(k))),
+        ])),
+        (Some(r), None) => lines.push(Line::from(vec![
+            label("closed"),
+            Span::raw(r.as_str().replace('_', " ")),
+        ])),
+        _ => {}
+    }
     if let Some(r) = &row.reference {
         lines.push(Line::from(vec![label("ref"), Span::raw(esc(r))]));
     }
@@ -401,21 +421,30 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             theme.style(Meaning::Muted),
         ))),
         Some(d) => {
-            let payload = serde_json::to_string_pretty(&d.payload).unwrap_or_default();
-            for (i, l) in payload.lines().enumerate() {
+            let notes: Vec<String> = d
+                .history
+                .iter()
+                .rev()
+                .filter(|e| e.kind == "note")
+                .filter_map(|e| {
+                    let text = e.detail.get("text")?.as_str()?;
+                    Some(format!(
+                        "{} {}: {}",
+                        e.at.format("%m-%d %H:%M"),
+                        esc(&e.actor),
+                        esc(text)
+                    ))
+                })
+                .take(2)
+                .collect();
+            for (i, n) in notes.into_iter().enumerate() {
                 lines.push(Line::from(vec![
                     if i == 0 {
-                        label("payload")
+                        label("notes")
                     } else {
                         Span::raw(" ".repeat(9))
                     },
-                    Span::raw(esc(l)),
-                ]));
-            }
-            if let Some(p) = &d.conflicting_payload {
-                lines.push(Line::from(vec![
-                    label("changed"),
-                    Span::styled(esc(&p.to_string()), theme.style(Meaning::Warning)),
+                    Span::raw(n),
                 ]));
             }
             if d.attempt_log.is_empty() {
@@ -444,6 +473,23 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                         Span::raw(" ".repeat(9))
                     },
                     Span::raw(text),
+                ]));
+            }
+            let payload = serde_json::to_string_pretty(&d.payload).unwrap_or_default();
+            for (i, l) in payload.lines().enumerate() {
+                lines.push(Line::from(vec![
+                    if i == 0 {
+                        label("payload")
+                    } else {
+                        Span::raw(" ".repeat(9))
+                    },
+                    Span::raw(esc(l)),
+                ]));
+            }
+            if let Some(p) = &d.conflicting_payload {
+                lines.push(Line::from(vec![
+                    label("changed"),
+                    Span::styled(esc(&p.to_string()), theme.style(Meaning::Warning)),
                 ]));
             }
             for (i, e) in d.history.iter().enumerate() {
@@ -477,9 +523,11 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             }
         }
     }
+    // scrolling stops at the end: the last lines stay in view, never a blank pane
+    let last = (lines.len() as u16).saturating_sub(area.height.saturating_sub(1).max(1));
     let p = Paragraph::new(Text::from(lines))
         .block(block)
-        .scroll((app.detail_scroll, 0))
+        .scroll((app.detail_scroll.min(last), 0))
         .wrap(Wrap { trim: false });
     f.render_widget(p, area);
 }

@@ -287,6 +287,12 @@ impl Ledger {
         } = &action
         {
             validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
+            // SPEC 5: the superseding operation must exist (a made-up key points nowhere)
+            if self.store.load_op(k).await?.is_none() {
+                return Err(Error::Refused(format!(
+                    "{key}: no operation {k} to supersede it: record it first"
+                )));
+            }
         }
         let cmd = Command::Staff(action);
         self.act(key, actor, Ask::Cmd(cmd)).await
