@@ -620,3 +620,23 @@ fn keys_offer_only_what_the_ledger_accepts_and_c_takes_over() {
     assert!(app.applies(action('R').unwrap()));
     assert!(!app.applies(action('u').unwrap()), "nothing to release");
 }
+
+/// SPEC 13: close's resolutions are shown in words, and each key still picks its resolution.
+#[test]
+fn close_offers_its_resolutions_in_words() {
+    use settle::console::app::FormStep;
+    let mut app = loaded(3, false);
+    app.update(key('x'));
+    let Mode::Form(form) = &app.mode else {
+        panic!("x asks")
+    };
+    let FormStep::Choose(options) = &form.step else {
+        panic!("a choice first")
+    };
+    let words: Vec<&str> = options.iter().map(|(_, w)| *w).collect();
+    assert!(words.iter().all(|w| !w.contains('_')), "{words:?}");
+    assert!(
+        words[1].starts_with("superseded by another operation"),
+        "{words:?}"
+    );
+}

@@ -9,6 +9,26 @@ use super::app::{App, Effect, Mode};
 use crate::domain::{Offer, Resolution, State};
 use crate::ledger::StaffAction;
 
+/// Close's resolutions as a person reads them (SPEC 13: words, not identifiers).
+const CLOSE_CHOICES: [(char, Resolution, &str); 4] = [
+    (
+        '1',
+        Resolution::DoneElsewhere,
+        "done elsewhere: give its reference",
+    ),
+    (
+        '2',
+        Resolution::Superseded,
+        "superseded by another operation: give its key",
+    ),
+    ('3', Resolution::Abandoned, "abandoned: no longer wanted"),
+    (
+        '4',
+        Resolution::DuplicateCleanedUp,
+        "a duplicate, cleaned up at the destination",
+    ),
+];
+
 /// A staff action being put together, step by step, ending in a confirmation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ActionKind {
@@ -108,12 +128,12 @@ impl App {
             'R' => (ActionKind::Retry, FormStep::Confirm),
             'x' => (
                 ActionKind::Close,
-                FormStep::Choose(vec![
-                    ('1', "done_elsewhere"),
-                    ('2', "superseded"),
-                    ('3', "abandoned"),
-                    ('4', "duplicate_cleaned_up"),
-                ]),
+                FormStep::Choose(
+                    CLOSE_CHOICES
+                        .iter()
+                        .map(|(k, _, words)| (*k, *words))
+                        .collect(),
+                ),
             ),
             'n' => (
                 ActionKind::Note,
@@ -172,7 +192,7 @@ impl App {
                     self.set_status("cancelled; nothing changed", false);
                     return Vec::new();
                 }
-                let Some((_, meaning)) = options.iter().find(|(k, _)| *k == c) else {
+                let Some(_) = options.iter().find(|(k, _)| *k == c) else {
                     self.mode = Mode::Form(Box::new(form));
                     return Vec::new();
                 };
@@ -189,7 +209,10 @@ impl App {
                         form.step = FormStep::Confirm;
                     }
                     _ => {
-                        let r = Resolution::parse(meaning).unwrap_or(Resolution::Abandoned);
+                        let r = CLOSE_CHOICES
+                            .iter()
+                            .find(|(k, _, _)| *k == c)
+                            .map_or(Resolution::Abandoned, |(_, r, _)| *r);
                         form.resolution = Some(r);
                         form.step = match r {
                             Resolution::DoneElsewhere => FormStep::Text {

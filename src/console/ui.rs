@@ -720,7 +720,7 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         });
     }
     if let Some(r) = form.resolution {
-        summary.push(format!("resolution {}", r.as_str()));
+        summary.push(format!("resolution: {}", r.as_str().replace('_', " ")));
     }
     if let Some(r) = &form.reference {
         summary.push(format!("reference {}", esc(r)));
