@@ -691,3 +691,47 @@ async fn the_detail_pane_leads_with_what_to_act_on_and_scrolls_to_its_end() {
         "scrolled past the end into a blank pane:\n{scrolled}"
     );
 }
+
+/// SPEC 13: a filter that is on says so in the header, with how many of the view it keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_shows_in_the_header_with_n_of_m() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('/')).await;
+    for c in "dest:crm".chars() {
+        press(&mut app, &f, key(c)).await;
+    }
+    press(
+        &mut app,
+        &f,
+        Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+    )
+    .await;
+    let crm = app.rows.iter().filter(|r| r.destination == "crm").count();
+    assert!(crm > 0 && crm == app.rows.len(), "the list holds crm only");
+    let total = app.header.stats.as_ref().unwrap().exceptions;
+    let wide = render(&app, 160, 48);
+    let header = wide.lines().next().unwrap();
+    assert!(
+        header.contains(&format!("filter: dest:crm {crm} of {total}")),
+        "{header}"
+    );
+    let narrow = render(&app, 80, 24);
+    let header = narrow.lines().next().unwrap();
+    assert!(
+        header.contains(&format!("filtered {crm} of {total}")),
+        "{header}"
+    );
+    // bare words are not counted (a match inside a redacted value must not count): "shown"
+    press(&mut app, &f, key('/')).await;
+    press(&mut app, &f, key(' ')).await;
+    press(&mut app, &f, key('c')).await;
+    press(
+        &mut app,
+        &f,
+        Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+    )
+    .await;
+    let header = render(&app, 160, 48).lines().next().unwrap().to_string();
+    assert!(header.contains("shown"), "{header}");
+}

@@ -91,6 +91,11 @@ pub enum Effect {
     Activity {
         seq: u64,
     },
+    /// How many items of the view the filter matches (the header's "N of M").
+    Count {
+        seq: u64,
+        filter: ListFilter,
+    },
     Staff {
         key: String,
         action: StaffAction,
@@ -152,6 +157,11 @@ pub enum Msg {
         events: Result<Vec<EventView>, String>,
     },
     Acted(Result<String, String>),
+    /// The filter's count for request `seq` (`None`: it holds words, which are not counted).
+    Counted {
+        seq: u64,
+        count: Result<Option<i64>, String>,
+    },
     Polled(Result<i64, String>),
     /// Another writer changed something (a PostgreSQL notification).
     Changed,
@@ -171,6 +181,9 @@ pub struct App {
     pub more_after: bool,
     pub activity: Vec<EventView>,
     pub detail: Option<OperationDetail>,
+    /// How many items of the view the filter matches, once counted (for request `count_seq`).
+    pub filter_count: Option<i64>,
+    count_seq: u64,
     pub detail_scroll: u16,
     pub header: Header,
     pub status: Option<(String, bool)>,
@@ -208,6 +221,8 @@ impl App {
             activity: Vec::new(),
             detail: None,
             detail_scroll: 0,
+            filter_count: None,
+            count_seq: 0,
             header: Header::default(),
             status: Some((
                 "oldest exceptions first · j/k move · Tab details · / filter · ? all keys".into(),
@@ -263,13 +278,20 @@ impl App {
         if self.view == View::Activity {
             return vec![Effect::Activity { seq }];
         }
-        vec![Effect::Page {
+        let filter = self.list_filter();
+        let mut fx = vec![Effect::Page {
             seq,
-            filter: self.list_filter(),
+            filter: filter.clone(),
             position,
             limit: PAGE,
             place: Place::Replace { select_last },
-        }]
+        }];
+        self.filter_count = None;
+        if !filter.query.is_empty() {
+            self.count_seq = seq;
+            fx.push(Effect::Count { seq, filter });
+        }
+        fx
     }
 
     /// Reloads the rows on screen where they are (live refresh): the selection stays put.
@@ -385,6 +407,12 @@ impl App {
                 self.refresh()
             }
             Msg::Changed => vec![Effect::Poll],
+            Msg::Counted { seq, count } => {
+                if seq == self.count_seq {
+                    self.filter_count = count.ok().flatten();
+                }
+                Vec::new()
+            }
             Msg::Polled(result) => match result {
                 Ok(id) => {
                     let back = !self.online;

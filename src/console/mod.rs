@@ -196,6 +196,10 @@ pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<M
             };
             Msg::Header(header.await.map_err(s))
         }
+        Effect::Count { seq, filter } => Msg::Counted {
+            seq,
+            count: ledger.count_matching(&filter, operator).await.map_err(s),
+        },
         Effect::Activity { seq } => Msg::Activity {
             seq,
             events: ledger.activity(200).await.map_err(s),

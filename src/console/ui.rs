@@ -59,6 +59,21 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
 fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
     let mut right: Vec<Span> = Vec::new();
     let sep = if level < 2 { " · " } else { " " };
+    // a filter that is on says so, with how many of the view it keeps
+    if !app.filter.value().trim().is_empty() && app.view != View::Activity {
+        let of = match (app.filter_count, view_count(app, app.view)) {
+            (Some(n), Some(m)) => format!("{n} of {m}"),
+            (Some(n), None) => format!("{n}"),
+            _ => format!("{} shown", app.rows.len()),
+        };
+        let text = if level == 0 {
+            format!("filter: {} {of}", esc(app.filter.value().trim()))
+        } else {
+            format!("filtered {of}")
+        };
+        right.push(Span::styled(text, theme.style(Meaning::Accent)));
+        right.push(Span::raw(sep));
+    }
     if !app.online {
         right.push(Span::styled(
             if level < 2 {
@@ -184,7 +199,8 @@ fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
     }
 }
 
-fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+/// How many items a view holds, as the tabs show it.
+fn view_count(app: &App, v: View) -> Option<i64> {
     let s = app.header.stats.as_ref();
     let count = |states: &[State]| -> Option<i64> {
         s.map(|s| {
@@ -194,15 +210,19 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 .sum()
         })
     };
+    match v {
+        View::Exceptions => s.map(|s| s.exceptions),
+        View::Mine => s.map(|_| app.header.mine),
+        View::InProgress => count(&[State::Pending, State::InFlight, State::RetryWait]),
+        View::Closed => count(&[State::Succeeded, State::Closed]),
+        View::Activity => None,
+    }
+}
+
+fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let mut spans = vec![Span::raw(" ")];
     for (i, v) in View::ALL.iter().enumerate() {
-        let n = match v {
-            View::Exceptions => s.map(|s| s.exceptions),
-            View::Mine => s.map(|_| app.header.mine),
-            View::InProgress => count(&[State::Pending, State::InFlight, State::RetryWait]),
-            View::Closed => count(&[State::Succeeded, State::Closed]),
-            View::Activity => None,
-        };
+        let n = view_count(app, *v);
         let label = match n {
             Some(n) => format!("[{} {} {n}]", i + 1, v.title()),
             None => format!("[{} {}]", i + 1, v.title()),

@@ -106,6 +106,32 @@ pub struct Page {
     pub next: Option<Cursor>,
 }
 
+/// The states and the time limit a list's scope and options ask for; `None` when they exclude
+/// each other (a state outside the scope).
+fn scope_of(
+    filter: &ListFilter,
+    now: DateTime<Utc>,
+) -> Option<(Vec<State>, Option<DateTime<Utc>>)> {
+    let cutoff = |d: Duration| crate::domain::time::before(now, d);
+    let mut states: Vec<State> = match filter.scope {
+        Scope::InProgress => IN_PROGRESS.to_vec(),
+        Scope::Closed => CLOSED.to_vec(),
+        _ => Vec::new(),
+    };
+    if let Some(s) = filter.state {
+        if !states.is_empty() && !states.contains(&s) {
+            return None;
+        }
+        states = vec![s];
+    }
+    let not_after = match (filter.scope == Scope::Exceptions, filter.older_than) {
+        (true, d) => Some(cutoff(d.unwrap_or_default())),
+        (false, Some(d)) => Some(cutoff(d)),
+        (false, None) => None,
+    };
+    Some((states, not_after))
+}
+
 const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWait];
 const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
 
@@ -133,24 +159,10 @@ impl Ledger {
     ) -> Result<Page> {
         let now = self.now();
         let limit = limit.max(1);
-        let cutoff = |d: Duration| crate::domain::time::before(now, d);
-        let mut states: Vec<State> = match filter.scope {
-            Scope::InProgress => IN_PROGRESS.to_vec(),
-            Scope::Closed => CLOSED.to_vec(),
-            _ => Vec::new(),
+        let Some((states, not_after)) = scope_of(filter, now) else {
+            return Ok(Page::default());
         };
-        if let Some(s) = filter.state {
-            if !states.is_empty() && !states.contains(&s) {
-                return Ok(Page::default());
-            }
-            states = vec![s];
-        }
         let exceptions_only = filter.scope == Scope::Exceptions;
-        let not_after = match (exceptions_only, filter.older_than) {
-            (true, d) => Some(cutoff(d.unwrap_or_default())),
-            (false, Some(d)) => Some(cutoff(d)),
-            (false, None) => None,
-        };
         let text = filter
             .text
             .as_deref()
@@ -240,6 +252,36 @@ impl Ledger {
             more_after,
             next,
         })
+    }
+
+    /// How many operations of the view the filter matches, for the console's "N of M"; `None`
+    /// when the filter holds bare words or text: those are checked against what is shown (a
+    /// match inside a redacted value must not count), which a count cannot do.
+    pub async fn count_matching(&self, filter: &ListFilter, viewer: &str) -> Result<Option<i64>> {
+        if filter.text.is_some() || filter.query.words().next().is_some() {
+            return Ok(None);
+        }
+        let now = self.now();
+        let Some((states, not_after)) = scope_of(filter, now) else {
+            return Ok(Some(0));
+        };
+        let query = ListQuery {
+            terms: &filter.query.terms,
+            now,
+            viewer,
+            exceptions_only: filter.scope == Scope::Exceptions,
+            states: &states,
+            workflow: filter.workflow.as_deref(),
+            claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
+            not_after,
+            order: filter.sort.order(),
+            text: None,
+            from: None,
+            inclusive: false,
+            backwards: false,
+            limit: 0,
+        };
+        self.store.count_matching(&query).await.map(Some)
     }
 
     pub(crate) fn view(

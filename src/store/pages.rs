@@ -122,103 +122,8 @@ impl Store {
         } else {
             "created_at"
         };
-        let mut cond: Vec<String> = Vec::new();
         let mut args: Vec<Arg> = Vec::new();
-        let mark = |args: &mut Vec<Arg>, a: Arg| {
-            args.push(a);
-            format!("${}", args.len())
-        };
-        if q.exceptions_only {
-            cond.push("exception_since IS NOT NULL".into());
-        }
-        if let Some(t) = q.not_after {
-            let m = mark(&mut args, Arg::Int(ms(t)));
-            cond.push(format!("{time} <= {m}"));
-        }
-        if !q.states.is_empty() {
-            let marks: Vec<String> = q
-                .states
-                .iter()
-                .map(|s| mark(&mut args, Arg::Text(s.as_str().to_string())))
-                .collect();
-            cond.push(format!("state IN ({})", marks.join(", ")));
-        }
-        if let Some(w) = q.workflow {
-            let m = mark(&mut args, Arg::Text(w.to_string()));
-            cond.push(format!("workflow = {m}"));
-        }
-        if let Some(c) = q.claimed_by {
-            let m = mark(&mut args, Arg::Text(c.to_string()));
-            cond.push(format!("claimed_by = {m}"));
-        }
-        if let Some(text) = q.text.filter(|t| !t.is_empty()) {
-            let n = mark(&mut args, Arg::Text(format!("%{}%", like_escaped(text))));
-            cond.push(words_match(&n));
-        }
-        for t in q.terms {
-            let now = ms(q.now);
-            let live = |args: &mut Vec<Arg>| mark(args, Arg::Int(now));
-            let sql = match &t.matches {
-                Match::States(states) => {
-                    let marks: Vec<String> = states
-                        .iter()
-                        .map(|s| mark(&mut args, Arg::Text(s.as_str().to_string())))
-                        .collect();
-                    format!("state IN ({})", marks.join(", "))
-                }
-                Match::Workflow(v) => {
-                    format!("workflow = {}", mark(&mut args, Arg::Text(v.clone())))
-                }
-                Match::Step(v) => format!("step = {}", mark(&mut args, Arg::Text(v.clone()))),
-                Match::Destination(v) => {
-                    format!("destination = {}", mark(&mut args, Arg::Text(v.clone())))
-                }
-                Match::Action(v) => format!("action = {}", mark(&mut args, Arg::Text(v.clone()))),
-                Match::Claimed(c) => {
-                    let who = match c {
-                        Claimed::By(name) => Some(name.clone()),
-                        Claimed::Me => Some(q.viewer.to_string()),
-                        Claimed::Nobody | Claimed::Anyone => None,
-                    };
-                    let at = live(&mut args);
-                    match (c, who) {
-                        (Claimed::Nobody, _) => {
-                            format!("(claimed_by IS NULL OR claim_expires_at <= {at})")
-                        }
-                        (_, Some(name)) => format!(
-                            "(claimed_by = {} AND claim_expires_at > {at})",
-                            mark(&mut args, Arg::Text(name))
-                        ),
-                        _ => format!("(claimed_by IS NOT NULL AND claim_expires_at > {at})"),
-                    }
-                }
-                Match::AgeOver(d) => {
-                    let t0 = ms(crate::domain::time::before(q.now, *d));
-                    format!("{time} <= {}", mark(&mut args, Arg::Int(t0)))
-                }
-                Match::AgeUnder(d) => {
-                    let t0 = ms(crate::domain::time::before(q.now, *d));
-                    format!("{time} > {}", mark(&mut args, Arg::Int(t0)))
-                }
-                // exact on both backends (SQLite's LIKE ignores case, PostgreSQL's does not)
-                Match::KeyPrefix(p) => format!(
-                    "substr(key, 1, {}) = {}",
-                    p.chars().count(),
-                    mark(&mut args, Arg::Text(p.clone()))
-                ),
-                Match::Key(k) => format!("key = {}", mark(&mut args, Arg::Text(k.clone()))),
-                Match::Word(w) => {
-                    let n = mark(&mut args, Arg::Text(format!("%{}%", like_escaped(w))));
-                    words_match(&n)
-                }
-            };
-            // a negated term keeps the rows where it is false or unknown (a NULL claim)
-            cond.push(if t.negated {
-                format!("({sql}) IS NOT TRUE")
-            } else {
-                sql
-            });
-        }
+        let mut cond = conditions(q, time, &mut args);
         let columns = match q.order.column() {
             Some(g) => format!("{g}, {time}, id"),
             None => format!("{time}, id"),
@@ -279,6 +184,35 @@ impl Store {
             Ok((id, op, paused))
         })
         .await
+    }
+
+    /// How many operations a list's filter matches (the console's "N of M").
+    pub(crate) async fn count_matching(&self, q: &ListQuery<'_>) -> Result<i64> {
+        let time = if q.exceptions_only {
+            "exception_since"
+        } else {
+            "created_at"
+        };
+        let mut args: Vec<Arg> = Vec::new();
+        let cond = conditions(q, time, &mut args);
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM operations{}",
+            if cond.is_empty() {
+                String::new()
+            } else {
+                format!(" WHERE {}", cond.join(" AND "))
+            }
+        );
+        let cells = args
+            .iter()
+            .map(|a| match a {
+                Arg::Int(v) => Cell::Int(Some(*v)),
+                Arg::Text(v) => Cell::Text(Some(v.as_str())),
+            })
+            .collect();
+        Stmt::new(sql, cells)
+            .one(self.conn().await?.db(), |r| get(r, "n"))
+            .await
     }
 
     /// The operation with this key (for reading).
@@ -399,6 +333,110 @@ impl Store {
     async fn scalar(&self, stmt: Stmt<'_>) -> Result<i64> {
         stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
     }
+}
+
+/// Appends a value and gives its placeholder.
+fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
+    args.push(a);
+    format!("${}", args.len())
+}
+
+/// The conditions of a list's filter (scope, states, workflow, claim, text, SPEC 12's terms),
+/// shared by a page and its count; their values are appended to `args`.
+fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String> {
+    let mut cond: Vec<String> = Vec::new();
+    if q.exceptions_only {
+        cond.push("exception_since IS NOT NULL".into());
+    }
+    if let Some(t) = q.not_after {
+        let m = mark(args, Arg::Int(ms(t)));
+        cond.push(format!("{time} <= {m}"));
+    }
+    if !q.states.is_empty() {
+        let marks: Vec<String> = q
+            .states
+            .iter()
+            .map(|s| mark(args, Arg::Text(s.as_str().to_string())))
+            .collect();
+        cond.push(format!("state IN ({})", marks.join(", ")));
+    }
+    if let Some(w) = q.workflow {
+        let m = mark(args, Arg::Text(w.to_string()));
+        cond.push(format!("workflow = {m}"));
+    }
+    if let Some(c) = q.claimed_by {
+        let m = mark(args, Arg::Text(c.to_string()));
+        cond.push(format!("claimed_by = {m}"));
+    }
+    if let Some(text) = q.text.filter(|t| !t.is_empty()) {
+        let n = mark(args, Arg::Text(format!("%{}%", like_escaped(text))));
+        cond.push(words_match(&n));
+    }
+    for t in q.terms {
+        let now = ms(q.now);
+        let live = |args: &mut Vec<Arg>| mark(args, Arg::Int(now));
+        let sql = match &t.matches {
+            Match::States(states) => {
+                let marks: Vec<String> = states
+                    .iter()
+                    .map(|s| mark(args, Arg::Text(s.as_str().to_string())))
+                    .collect();
+                format!("state IN ({})", marks.join(", "))
+            }
+            Match::Workflow(v) => {
+                format!("workflow = {}", mark(args, Arg::Text(v.clone())))
+            }
+            Match::Step(v) => format!("step = {}", mark(args, Arg::Text(v.clone()))),
+            Match::Destination(v) => {
+                format!("destination = {}", mark(args, Arg::Text(v.clone())))
+            }
+            Match::Action(v) => format!("action = {}", mark(args, Arg::Text(v.clone()))),
+            Match::Claimed(c) => {
+                let who = match c {
+                    Claimed::By(name) => Some(name.clone()),
+                    Claimed::Me => Some(q.viewer.to_string()),
+                    Claimed::Nobody | Claimed::Anyone => None,
+                };
+                let at = live(args);
+                match (c, who) {
+                    (Claimed::Nobody, _) => {
+                        format!("(claimed_by IS NULL OR claim_expires_at <= {at})")
+                    }
+                    (_, Some(name)) => format!(
+                        "(claimed_by = {} AND claim_expires_at > {at})",
+                        mark(args, Arg::Text(name))
+                    ),
+                    _ => format!("(claimed_by IS NOT NULL AND claim_expires_at > {at})"),
+                }
+            }
+            Match::AgeOver(d) => {
+                let t0 = ms(crate::domain::time::before(q.now, *d));
+                format!("{time} <= {}", mark(args, Arg::Int(t0)))
+            }
+            Match::AgeUnder(d) => {
+                let t0 = ms(crate::domain::time::before(q.now, *d));
+                format!("{time} > {}", mark(args, Arg::Int(t0)))
+            }
+            // exact on both backends (SQLite's LIKE ignores case, PostgreSQL's does not)
+            Match::KeyPrefix(p) => format!(
+                "substr(key, 1, {}) = {}",
+                p.chars().count(),
+                mark(args, Arg::Text(p.clone()))
+            ),
+            Match::Key(k) => format!("key = {}", mark(args, Arg::Text(k.clone()))),
+            Match::Word(w) => {
+                let n = mark(args, Arg::Text(format!("%{}%", like_escaped(w))));
+                words_match(&n)
+            }
+        };
+        // a negated term keeps the rows where it is false or unknown (a NULL claim)
+        cond.push(if t.negated {
+            format!("({sql}) IS NOT TRUE")
+        } else {
+            sql
+        });
+    }
+    cond
 }
 
 /// Text for a LIKE pattern: its own `%`, `_` and `\` match only themselves.
