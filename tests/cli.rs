@@ -591,3 +591,119 @@ fn ingest_reports_lines_and_is_idempotent_through_the_binary() {
         assert!(h.get(field).is_some(), "history has {field}");
     }
 }
+
+/// SPEC 16 through the binary: `--where` chooses the set, `--dry-run --json` previews it and
+/// changes nothing, a bulk action without a terminal needs `--yes`, and with it each eligible
+/// item is acted on while one held by another is left alone (exit 3, said in the summary).
+#[test]
+fn bulk_actions_through_the_cli() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url) = (dir.path(), db.url.as_str());
+    for k in ["n-1", "n-2", "n-3", "other-1"] {
+        let dest = if k.starts_with('n') { "crm" } else { "sms" };
+        ok(&settle(
+            url,
+            d,
+            &[
+                "record",
+                "--key",
+                k,
+                "--workflow",
+                "w",
+                "--destination",
+                dest,
+                "--action",
+                "a",
+                "--payload",
+                "{}",
+            ],
+        ));
+        ok(&settle(
+            url,
+            d,
+            &[
+                "attempt",
+                "--key",
+                k,
+                "--outcome",
+                "rejected",
+                "--error",
+                "422",
+            ],
+        ));
+    }
+    ok(&settle(url, d, &["--as", "bob", "claim", "n-3"]));
+    let before = snapshot(url, d);
+    let r = settle(
+        url,
+        d,
+        &["retry", "--where", "dest:crm", "--dry-run", "--json"],
+    );
+    ok(&r);
+    let p: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(p["matched"], 3);
+    assert_eq!(p["eligible"], serde_json::json!(["n-1", "n-2"]));
+    assert_eq!(
+        p["refused"]["claimed by another"],
+        serde_json::json!(["n-3"])
+    );
+    let r = settle(url, d, &["retry", "--where", "dest:crm"]);
+    one_line(&r, 2, "no terminal, no --yes");
+    assert!(r.stderr.contains("needs --yes"), "{}", r.stderr);
+    assert_eq!(
+        snapshot(url, d),
+        before,
+        "the preview and the refusal changed nothing"
+    );
+    let r = settle(url, d, &["retry", "--where", "dest:crm", "--yes"]);
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("retry 3: 2 to do; left alone: 1 claimed by another"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("retry: 2 done (batch b-"), "{}", r.stdout);
+    let after = snapshot(url, d);
+    let states: Vec<(String, String)> = after["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["key"].as_str().unwrap().into(),
+                o["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(
+        states.contains(&("n-1".into(), "pending".into())),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("n-3".into(), "rejected".into())),
+        "{states:?}"
+    );
+    assert!(
+        states.contains(&("other-1".into(), "rejected".into())),
+        "{states:?}"
+    );
+    // several keys name the set too
+    let r = settle(
+        url,
+        d,
+        &[
+            "close",
+            "n-1",
+            "n-2",
+            "--resolution",
+            "abandoned",
+            "--note",
+            "outage",
+            "--yes",
+        ],
+    );
+    ok(&r);
+    assert!(r.stdout.contains("close: 2 done"), "{}", r.stdout);
+}

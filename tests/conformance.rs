@@ -963,6 +963,96 @@ async fn the_filter_selects_what_each_term_says(db: &TestDb) {
     assert_eq!(keys(Scope::All, "dest:projects", "alice").await, "f-4");
 }
 
+/// SPEC 16: a bulk retry previews grouped by reason, freezes its set, re-checks each item at its
+/// turn (one changed meanwhile is left alone and reported), writes one event per item with one
+/// batch id (an unclaimed item claimed in that event), and a stop leaves the rest untouched.
+async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
+    use std::sync::atomic::AtomicBool;
+    let l = ledger(db).await;
+    for k in ["b-1", "b-2", "b-3", "b-4", "b-5", "b-6"] {
+        l.record(&intent(k, "sms", json!({})), "bot").await.unwrap();
+    }
+    for k in ["b-1", "b-2", "b-3", "b-5"] {
+        l.report_attempt(&outcome(k, Outcome::Rejected, Some("HTTP 422")), "bot")
+            .await
+            .unwrap();
+    }
+    l.report_attempt(&outcome("b-4", Outcome::Unknown, Some("timeout")), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(&outcome("b-6", Outcome::Accepted, None), "bot")
+        .await
+        .unwrap();
+    claim(&l, "b-5", "bob").await.unwrap();
+    let keys: Vec<String> = ["b-1", "b-2", "b-3", "b-4", "b-5", "b-6", "nope"]
+        .map(String::from)
+        .to_vec();
+    let retry = StaffAction::Retry { note: None };
+    let p = l.bulk_preview(&keys, &retry, "alice").await.unwrap();
+    assert_eq!(p.matched, 7);
+    assert_eq!(p.eligible, vec!["b-1", "b-2", "b-3"]);
+    let refused: Vec<(String, Vec<String>)> = p.refused.clone().into_iter().collect();
+    assert_eq!(
+        refused,
+        vec![
+            ("already terminal".into(), vec!["b-6".into()]),
+            ("claimed by another".into(), vec!["b-5".into()]),
+            ("no such operation".into(), vec!["nope".into()]),
+            (
+                "unknown at a destination that does not deduplicate".into(),
+                vec!["b-4".into()]
+            ),
+        ]
+    );
+    // the preview wrote nothing
+    assert_eq!(state(&l, "b-1").await, State::Rejected);
+    // b-3 changes after the preview: bob claims it
+    claim(&l, "b-3", "bob").await.unwrap();
+    let stop = AtomicBool::new(false);
+    let mut seen = Vec::new();
+    let r = l
+        .bulk_apply(&p.eligible, &retry, "alice", &stop, |i, n| {
+            seen.push((i, n))
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.done, vec!["b-1", "b-2"]);
+    assert_eq!(
+        r.changed_meanwhile.values().flatten().collect::<Vec<_>>(),
+        vec!["b-3"]
+    );
+    assert!(r.not_reached.is_empty());
+    assert_eq!(seen, vec![(1, 3), (2, 3), (3, 3)]);
+    for k in ["b-1", "b-2"] {
+        let d = l.show(k, "alice").await.unwrap();
+        assert_eq!(d.op.state, State::Pending);
+        let batched: Vec<_> = d
+            .history
+            .iter()
+            .filter(|e| e.detail.get("batch").is_some())
+            .collect();
+        assert_eq!(batched.len(), 1, "{k}: one event for the item");
+        assert_eq!(batched[0].kind, "retry_requested");
+        assert_eq!(batched[0].detail["batch"], r.batch.as_str());
+        assert_eq!(batched[0].detail["claimed"], true);
+    }
+    assert_eq!(state(&l, "b-3").await, State::Rejected, "left alone");
+    // stopped before it began: nothing is touched
+    let stop = AtomicBool::new(true);
+    let close = StaffAction::Close {
+        resolution: Resolution::Abandoned,
+        reference: None,
+        superseded_by: None,
+        note: "outage".into(),
+    };
+    let r = l
+        .bulk_apply(&["b-1".to_string()], &close, "alice", &stop, |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((r.done.len(), r.not_reached.len()), (0, 1));
+    assert_eq!(state(&l, "b-1").await, State::Pending);
+}
+
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
@@ -977,6 +1067,7 @@ both_backends!(
     the_stopping_threshold_pauses_a_workflow,
     a_callers_start_keeps_to_the_stopping_threshold,
     the_filter_selects_what_each_term_says,
+    a_bulk_action_previews_freezes_and_acts_item_by_item,
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,

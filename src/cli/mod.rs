@@ -168,17 +168,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Claim an operation to work it
+    /// Claim operations to work them (KEY... or --where FILTER)
     Claim {
-        key: String,
+        #[command(flatten)]
+        many: Many,
         /// Take over another operator's live claim (needs --reason)
         #[arg(long, requires = "reason")]
         force: bool,
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Release your claim
-    Release { key: String },
+    /// Release your claims (KEY... or --where FILTER)
+    Release {
+        #[command(flatten)]
+        many: Many,
+    },
     /// Settle an unknown outcome: found at the destination (with its reference) or absent
     Reconcile {
         key: String,
@@ -194,15 +198,17 @@ enum Cmd {
         #[arg(long)]
         note: Option<String>,
     },
-    /// Send it again with the same key and a fresh attempt budget
+    /// Send again with the same key and a fresh attempt budget (KEY... or --where FILTER)
     Retry {
-        key: String,
+        #[command(flatten)]
+        many: Many,
         #[arg(long)]
         note: Option<String>,
     },
-    /// Close it with a resolution and a note
+    /// Close with a resolution and a note (KEY... or --where FILTER)
     Close {
-        key: String,
+        #[command(flatten)]
+        many: Many,
         #[arg(long, value_parser = ["done_elsewhere", "superseded", "abandoned", "duplicate_cleaned_up"])]
         resolution: String,
         #[arg(long)]
@@ -319,6 +325,138 @@ fn operator(cli: &Cli) -> Result<Option<String>> {
 }
 
 /// A command that writes names who did it.
+/// The operations a staff action is for: keys, or every operation a filter matches (SPEC 16).
+#[derive(clap::Args, Debug)]
+pub struct Many {
+    #[arg(
+        required_unless_present = "filter",
+        conflicts_with = "filter",
+        value_name = "KEY"
+    )]
+    keys: Vec<String>,
+    /// Every operation SPEC 12's filter matches, e.g. 'dest:sms state:unknown'
+    #[arg(long = "where", value_name = "FILTER")]
+    filter: Option<String>,
+    /// Print what it would do (grouped by reason) and change nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Go on without asking (needed without a terminal)
+    #[arg(long)]
+    yes: bool,
+    /// The preview or the summary as one JSON document
+    #[arg(long)]
+    json: bool,
+}
+
+impl Many {
+    /// One key, asked plainly: the single action's path and output.
+    fn single(&self) -> Option<&str> {
+        match (
+            &self.filter,
+            self.keys.as_slice(),
+            self.dry_run || self.json,
+        ) {
+            (None, [key], false) => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// A staff action on one operation (`what` says what it did), or on many (SPEC 16): the set is
+/// chosen, frozen at a preview grouped by reason, confirmed (`--yes`, or `y` on a terminal), then
+/// acted on item by item with one batch id; Ctrl-C stops between items. Exit 3 when any chosen
+/// item was left alone.
+async fn act_on(
+    ledger: &Ledger,
+    many: &Many,
+    action: StaffAction,
+    actor: &str,
+    what: &str,
+    verb: &str,
+) -> Result<i32> {
+    use std::io::IsTerminal;
+    if let Some(key) = many.single() {
+        let a = ledger.staff(key, actor, action).await?;
+        output::applied(&a, what);
+        return Ok(0);
+    }
+    let keys = match &many.filter {
+        Some(text) => {
+            let query = crate::domain::filter::Filter::parse(text).map_err(invalid)?;
+            let scope = if names_states(&query) {
+                Scope::All
+            } else {
+                Scope::Exceptions
+            };
+            let filter = ListFilter {
+                query,
+                scope,
+                ..Default::default()
+            };
+            ledger.matching_keys(&filter, actor).await?
+        }
+        None => many.keys.clone(),
+    };
+    let preview = ledger.bulk_preview(&keys, &action, actor).await?;
+    if many.dry_run || !many.json {
+        output::bulk_preview(verb, &preview, many.json && many.dry_run);
+    }
+    let left_alone = preview.matched - preview.eligible.len();
+    if many.dry_run || preview.eligible.is_empty() {
+        return Ok(if left_alone > 0 && !many.dry_run {
+            3
+        } else {
+            0
+        });
+    }
+    if !many.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(invalid(
+                "a bulk action without a terminal needs --yes (--dry-run shows what it would do)"
+                    .into(),
+            ));
+        }
+        crate::tell!("go on with {} item(s)? [y/N]", preview.eligible.len());
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !answer.trim().eq_ignore_ascii_case("y") {
+            say!("nothing changed");
+            return Ok(0);
+        }
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+    }
+    let tty = std::io::stderr().is_terminal();
+    let report = ledger
+        .bulk_apply(&preview.eligible, &action, actor, &stop, |i, n| {
+            if tty {
+                eprint!("\r{verb} {i}/{n}");
+            }
+        })
+        .await?;
+    if tty {
+        eprintln!();
+    }
+    output::bulk_report(verb, &report, many.json);
+    let all = report.changed_meanwhile.is_empty() && report.not_reached.is_empty();
+    Ok(if all && left_alone == 0 { 0 } else { 3 })
+}
+
+/// A filter naming states looks beyond the exceptions.
+fn names_states(query: &crate::domain::filter::Filter) -> bool {
+    query
+        .terms
+        .iter()
+        .any(|t| !t.negated && matches!(t.matches, crate::domain::filter::Match::States(_)))
+}
+
 fn required(operator: &Option<String>) -> Result<&str> {
     operator.as_deref().ok_or_else(|| {
         invalid("this command records who acted: pass --as NAME or set SETTLE_OPERATOR".into())
@@ -623,10 +761,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 .map_err(invalid)?;
             let query = crate::domain::filter::Filter::parse(filter.as_deref().unwrap_or(""))
                 .map_err(invalid)?;
-            // a filter naming states looks beyond the exceptions
-            let names_states = query.terms.iter().any(|t| {
-                !t.negated && matches!(t.matches, crate::domain::filter::Match::States(_))
-            });
+            let names_states = names_states(&query);
             let filter = ListFilter {
                 query,
                 scope: if *all || state.is_some() || names_states {
@@ -659,22 +794,27 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 output::show(&detail, ledger.now());
             }
         }
-        Cmd::Claim { key, force, reason } => {
+        Cmd::Claim {
+            many,
+            force,
+            reason,
+        } => {
             let force_reason = if *force { reason.clone() } else { None };
-            let a = ledger
-                .staff(
-                    key,
-                    required(operator)?,
-                    StaffAction::Claim { force_reason },
-                )
-                .await?;
-            output::applied(&a, &format!("claimed by {}", output::esc(viewer)));
+            let what = format!("claimed by {}", output::esc(viewer));
+            let action = StaffAction::Claim { force_reason };
+            return act_on(ledger, many, action, required(operator)?, &what, "claim").await;
         }
-        Cmd::Release { key } => {
-            let a = ledger
-                .staff(key, required(operator)?, StaffAction::Release)
-                .await?;
-            output::applied(&a, "released");
+        Cmd::Release { many } => {
+            let action = StaffAction::Release;
+            return act_on(
+                ledger,
+                many,
+                action,
+                required(operator)?,
+                "released",
+                "release",
+            )
+            .await;
         }
         Cmd::Reconcile {
             key,
@@ -692,18 +832,13 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             let a = ledger.staff(key, required(operator)?, action).await?;
             output::applied(&a, "reconciled");
         }
-        Cmd::Retry { key, note } => {
-            let a = ledger
-                .staff(
-                    key,
-                    required(operator)?,
-                    StaffAction::Retry { note: note.clone() },
-                )
-                .await?;
-            output::applied(&a, "will be retried with the same key");
+        Cmd::Retry { many, note } => {
+            let action = StaffAction::Retry { note: note.clone() };
+            let what = "will be retried with the same key";
+            return act_on(ledger, many, action, required(operator)?, what, "retry").await;
         }
         Cmd::Close {
-            key,
+            many,
             resolution,
             reference,
             superseded_by,
@@ -715,8 +850,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 superseded_by: superseded_by.clone(),
                 note: note.clone(),
             };
-            let a = ledger.staff(key, required(operator)?, action).await?;
-            output::applied(&a, "closed");
+            return act_on(ledger, many, action, required(operator)?, "closed", "close").await;
         }
         Cmd::Note { key, text } => {
             let a = ledger

@@ -380,3 +380,45 @@ pub fn stats(s: &Stats) {
     say!("paused      {}", listed(&s.paused_workflows));
     say!("paused dest {}", listed(&s.paused_destinations));
 }
+
+/// A bulk action's preview (SPEC 16): "retry 212: 180 to do; left alone: 12 claimed by another,
+/// 8 unknown at a destination that does not deduplicate". `json`: `matched`, `eligible`, `refused`.
+pub fn bulk_preview(verb: &str, p: &crate::ledger::BulkPreview, as_json: bool) {
+    if as_json {
+        json(p);
+        return;
+    }
+    let mut line = format!("{verb} {}: {} to do", p.matched, p.eligible.len());
+    if !p.refused.is_empty() {
+        let groups: Vec<String> = p
+            .refused
+            .iter()
+            .map(|(why, keys)| format!("{} {}", keys.len(), esc(why)))
+            .collect();
+        line.push_str(&format!("; left alone: {}", groups.join(", ")));
+    }
+    say!("{line}");
+}
+
+/// A bulk action's summary line (SPEC 16), or with `json` the whole report.
+pub fn bulk_report(verb: &str, r: &crate::ledger::BulkReport, as_json: bool) {
+    if as_json {
+        json(r);
+        return;
+    }
+    let mut line = format!("{verb}: {} done (batch {})", r.done.len(), esc(&r.batch));
+    let changed: usize = r.changed_meanwhile.values().map(Vec::len).sum();
+    if changed > 0 {
+        line.push_str(&format!("; {changed} changed meanwhile, left alone"));
+    }
+    if !r.not_reached.is_empty() {
+        line.push_str(&format!(
+            "; stopped: {} not reached, untouched",
+            r.not_reached.len()
+        ));
+    }
+    say!("{line}");
+    for (why, keys) in &r.changed_meanwhile {
+        crate::tell!("  {}: {}", esc(why), esc(&keys.join(" ")));
+    }
+}

@@ -25,6 +25,6 @@ pub use redact::{Redactor, escape_text};
 pub use state::{Outcome, Resolution, State};
 pub use time::{format_age, parse_duration};
 pub use transition::{
-    AttemptEffect, Claim, Command, Ctx, Offer, Offers, Op, Refusal, StaffAction, Transition, apply,
-    offered,
+    AttemptEffect, Claim, Command, Ctx, Offer, Offers, Op, Refusal, StaffAction, Transition, Why,
+    apply, offered, staff_check,
 };

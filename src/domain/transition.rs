@@ -648,32 +648,47 @@ fn renewed(op: &Op, ctx: &Ctx) -> Option<Claim> {
 
 /// Why a staff action is refused, put into words only when someone reads it (the console asks
 /// the rules about every listed row, and most answers there are "no").
-pub struct Why<'a>(Box<dyn FnOnce() -> String + 'a>);
+pub struct Why<'a> {
+    /// What kind of "no" it is, the same for every item (a bulk preview groups by it).
+    pub class: &'static str,
+    text: Box<dyn FnOnce() -> String + 'a>,
+}
 
 impl Why<'_> {
     fn refusal(self) -> Refusal {
-        Refusal((self.0)())
+        Refusal((self.text)())
+    }
+
+    /// The one-line refusal, in words.
+    pub fn text(self) -> String {
+        (self.text)()
     }
 }
 
 /// What a refusal is made into: words for a person ([`Why`]), or nothing where only the yes or
 /// no is wanted (`()`: [`offered`] asks about every listed row, and most answers are "no").
 pub trait Reason<'a>: Sized {
-    fn new(why: impl FnOnce() -> String + 'a) -> Self;
+    fn new(class: &'static str, why: impl FnOnce() -> String + 'a) -> Self;
 }
 
 impl<'a> Reason<'a> for Why<'a> {
-    fn new(why: impl FnOnce() -> String + 'a) -> Self {
-        Why(Box::new(why))
+    fn new(class: &'static str, why: impl FnOnce() -> String + 'a) -> Self {
+        Why {
+            class,
+            text: Box::new(why),
+        }
     }
 }
 
 impl<'a> Reason<'a> for () {
-    fn new(_: impl FnOnce() -> String + 'a) -> Self {}
+    fn new(_: &'static str, _: impl FnOnce() -> String + 'a) -> Self {}
 }
 
-fn deny<'a, T, R: Reason<'a>>(why: impl FnOnce() -> String + 'a) -> Result<T, R> {
-    Err(R::new(why))
+fn deny<'a, T, R: Reason<'a>>(
+    class: &'static str,
+    why: impl FnOnce() -> String + 'a,
+) -> Result<T, R> {
+    Err(R::new(class, why))
 }
 
 /// Every rule a staff action must pass on this operation now (SPEC 5), and nothing else: the
@@ -688,7 +703,9 @@ pub fn staff_check<'a, R: Reason<'a>>(
     let key = &op.key;
     let now = ctx.now;
     if op.state.is_terminal() && !matches!(action, StaffAction::Note { .. }) {
-        return deny(move || format!("{key} is {}: nothing more can be done to it", op.state));
+        return deny("already terminal", move || {
+            format!("{key} is {}: nothing more can be done to it", op.state)
+        });
     }
     // Staff actions other than claim, release and note act for the holder of the claim. When
     // nobody holds a live claim the action claims the item for the actor in the same
@@ -697,7 +714,7 @@ pub fn staff_check<'a, R: Reason<'a>>(
     let hold = || -> Result<bool, R> {
         match &op.claim {
             Some(c) if c.is_live(now) && c.by == ctx.actor => Ok(false),
-            Some(c) if c.is_live(now) => deny(move || {
+            Some(c) if c.is_live(now) => deny("claimed by another", move || {
                 format!(
                     "{key} is claimed by {} until {}: take it over first",
                     c.by,
@@ -711,7 +728,7 @@ pub fn staff_check<'a, R: Reason<'a>>(
     match action {
         StaffAction::Claim { force_reason } => {
             match (op.claimed_by_other(ctx.actor, now), force_reason) {
-                (Some(c), None) => deny(move || {
+                (Some(c), None) => deny("claimed by another", move || {
                     format!(
                         "{key} is claimed by {} until {}; take it over only with --force --reason",
                         c.by,
@@ -719,22 +736,26 @@ pub fn staff_check<'a, R: Reason<'a>>(
                     )
                 }),
                 (Some(_), Some(reason)) if reason.trim().is_empty() => {
-                    deny(|| "taking over a live claim needs a reason".into())
+                    deny("needs a reason", || {
+                        "taking over a live claim needs a reason".into()
+                    })
                 }
                 _ => Ok(false),
             }
         }
         StaffAction::Release => match &op.claim {
             Some(c) if c.by == ctx.actor => Ok(false),
-            Some(c) if c.is_live(now) => {
-                deny(move || format!("{key} is claimed by {}, not by you", c.by))
-            }
-            _ => deny(move || format!("{key} is not claimed by you")),
+            Some(c) if c.is_live(now) => deny("claimed by another", move || {
+                format!("{key} is claimed by {}, not by you", c.by)
+            }),
+            _ => deny("not claimed by you", move || {
+                format!("{key} is not claimed by you")
+            }),
         },
         StaffAction::ReconcileFound { reference, .. } => {
             let claims = hold()?;
             if !(matches!(op.state, State::Unknown | State::Failed | State::Conflict) || stuck()) {
-                return deny(move || {
+                return deny("not in a state it applies to", move || {
                     format!(
                         "{key} is {}: reconcile --found applies to unknown, failed, conflict or a stuck in_flight",
                         op.state
@@ -742,14 +763,16 @@ pub fn staff_check<'a, R: Reason<'a>>(
                 });
             }
             if reference.trim().is_empty() {
-                return deny(|| "reconcile --found needs the destination's reference".into());
+                return deny("needs a reference", || {
+                    "reconcile --found needs the destination's reference".into()
+                });
             }
             Ok(claims)
         }
         StaffAction::ReconcileAbsent { .. } => {
             let claims = hold()?;
             if !(op.state == State::Unknown || stuck()) {
-                return deny(move || {
+                return deny("not in a state it applies to", move || {
                     format!(
                         "{key} is {}: reconcile --absent applies to unknown or a stuck in_flight",
                         op.state
@@ -763,19 +786,22 @@ pub fn staff_check<'a, R: Reason<'a>>(
             match op.state {
                 State::Failed | State::Rejected => Ok(claims),
                 State::Unknown if ctx.policy.dedupes_at(op.first_sent_at, now) => Ok(claims),
-                State::Unknown => deny(move || {
-                    format!(
-                        "{key}'s outcome is unknown and {} {}: a retry could do it twice; check {} and reconcile first",
-                        op.destination,
-                        if ctx.policy.dedupes {
-                            "is past its key retention"
-                        } else {
-                            "does not deduplicate"
-                        },
-                        op.destination
-                    )
-                }),
-                s => deny(move || {
+                State::Unknown => deny(
+                    "unknown at a destination that does not deduplicate",
+                    move || {
+                        format!(
+                            "{key}'s outcome is unknown and {} {}: a retry could do it twice; check {} and reconcile first",
+                            op.destination,
+                            if ctx.policy.dedupes {
+                                "is past its key retention"
+                            } else {
+                                "does not deduplicate"
+                            },
+                            op.destination
+                        )
+                    },
+                ),
+                s => deny("not in a state it applies to", move || {
                     format!(
                         "{key} is {s}: retry applies to failed, rejected or a deduplicated unknown"
                     )
@@ -790,31 +816,39 @@ pub fn staff_check<'a, R: Reason<'a>>(
         } => {
             let claims = hold()?;
             if op.state == State::InFlight && !stuck() {
-                return deny(move || {
+                return deny("attempt running", move || {
                     format!("{key} has an attempt running: wait for its outcome before closing")
                 });
             }
             if note.trim().is_empty() {
-                return deny(|| "close needs a note saying what was done".into());
+                return deny("needs a note", || {
+                    "close needs a note saying what was done".into()
+                });
             }
             match resolution {
                 Resolution::DoneElsewhere
                     if reference.as_deref().is_none_or(|r| r.trim().is_empty()) =>
                 {
-                    deny(|| "close --resolution done_elsewhere needs --reference REF".into())
+                    deny("needs a reference", || {
+                        "close --resolution done_elsewhere needs --reference REF".into()
+                    })
                 }
                 Resolution::Superseded if superseded_by.is_none() => {
-                    deny(|| "close --resolution superseded needs --superseded-by KEY".into())
+                    deny("needs the new key", || {
+                        "close --resolution superseded needs --superseded-by KEY".into()
+                    })
                 }
                 Resolution::Superseded if superseded_by.as_deref() == Some(key.as_str()) => {
-                    deny(|| "an operation cannot supersede itself".into())
+                    deny("supersedes itself", || {
+                        "an operation cannot supersede itself".into()
+                    })
                 }
                 _ => Ok(claims),
             }
         }
         StaffAction::Note { text } => {
             if text.trim().is_empty() {
-                return deny(|| "a note needs some text".into());
+                return deny("needs a note", || "a note needs some text".into());
             }
             Ok(false)
         }

@@ -4,6 +4,7 @@
 //! them, and writes the result with a compare-and-set on the operation's `version` together with
 //! its one audit event. Readers only ever get redacted views.
 
+mod bulk;
 mod change;
 mod ingest;
 mod read;
@@ -26,6 +27,7 @@ use change::{Ask, Decided, write_changes};
 
 pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
+pub use bulk::{BulkPreview, BulkReport};
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
 pub use rounds::{Finished, Round, StartedOp};
@@ -277,8 +279,20 @@ impl Ledger {
     /// A staff action by `actor`: claim, release, reconcile, retry, close or note.
     pub async fn staff(&self, key: &str, actor: &str, action: StaffAction) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
+        self.check_staff_action(key, actor, &action).await?;
+        let cmd = Command::Staff(action);
+        self.act(key, actor, Ask::Cmd(cmd)).await
+    }
+
+    /// What a staff action's own texts and keys must be, before any operation is asked.
+    pub(crate) async fn check_staff_action(
+        &self,
+        key: &str,
+        actor: &str,
+        action: &StaffAction,
+    ) -> Result<()> {
         check_operator(actor)?;
-        for (what, text) in staff_texts(&action) {
+        for (what, text) in staff_texts(action) {
             check_text(what, text)?;
         }
         if let StaffAction::Close {
@@ -294,8 +308,7 @@ impl Ledger {
                 )));
             }
         }
-        let cmd = Command::Staff(action);
-        self.act(key, actor, Ask::Cmd(cmd)).await
+        Ok(())
     }
 
     async fn act(&self, key: &str, actor: &str, ask: Ask<'_>) -> Result<Applied> {

@@ -1,0 +1,176 @@
+//! Incident mode (SPEC 16): one staff action on many operations, as safely as on one. The set is
+//! chosen (keys, or every operation a filter matches) and frozen at a preview that says, grouped
+//! by reason, what will be done and what left alone; then each item is re-checked and acted on in
+//! its own transaction (one compare-and-set, one audit event carrying the batch id), so a stop
+//! midway leaves what is done done and the rest untouched.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+
+use super::change::{Ask, Decided, write_changes};
+use super::{Applied, Ledger, ListFilter, Position, Tried, check_operator};
+use crate::domain::{Command, Ctx, StaffAction, staff_check, validate_key};
+use crate::error::{Error, Result};
+use crate::store::{self, Tx};
+
+/// What a bulk action would do, frozen when it was asked.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BulkPreview {
+    /// How many operations were chosen.
+    pub matched: usize,
+    /// The keys it will act on, in order.
+    pub eligible: Vec<String>,
+    /// The keys it leaves alone, by reason ("claimed by another", "already terminal", ...).
+    pub refused: BTreeMap<String, Vec<String>>,
+}
+
+/// What a bulk action did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BulkReport {
+    /// The id every event of this action carries in its detail (`batch`).
+    pub batch: String,
+    pub done: Vec<String>,
+    /// Eligible at the preview, refused at their turn: another writer changed them meanwhile.
+    pub changed_meanwhile: BTreeMap<String, Vec<String>>,
+    /// Not reached: the action was stopped first.
+    pub not_reached: Vec<String>,
+}
+
+impl Ledger {
+    /// Every key a filter matches now, in the list's order (the whole set, page by page).
+    pub async fn matching_keys(&self, filter: &ListFilter, viewer: &str) -> Result<Vec<String>> {
+        let mut keys = Vec::new();
+        let mut position = Position::First;
+        loop {
+            let page = self.page(filter, viewer, &position, 500).await?;
+            keys.extend(page.items.iter().map(|v| v.key.clone()));
+            match (page.more_after, page.next) {
+                (true, Some(c)) => position = Position::After(c),
+                _ => return Ok(keys),
+            }
+        }
+    }
+
+    /// The preview of `action` by `actor` on these keys: the rules of a single action, asked of
+    /// each operation as it stands, nothing written.
+    pub async fn bulk_preview(
+        &self,
+        keys: &[String],
+        action: &StaffAction,
+        actor: &str,
+    ) -> Result<BulkPreview> {
+        self.check_staff_action("the chosen operations", actor, action)
+            .await?;
+        let now = self.now();
+        let mut preview = BulkPreview {
+            matched: keys.len(),
+            ..Default::default()
+        };
+        for key in keys {
+            validate_key(key).map_err(Error::Invalid)?;
+            let Some((_, op)) = self.store.load_op(key).await? else {
+                preview
+                    .refused
+                    .entry("no such operation".into())
+                    .or_default()
+                    .push(key.clone());
+                continue;
+            };
+            let policy = self.config.destination(&op.destination);
+            let ctx = Ctx {
+                now,
+                actor,
+                policy: &policy,
+                lease: self.config.lease,
+                attempt_timeout: self.config.attempt_timeout,
+                paused: false,
+                jitter: 0.5,
+            };
+            match staff_check::<crate::domain::Why>(&op, action, &ctx) {
+                Ok(_) => preview.eligible.push(key.clone()),
+                Err(why) => preview
+                    .refused
+                    .entry(why.class.to_string())
+                    .or_default()
+                    .push(key.clone()),
+            }
+        }
+        Ok(preview)
+    }
+
+    /// Acts on the preview's eligible keys one by one, each in its own transaction with its own
+    /// event (whose detail holds `batch`); an item another writer changed since the preview is
+    /// refused by the rules and reported. `stop` set: the items not yet reached are left alone.
+    /// `progress` is told after each item (done so far, of how many).
+    pub async fn bulk_apply(
+        &self,
+        eligible: &[String],
+        action: &StaffAction,
+        actor: &str,
+        stop: &AtomicBool,
+        mut progress: impl FnMut(usize, usize),
+    ) -> Result<BulkReport> {
+        check_operator(actor)?;
+        let mut report = BulkReport {
+            batch: format!(
+                "b-{}-{:04x}",
+                self.now().format("%Y%m%dT%H%M%S"),
+                rand::random::<u16>()
+            ),
+            ..Default::default()
+        };
+        for (i, key) in eligible.iter().enumerate() {
+            if stop.load(Ordering::SeqCst) {
+                report.not_reached.extend(eligible[i..].iter().cloned());
+                break;
+            }
+            let cmd = Command::Staff(action.clone());
+            let batch = report.batch.clone();
+            let done = store::in_tx!(self.store, |tx| self
+                .act_in_batch(tx, key, actor, &cmd, &batch)
+                .await);
+            match done {
+                Ok(_) => report.done.push(key.clone()),
+                Err(Error::Refused(why) | Error::NotFound(why)) => report
+                    .changed_meanwhile
+                    .entry(why)
+                    .or_default()
+                    .push(key.clone()),
+                Err(e) => return Err(e),
+            }
+            progress(i + 1, eligible.len());
+        }
+        Ok(report)
+    }
+
+    async fn act_in_batch(
+        &self,
+        tx: &mut Tx,
+        key: &str,
+        actor: &str,
+        cmd: &Command,
+        batch: &str,
+    ) -> Result<Tried<Applied>> {
+        let Some((id, op)) = tx.hold_op(key).await? else {
+            return Err(Error::NotFound(format!("no operation with key {key}")));
+        };
+        let ask = Ask::Cmd(cmd.clone());
+        match self.decide(tx, id, &op, actor, &ask, None, None).await? {
+            Decided::Unchanged(a) => Ok(Tried::Done(a)),
+            Decided::Change(mut c) => {
+                let mut detail: serde_json::Value =
+                    serde_json::from_str(&c.detail).unwrap_or_default();
+                if let Some(d) = detail.as_object_mut() {
+                    d.insert("batch".into(), batch.into());
+                }
+                c.detail = detail.to_string();
+                if !write_changes(tx, std::slice::from_ref(&c)).await? {
+                    return Ok(Tried::Raced);
+                }
+                Ok(Tried::Done(c.applied))
+            }
+        }
+    }
+}
