@@ -707,3 +707,60 @@ fn bulk_actions_through_the_cli() {
     ok(&r);
     assert!(r.stdout.contains("close: 2 done"), "{}", r.stdout);
 }
+
+/// `list --csv` (SPEC 16): a header, a row per operation, quoted where needed, and no cell a
+/// spreadsheet would run as a formula.
+#[test]
+fn list_as_csv() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url) = (dir.path(), db.url.as_str());
+    ok(&settle(
+        url,
+        d,
+        &[
+            "record",
+            "--key",
+            "csv-1",
+            "--workflow",
+            "w",
+            "--destination",
+            "crm",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+        ],
+    ));
+    ok(&settle(
+        url,
+        d,
+        &[
+            "attempt",
+            "--key",
+            "csv-1",
+            "--outcome",
+            "accepted",
+            "--reference",
+            "=HYPERLINK(\"x\",\"y\")",
+        ],
+    ));
+    let r = settle(url, d, &["list", "--all", "--csv"]);
+    ok(&r);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "key,state,workflow,step,destination,action,created_at,age_seconds,attempts,claimed_by,reference,next_step"
+    );
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    assert!(
+        lines[1].starts_with("csv-1,succeeded,w,,crm,a,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains(r#","'=HYPERLINK(""x"",""y"")","#),
+        "{}",
+        lines[1]
+    );
+}

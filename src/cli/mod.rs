@@ -159,8 +159,11 @@ enum Cmd {
         /// SPEC 12's filter, e.g. 'dest:sms state:unknown age>2h -claimed:any'
         #[arg(long = "where", value_name = "FILTER")]
         filter: Option<String>,
-        #[arg(long)]
+        #[arg(long, conflicts_with = "csv")]
         json: bool,
+        /// One CSV row per operation, with a header line
+        #[arg(long)]
+        csv: bool,
     },
     /// Show one operation: payload (redacted), attempts, history, safe next step
     Show {
@@ -753,6 +756,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             older_than,
             filter,
             json,
+            csv,
         } => {
             let state = state
                 .as_deref()
@@ -784,7 +788,12 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                     .transpose()?,
                 ..Default::default()
             };
-            output::list(ledger, &filter, viewer, *json).await?;
+            let format = match (*json, *csv) {
+                (true, _) => output::ListFormat::Json,
+                (_, true) => output::ListFormat::Csv,
+                _ => output::ListFormat::Text,
+            };
+            output::list(ledger, &filter, viewer, format).await?;
         }
         Cmd::Show { key, json } => {
             let detail = ledger.show(key, viewer).await?;

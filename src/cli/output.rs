@@ -171,10 +171,25 @@ fn row(v: &OperationView) -> String {
 }
 
 /// Streams a list page by page (keyset pagination): memory stays flat whatever the queue's size.
-pub async fn list(ledger: &Ledger, filter: &ListFilter, viewer: &str, as_json: bool) -> Result<()> {
+/// How `settle list` writes its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListFormat {
+    Text,
+    Json,
+    /// For a spreadsheet or a destination's support team (SPEC 16): one header line, then a row
+    /// per operation.
+    Csv,
+}
+
+pub async fn list(
+    ledger: &Ledger,
+    filter: &ListFilter,
+    viewer: &str,
+    format: ListFormat,
+) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let result = stream(ledger, filter, viewer, as_json, &mut out).await;
+    let result = stream(ledger, filter, viewer, format, &mut out).await;
     match result.and_then(|()| out.flush().map_err(Failure::Io)) {
         Ok(()) => Ok(()),
         // the reader went away (`settle list | head`): a quiet end, as for any Unix tool
@@ -196,13 +211,16 @@ async fn stream(
     ledger: &Ledger,
     filter: &ListFilter,
     viewer: &str,
-    as_json: bool,
+    format: ListFormat,
     out: &mut impl Write,
 ) -> std::result::Result<(), Failure> {
     let mut after = None;
     let mut first = true;
+    let as_json = format == ListFormat::Json;
     if as_json {
         write!(out, "[").map_err(Failure::Io)?;
+    } else if format == ListFormat::Csv {
+        writeln!(out, "{}", CSV_COLUMNS.join(",")).map_err(Failure::Io)?;
     } else {
         writeln!(
             out,
@@ -220,6 +238,8 @@ async fn stream(
             if as_json {
                 let text = to_json(v, false).unwrap_or_default();
                 write!(out, "{}\n  {text}", if first { "" } else { "," }).map_err(Failure::Io)?;
+            } else if format == ListFormat::Csv {
+                writeln!(out, "{}", csv_row(v)).map_err(Failure::Io)?;
             } else {
                 writeln!(out, "{}", row(v)).map_err(Failure::Io)?;
             }
@@ -234,6 +254,61 @@ async fn stream(
         writeln!(out, "{}]", if first { "" } else { "\n" }).map_err(Failure::Io)?;
     }
     Ok(())
+}
+
+const CSV_COLUMNS: [&str; 12] = [
+    "key",
+    "state",
+    "workflow",
+    "step",
+    "destination",
+    "action",
+    "created_at",
+    "age_seconds",
+    "attempts",
+    "claimed_by",
+    "reference",
+    "next_step",
+];
+
+fn csv_row(v: &crate::ledger::OperationView) -> String {
+    let cells = [
+        v.key.clone(),
+        v.state.as_str().to_string(),
+        v.workflow.clone(),
+        v.step.clone(),
+        v.destination.clone(),
+        v.action.clone(),
+        v.created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        v.age_seconds.to_string(),
+        v.attempts.to_string(),
+        v.claimed_by.clone().unwrap_or_default(),
+        v.reference.clone().unwrap_or_default(),
+        v.next_step.clone(),
+    ];
+    cells
+        .iter()
+        .map(|c| csv_cell(c))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One CSV cell: escaped like everything settle prints, quoted where it holds a comma, a quote or
+/// a line break, and never read as a formula by a spreadsheet (a leading `=`, `+`, `-` or `@`
+/// gets a `'` before it).
+fn csv_cell(text: &str) -> String {
+    let text = esc(text).into_owned();
+    let text = if text.starts_with(['=', '+', '-', '@']) {
+        format!("'{text}")
+    } else {
+        text
+    };
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
+    }
 }
 
 fn when(t: DateTime<Utc>) -> String {
