@@ -648,6 +648,13 @@ fn bulk_actions_through_the_cli() {
         p["refused"]["claimed by another"],
         serde_json::json!(["n-3"])
     );
+    let r = settle(
+        url,
+        d,
+        &["retry", "--where", "dest:crm", "--rate", "fast", "--yes"],
+    );
+    one_line(&r, 2, "a bad rate");
+    assert!(r.stderr.contains("--rate 'fast'"), "{}", r.stderr);
     let r = settle(url, d, &["retry", "--where", "dest:crm"]);
     one_line(&r, 2, "no terminal, no --yes");
     assert!(r.stderr.contains("needs --yes"), "{}", r.stderr);
@@ -656,7 +663,11 @@ fn bulk_actions_through_the_cli() {
         before,
         "the preview and the refusal changed nothing"
     );
-    let r = settle(url, d, &["retry", "--where", "dest:crm", "--yes"]);
+    let r = settle(
+        url,
+        d,
+        &["retry", "--where", "dest:crm", "--rate", "10/s", "--yes"],
+    );
     assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     assert!(
         r.stdout

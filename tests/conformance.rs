@@ -1011,7 +1011,7 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
     let stop = AtomicBool::new(false);
     let mut seen = Vec::new();
     let r = l
-        .bulk_apply(&p.eligible, &retry, "alice", &stop, |i, n| {
+        .bulk_apply(&p.eligible, &retry, "alice", &stop, None, |i, n| {
             seen.push((i, n))
         })
         .await
@@ -1046,11 +1046,52 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
         note: "outage".into(),
     };
     let r = l
-        .bulk_apply(&["b-1".to_string()], &close, "alice", &stop, |_, _| {})
+        .bulk_apply(
+            &["b-1".to_string()],
+            &close,
+            "alice",
+            &stop,
+            None,
+            |_, _| {},
+        )
         .await
         .unwrap();
     assert_eq!((r.done.len(), r.not_reached.len()), (0, 1));
     assert_eq!(state(&l, "b-1").await, State::Pending);
+}
+
+/// SPEC 16's paced retry: `retry --rate 10/s` spaces the items' next attempts 100 ms apart,
+/// the first at once, each noted in its event.
+async fn a_paced_bulk_retry_spaces_the_next_attempts(db: &TestDb) {
+    use std::sync::atomic::AtomicBool;
+    let t0 = DateTime::parse_from_rfc3339("2026-11-30T08:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let (l, _clock) = ledger_at(db, t0).await;
+    let keys: Vec<String> = (0..4).map(|i| format!("p-{i}")).collect();
+    for k in &keys {
+        l.record(&intent(k, "sms", json!({})), "bot").await.unwrap();
+        l.report_attempt(&outcome(k, Outcome::Rejected, Some("HTTP 422")), "bot")
+            .await
+            .unwrap();
+    }
+    let retry = StaffAction::Retry { note: None };
+    let stop = AtomicBool::new(false);
+    let pace = Some(std::time::Duration::from_millis(100));
+    let r = l
+        .bulk_apply(&keys, &retry, "alice", &stop, pace, |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(r.done.len(), 4);
+    for (i, k) in keys.iter().enumerate() {
+        let d = l.show(k, "alice").await.unwrap();
+        assert_eq!(d.op.state, State::Pending);
+        assert_eq!(
+            d.op.next_attempt_at,
+            Some(t0 + TimeDelta::milliseconds(100 * i as i64)),
+            "{k}"
+        );
+    }
 }
 
 both_backends!(
@@ -1068,6 +1109,7 @@ both_backends!(
     a_callers_start_keeps_to_the_stopping_threshold,
     the_filter_selects_what_each_term_says,
     a_bulk_action_previews_freezes_and_acts_item_by_item,
+    a_paced_bulk_retry_spaces_the_next_attempts,
     lists_page_by_keyset_oldest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,

@@ -207,6 +207,9 @@ enum Cmd {
         many: Many,
         #[arg(long)]
         note: Option<String>,
+        /// Space the items' next attempts, e.g. 10/s (a recovering destination is not flooded)
+        #[arg(long, value_name = "N/s")]
+        rate: Option<String>,
     },
     /// Close with a resolution and a note (KEY... or --where FILTER)
     Close {
@@ -376,6 +379,7 @@ async fn act_on(
     actor: &str,
     what: &str,
     verb: &str,
+    pace: Option<Duration>,
 ) -> Result<i32> {
     use std::io::IsTerminal;
     if let Some(key) = many.single() {
@@ -438,7 +442,7 @@ async fn act_on(
     }
     let tty = std::io::stderr().is_terminal();
     let report = ledger
-        .bulk_apply(&preview.eligible, &action, actor, &stop, |i, n| {
+        .bulk_apply(&preview.eligible, &action, actor, &stop, pace, |i, n| {
             if tty {
                 eprint!("\r{verb} {i}/{n}");
             }
@@ -450,6 +454,18 @@ async fn act_on(
     output::bulk_report(verb, &report, many.json);
     let all = report.changed_meanwhile.is_empty() && report.not_reached.is_empty();
     Ok(if all && left_alone == 0 { 0 } else { 3 })
+}
+
+/// `--rate N/s` (or `N`): the time between two items, for N from 0.001 to 10,000 a second.
+fn parse_rate(text: &str) -> Result<Duration> {
+    let n = text.strip_suffix("/s").unwrap_or(text).trim();
+    match n.parse::<f64>() {
+        Ok(r) if (0.001..=10_000.0).contains(&r) => Ok(Duration::from_secs_f64(1.0 / r)),
+        _ => Err(invalid(format!(
+            "--rate '{}': write items a second, e.g. 10/s (from 0.001 to 10000)",
+            crate::domain::escape_text(text)
+        ))),
+    }
 }
 
 /// A filter naming states looks beyond the exceptions.
@@ -811,7 +827,16 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             let force_reason = if *force { reason.clone() } else { None };
             let what = format!("claimed by {}", output::esc(viewer));
             let action = StaffAction::Claim { force_reason };
-            return act_on(ledger, many, action, required(operator)?, &what, "claim").await;
+            return act_on(
+                ledger,
+                many,
+                action,
+                required(operator)?,
+                &what,
+                "claim",
+                None,
+            )
+            .await;
         }
         Cmd::Release { many } => {
             let action = StaffAction::Release;
@@ -822,6 +847,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 required(operator)?,
                 "released",
                 "release",
+                None,
             )
             .await;
         }
@@ -841,10 +867,20 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             let a = ledger.staff(key, required(operator)?, action).await?;
             output::applied(&a, "reconciled");
         }
-        Cmd::Retry { many, note } => {
+        Cmd::Retry { many, note, rate } => {
             let action = StaffAction::Retry { note: note.clone() };
             let what = "will be retried with the same key";
-            return act_on(ledger, many, action, required(operator)?, what, "retry").await;
+            let pace = rate.as_deref().map(parse_rate).transpose()?;
+            return act_on(
+                ledger,
+                many,
+                action,
+                required(operator)?,
+                what,
+                "retry",
+                pace,
+            )
+            .await;
         }
         Cmd::Close {
             many,
@@ -859,7 +895,16 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 superseded_by: superseded_by.clone(),
                 note: note.clone(),
             };
-            return act_on(ledger, many, action, required(operator)?, "closed", "close").await;
+            return act_on(
+                ledger,
+                many,
+                action,
+                required(operator)?,
+                "closed",
+                "close",
+                None,
+            )
+            .await;
         }
         Cmd::Note { key, text } => {
             let a = ledger

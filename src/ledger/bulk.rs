@@ -103,15 +103,19 @@ impl Ledger {
     /// Acts on the preview's eligible keys one by one, each in its own transaction with its own
     /// event (whose detail holds `batch`); an item another writer changed since the preview is
     /// refused by the rules and reported. `stop` set: the items not yet reached are left alone.
-    /// `progress` is told after each item (done so far, of how many).
+    /// `progress` is told after each item (done so far, of how many). `pace` (retries only)
+    /// spaces the items' next attempts this far apart, the first at once, so that a recovering
+    /// destination is not flooded (SPEC 16's paced retries; the retry budget still applies).
     pub async fn bulk_apply(
         &self,
         eligible: &[String],
         action: &StaffAction,
         actor: &str,
         stop: &AtomicBool,
+        pace: Option<std::time::Duration>,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<BulkReport> {
+        let start = self.now();
         check_operator(actor)?;
         let mut report = BulkReport {
             batch: format!(
@@ -128,8 +132,12 @@ impl Ledger {
             }
             let cmd = Command::Staff(action.clone());
             let batch = report.batch.clone();
+            let not_before = pace.map(|p| {
+                let offset = p.saturating_mul(u32::try_from(i).unwrap_or(u32::MAX));
+                crate::domain::time::after(start, offset)
+            });
             let done = store::in_tx!(self.store, |tx| self
-                .act_in_batch(tx, key, actor, &cmd, &batch)
+                .act_in_batch(tx, key, actor, &cmd, &batch, not_before)
                 .await);
             match done {
                 Ok(_) => report.done.push(key.clone()),
@@ -152,6 +160,7 @@ impl Ledger {
         actor: &str,
         cmd: &Command,
         batch: &str,
+        not_before: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<Tried<Applied>> {
         let Some((id, op)) = tx.hold_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
@@ -164,6 +173,14 @@ impl Ledger {
                     serde_json::from_str(&c.detail).unwrap_or_default();
                 if let Some(d) = detail.as_object_mut() {
                     d.insert("batch".into(), batch.into());
+                    // a paced retry: its next attempt waits for its place in the pace
+                    if let Some(at) = not_before
+                        && c.op.state == crate::domain::State::Pending
+                        && c.op.next_attempt_at.is_some_and(|t| t < at)
+                    {
+                        c.op.next_attempt_at = Some(at);
+                        d.insert("not_before".into(), at.to_rfc3339().into());
+                    }
                 }
                 c.detail = detail.to_string();
                 if !write_changes(tx, std::slice::from_ref(&c)).await? {
