@@ -775,3 +775,107 @@ fn list_as_csv() {
         lines[1]
     );
 }
+
+/// `reconcile --from FILE` (SPEC 16): the destination's records as CSV or JSON lines; the preview
+/// says per line what will happen; unknown keys and items in the wrong state are reported, not
+/// applied; a malformed line is named and left out (exit 2), the rest applied.
+#[test]
+fn reconcile_from_the_destinations_records() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url) = (dir.path(), db.url.as_str());
+    let record = |k: &str, outcome: &str| {
+        ok(&settle(
+            url,
+            d,
+            &[
+                "record",
+                "--key",
+                k,
+                "--workflow",
+                "w",
+                "--destination",
+                "crm",
+                "--action",
+                "a",
+                "--payload",
+                "{}",
+            ],
+        ));
+        ok(&settle(
+            url,
+            d,
+            &["attempt", "--key", k, "--outcome", outcome],
+        ));
+    };
+    for i in 0..10 {
+        record(&format!("u-{i}"), "unknown");
+    }
+    record("s-1", "accepted");
+    let mut csv = String::from("key,outcome,reference\n");
+    for i in 0..8 {
+        csv.push_str(&format!("u-{i},found,T-{i}\n"));
+    }
+    csv.push_str("u-8,absent,\nnope,found,T-99\ns-1,found,T-1\nu-9,maybe,\n");
+    let file = d.join("export.csv");
+    std::fs::write(&file, &csv).unwrap();
+    let f = file.to_str().unwrap();
+    let before = snapshot(url, d);
+    let r = settle(url, d, &["reconcile", "--from", f, "--dry-run"]);
+    assert_eq!(r.code, 2, "a malformed line: {}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("line 13: outcome 'maybe': use found or absent"),
+        "{}",
+        r.stderr
+    );
+    for expected in [
+        "line 2: u-0: found T-0: will be reconciled",
+        "line 10: u-8: absent: will be reconciled",
+        "line 11: nope: found T-99: left alone: no such operation",
+        "line 12: s-1: found T-1: left alone: already terminal",
+        "reconcile 11: 9 to do; left alone: 1 already terminal, 1 no such operation",
+    ] {
+        assert!(
+            r.stdout.contains(expected),
+            "{expected:?} in:\n{}",
+            r.stdout
+        );
+    }
+    assert_eq!(snapshot(url, d), before, "--dry-run changed nothing");
+    let r = settle(url, d, &["reconcile", "--from", f, "--yes"]);
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("reconcile: 9 done"), "{}", r.stdout);
+    let after = snapshot(url, d);
+    let state = |k: &str| {
+        after["operations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["key"] == k)
+            .map(|o| o["state"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert_eq!(state("u-0"), "succeeded");
+    assert_eq!(state("u-8"), "failed");
+    assert_eq!(
+        state("u-9"),
+        "unknown",
+        "the malformed line was not applied"
+    );
+    // JSON lines too
+    record("j-1", "unknown");
+    let file = d.join("export.jsonl");
+    std::fs::write(
+        &file,
+        "{\"key\":\"j-1\",\"outcome\":\"found\",\"reference\":\"T-7\"}\n",
+    )
+    .unwrap();
+    let r = settle(
+        url,
+        d,
+        &["reconcile", "--from", file.to_str().unwrap(), "--yes"],
+    );
+    ok(&r);
+    assert!(r.stdout.contains("reconcile: 1 done"), "{}", r.stdout);
+}

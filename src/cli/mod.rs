@@ -188,18 +188,29 @@ enum Cmd {
     },
     /// Settle an unknown outcome: found at the destination (with its reference) or absent
     Reconcile {
-        key: String,
+        #[arg(required_unless_present = "from", conflicts_with = "from")]
+        key: Option<String>,
         #[arg(
             long,
             value_name = "REF",
             conflicts_with = "absent",
-            required_unless_present = "absent"
+            required_unless_present_any = ["absent", "from"]
         )]
         found: Option<String>,
         #[arg(long)]
         absent: bool,
         #[arg(long)]
         note: Option<String>,
+        /// Reconcile many from the destination's own records: CSV (key,outcome,reference) or
+        /// JSON lines
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["found", "absent"])]
+        from: Option<PathBuf>,
+        #[arg(long, requires = "from")]
+        dry_run: bool,
+        #[arg(long, requires = "from")]
+        yes: bool,
+        #[arg(long, requires = "from")]
+        json: bool,
     },
     /// Send again with the same key and a fresh attempt budget (KEY... or --where FILTER)
     Retry {
@@ -381,7 +392,6 @@ async fn act_on(
     verb: &str,
     pace: Option<Duration>,
 ) -> Result<i32> {
-    use std::io::IsTerminal;
     if let Some(key) = many.single() {
         let a = ledger.staff(key, actor, action).await?;
         output::applied(&a, what);
@@ -408,22 +418,52 @@ async fn act_on(
     if many.dry_run || !many.json {
         output::bulk_preview(verb, &preview, many.json && many.dry_run);
     }
+    let items: Vec<(String, StaffAction)> = preview
+        .eligible
+        .iter()
+        .map(|k| (k.clone(), action.clone()))
+        .collect();
+    let how = Confirm {
+        dry_run: many.dry_run,
+        yes: many.yes,
+        json: many.json,
+    };
+    confirm_and_apply(ledger, &preview, &items, actor, verb, how, pace).await
+}
+
+/// How a bulk action goes on after its preview.
+#[derive(Clone, Copy)]
+struct Confirm {
+    dry_run: bool,
+    yes: bool,
+    json: bool,
+}
+
+/// After a preview: stop there (`--dry-run`), or ask (on a terminal; `--yes` otherwise), then
+/// act item by item with progress on a terminal and Ctrl-C stopping between items, and print
+/// the summary. Exit 3 when anything chosen was left alone.
+async fn confirm_and_apply(
+    ledger: &Ledger,
+    preview: &crate::ledger::BulkPreview,
+    items: &[(String, StaffAction)],
+    actor: &str,
+    verb: &str,
+    how: Confirm,
+    pace: Option<Duration>,
+) -> Result<i32> {
+    use std::io::IsTerminal;
     let left_alone = preview.matched - preview.eligible.len();
-    if many.dry_run || preview.eligible.is_empty() {
-        return Ok(if left_alone > 0 && !many.dry_run {
-            3
-        } else {
-            0
-        });
+    if how.dry_run || items.is_empty() {
+        return Ok(if left_alone > 0 && !how.dry_run { 3 } else { 0 });
     }
-    if !many.yes {
+    if !how.yes {
         if !std::io::stdin().is_terminal() {
             return Err(invalid(
                 "a bulk action without a terminal needs --yes (--dry-run shows what it would do)"
                     .into(),
             ));
         }
-        crate::tell!("go on with {} item(s)? [y/N]", preview.eligible.len());
+        crate::tell!("go on with {} item(s)? [y/N]", items.len());
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
         if !answer.trim().eq_ignore_ascii_case("y") {
@@ -442,7 +482,7 @@ async fn act_on(
     }
     let tty = std::io::stderr().is_terminal();
     let report = ledger
-        .bulk_apply(&preview.eligible, &action, actor, &stop, pace, |i, n| {
+        .bulk_apply_each(items, actor, &stop, pace, |i, n| {
             if tty {
                 eprint!("\r{verb} {i}/{n}");
             }
@@ -451,9 +491,130 @@ async fn act_on(
     if tty {
         eprintln!();
     }
-    output::bulk_report(verb, &report, many.json);
+    output::bulk_report(verb, &report, how.json);
     let all = report.changed_meanwhile.is_empty() && report.not_reached.is_empty();
     Ok(if all && left_alone == 0 { 0 } else { 3 })
+}
+
+/// `reconcile --from FILE` (SPEC 16): what the destination's own records say, as CSV
+/// (`key,outcome,reference` with a header) or JSON lines (`{"key":..,"outcome":"found"|"absent",
+/// "reference":..}`). A malformed line is reported and left out; the preview says per line what
+/// will happen (an unknown key or an item in the wrong state is reported, not applied).
+async fn reconcile_from(
+    ledger: &Ledger,
+    file: &std::path::Path,
+    how: Confirm,
+    actor: &str,
+) -> Result<i32> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| invalid(format!("cannot read {}: {e}", file.display())))?;
+    let (lines, problems) = reconcile_lines(&text);
+    for (n, why) in &problems {
+        crate::tell!("line {n}: {}", output::esc(why));
+    }
+    let items: Vec<(String, StaffAction)> = lines
+        .iter()
+        .map(|(_, k, a)| (k.clone(), a.clone()))
+        .collect();
+    let preview = ledger.bulk_preview_each(&items, actor).await?;
+    if how.json && how.dry_run {
+        output::json(&preview);
+    } else {
+        let why_of = |key: &str| {
+            preview
+                .refused
+                .iter()
+                .find(|(_, keys)| keys.iter().any(|k| k == key))
+                .map(|(why, _)| why.clone())
+        };
+        for (n, key, action) in &lines {
+            let what = match action {
+                StaffAction::ReconcileFound { reference, .. } => format!("found {reference}"),
+                _ => "absent".to_string(),
+            };
+            let verdict =
+                why_of(key).map_or("will be reconciled".into(), |w| format!("left alone: {w}"));
+            say!(
+                "line {n}: {}: {}: {verdict}",
+                output::esc(key),
+                output::esc(&what)
+            );
+        }
+        output::bulk_preview("reconcile", &preview, false);
+    }
+    let eligible: Vec<(String, StaffAction)> = items
+        .into_iter()
+        .filter(|(k, _)| preview.eligible.contains(k))
+        .collect();
+    let code =
+        confirm_and_apply(ledger, &preview, &eligible, actor, "reconcile", how, None).await?;
+    Ok(if problems.is_empty() { code } else { 2 })
+}
+
+/// The lines of a reconcile file: (line number, key, action), and the malformed ones with why.
+#[allow(clippy::type_complexity)]
+fn reconcile_lines(text: &str) -> (Vec<(usize, String, StaffAction)>, Vec<(usize, String)>) {
+    let mut lines = Vec::new();
+    let mut problems = Vec::new();
+    let mut rows = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty());
+    let Some((first_n, first)) = rows.next() else {
+        return (lines, problems);
+    };
+    let json = first.starts_with('{');
+    let note = || Some("reconciled from the destination's records".to_string());
+    let take = |n: usize, key: &str, outcome: &str, reference: Option<&str>| {
+        let action = match (outcome, reference.filter(|r| !r.is_empty())) {
+            ("found", Some(r)) => StaffAction::ReconcileFound {
+                reference: r.to_string(),
+                note: note(),
+            },
+            ("found", None) => return Err((n, "found needs a reference".to_string())),
+            ("absent", _) => StaffAction::ReconcileAbsent { note: note() },
+            (other, _) => {
+                let other = crate::domain::escape_text(other);
+                return Err((n, format!("outcome '{other}': use found or absent")));
+            }
+        };
+        crate::domain::validate_key(key).map_err(|e| (n, e))?;
+        Ok((n, key.to_string(), action))
+    };
+    let mut keep = |r: std::result::Result<(usize, String, StaffAction), (usize, String)>| match r {
+        Ok(line) => lines.push(line),
+        Err(p) => problems.push(p),
+    };
+    if json {
+        for (n, l) in std::iter::once((first_n, first)).chain(rows) {
+            match serde_json::from_str::<serde_json::Value>(l) {
+                Ok(v) => match (v["key"].as_str(), v["outcome"].as_str()) {
+                    (Some(k), Some(o)) => keep(take(n, k, o, v["reference"].as_str())),
+                    _ => keep(Err((n, "a line needs key and outcome".into()))),
+                },
+                Err(e) => keep(Err((n, format!("not JSON: {e}")))),
+            }
+        }
+    } else {
+        let header: Vec<String> = first.split(',').map(|c| c.trim().to_lowercase()).collect();
+        if header != ["key", "outcome", "reference"] {
+            keep(Err((
+                first_n,
+                "the header must be key,outcome,reference".into(),
+            )));
+            return (lines, problems);
+        }
+        for (n, l) in rows {
+            let cells: Vec<&str> = l.split(',').map(|c| c.trim().trim_matches('"')).collect();
+            match cells.as_slice() {
+                [k, o] => keep(take(n, k, o, None)),
+                [k, o, r] => keep(take(n, k, o, Some(r))),
+                _ => keep(Err((n, "a row is key,outcome,reference".into()))),
+            }
+        }
+    }
+    (lines, problems)
 }
 
 /// `--rate N/s` (or `N`): the time between two items, for N from 0.001 to 10,000 a second.
@@ -856,7 +1017,20 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             found,
             absent: _,
             note,
+            from,
+            dry_run,
+            yes,
+            json,
         } => {
+            if let Some(file) = from {
+                let how = Confirm {
+                    dry_run: *dry_run,
+                    yes: *yes,
+                    json: *json,
+                };
+                return reconcile_from(ledger, file, how, required(operator)?).await;
+            }
+            let key = key.as_deref().unwrap_or_default();
             let action = match found {
                 Some(reference) => StaffAction::ReconcileFound {
                     reference: reference.clone(),

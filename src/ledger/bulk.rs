@@ -61,14 +61,37 @@ impl Ledger {
         action: &StaffAction,
         actor: &str,
     ) -> Result<BulkPreview> {
-        self.check_staff_action("the chosen operations", actor, action)
-            .await?;
+        let items: Vec<(String, StaffAction)> =
+            keys.iter().map(|k| (k.clone(), action.clone())).collect();
+        self.bulk_preview_each(&items, actor).await
+    }
+
+    /// The preview of an action per key (`reconcile --from`: found or absent, line by line).
+    pub async fn bulk_preview_each(
+        &self,
+        items: &[(String, StaffAction)],
+        actor: &str,
+    ) -> Result<BulkPreview> {
         let now = self.now();
         let mut preview = BulkPreview {
-            matched: keys.len(),
+            matched: items.len(),
             ..Default::default()
         };
-        for key in keys {
+        check_operator(actor)?;
+        for (key, action) in items {
+            // an item's own texts and keys: a bad one is that item's, not the batch's
+            match self.check_staff_action(key, actor, action).await {
+                Ok(()) => {}
+                Err(e @ (Error::Invalid(_) | Error::Refused(_))) => {
+                    preview
+                        .refused
+                        .entry(e.to_string())
+                        .or_default()
+                        .push(key.clone());
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
             validate_key(key).map_err(Error::Invalid)?;
             let Some((_, op)) = self.store.load_op(key).await? else {
                 preview
@@ -113,6 +136,23 @@ impl Ledger {
         actor: &str,
         stop: &AtomicBool,
         pace: Option<std::time::Duration>,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<BulkReport> {
+        let items: Vec<(String, StaffAction)> = eligible
+            .iter()
+            .map(|k| (k.clone(), action.clone()))
+            .collect();
+        self.bulk_apply_each(&items, actor, stop, pace, progress)
+            .await
+    }
+
+    /// [`Ledger::bulk_apply`] with an action per key.
+    pub async fn bulk_apply_each(
+        &self,
+        items: &[(String, StaffAction)],
+        actor: &str,
+        stop: &AtomicBool,
+        pace: Option<std::time::Duration>,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<BulkReport> {
         let start = self.now();
@@ -125,9 +165,11 @@ impl Ledger {
             ),
             ..Default::default()
         };
-        for (i, key) in eligible.iter().enumerate() {
+        for (i, (key, action)) in items.iter().enumerate() {
             if stop.load(Ordering::SeqCst) {
-                report.not_reached.extend(eligible[i..].iter().cloned());
+                report
+                    .not_reached
+                    .extend(items[i..].iter().map(|(k, _)| k.clone()));
                 break;
             }
             let cmd = Command::Staff(action.clone());
@@ -148,7 +190,7 @@ impl Ledger {
                     .push(key.clone()),
                 Err(e) => return Err(e),
             }
-            progress(i + 1, eligible.len());
+            progress(i + 1, items.len());
         }
         Ok(report)
     }
