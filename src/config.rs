@@ -334,6 +334,10 @@ pub struct PauseWhen {
 pub struct RedactionConfig {
     #[serde(default)]
     pub rules: Vec<FieldRule>,
+    /// Keep a fragment of redacted values that helps find the record at the destination (SPEC 8:
+    /// an email's first letter and domain, a phone's or card's last four digits). Off by default.
+    #[serde(default)]
+    pub hints: bool,
 }
 
 impl Config {
@@ -424,7 +428,9 @@ impl Config {
     }
 
     pub fn redactor(&self) -> Redactor {
-        Redactor::new(&self.redaction.rules).unwrap_or_default()
+        Redactor::new(&self.redaction.rules)
+            .unwrap_or_default()
+            .with_hints(self.redaction.hints)
     }
 }
 

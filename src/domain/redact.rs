@@ -133,11 +133,71 @@ pub struct FieldRule {
     #[serde(default)]
     pub action: Option<String>,
     pub fields: Vec<String>,
+    /// Keep a fragment of these fields' values that helps find the record (SPEC 8).
+    #[serde(default)]
+    pub hint: Option<Hint>,
 }
+
+/// What a redaction hint keeps of a value (SPEC 8): never enough to be the value.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Hint {
+    /// The last four digits: `[redacted …0199]` (a phone, a card).
+    Last4,
+    /// An email's first letter and domain: `[redacted z…@example.org]`.
+    Domain,
+}
+
+impl Hint {
+    /// The hint that fits a value: an email keeps its domain, anything with four digits or more
+    /// its last four.
+    fn fitting(value: &str) -> Option<Hint> {
+        if value.contains('@') {
+            Some(Hint::Domain)
+        } else if value.chars().filter(char::is_ascii_digit).count() >= 4 {
+            Some(Hint::Last4)
+        } else {
+            None
+        }
+    }
+
+    /// The marker for `value`, or plain `[redacted]` when this hint does not fit it.
+    fn marker(self, value: &str) -> String {
+        match self {
+            Hint::Last4 => {
+                let digits: Vec<char> = value.chars().filter(char::is_ascii_digit).collect();
+                if digits.len() < 8 {
+                    // too short to show a quarter of it safely
+                    return REDACTED.into();
+                }
+                let last: String = digits[digits.len() - 4..].iter().collect();
+                format!("[redacted …{last}]")
+            }
+            Hint::Domain => match value.split_once('@') {
+                Some((local, domain))
+                    if !local.is_empty()
+                        && domain.contains('.')
+                        && domain
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-')) =>
+                {
+                    let first: String = local.chars().take(1).collect();
+                    format!("[redacted {}…@{domain}]", escape_text(&first))
+                }
+                _ => REDACTED.into(),
+            },
+        }
+    }
+}
+
+/// One configured rule, parsed: destination, action, field paths, hint.
+type Rule = (Option<String>, Option<String>, Vec<FieldPath>, Option<Hint>);
 
 #[derive(Clone, Debug, Default)]
 pub struct Redactor {
-    rules: Vec<(Option<String>, Option<String>, Vec<FieldPath>)>,
+    rules: Vec<Rule>,
+    /// Hints on every redacted field whose value one fits (`[redaction] hints = true`).
+    hints: bool,
 }
 
 /// The redacted payload of one operation, and what was removed, to scrub its free texts too.
@@ -157,10 +217,19 @@ impl Redactor {
                     .iter()
                     .map(|f| FieldPath::parse(f))
                     .collect::<Result<_, _>>()?;
-                Ok((r.destination.clone(), r.action.clone(), paths))
+                Ok((r.destination.clone(), r.action.clone(), paths, r.hint))
             })
             .collect::<Result<_, String>>()?;
-        Ok(Redactor { rules })
+        Ok(Redactor {
+            rules,
+            hints: false,
+        })
+    }
+
+    /// Hints on every redacted field whose value one fits (SPEC 8; off by default).
+    pub fn with_hints(mut self, hints: bool) -> Self {
+        self.hints = hints;
+        self
     }
 
     /// Redacts a stored payload (raw JSON text) for a destination and action.
@@ -173,8 +242,17 @@ impl Redactor {
         let mut value: Value =
             serde_json::from_str(payload).unwrap_or_else(|_| Value::String(payload.to_string()));
         let paths = self.paths(destination, action);
+        let hinted = self.hinted(destination, action);
+        let marker = |path: &[PathSeg], value: &str| -> String {
+            let hint = hinted
+                .iter()
+                .find(|(p, _)| p.matches(path))
+                .map(|(_, h)| *h)
+                .or_else(|| self.hints.then(|| Hint::fitting(value)).flatten());
+            hint.map_or_else(|| REDACTED.to_string(), |h| h.marker(value))
+        };
         let mut secrets = Vec::new();
-        redact_value(&mut value, &mut Vec::new(), &paths, &mut secrets);
+        redact_value(&mut value, &mut Vec::new(), &paths, &mut secrets, &marker);
         OperationRedaction {
             payload: value,
             secrets: tidy(secrets),
@@ -226,11 +304,24 @@ impl Redactor {
     fn paths(&self, destination: &str, action: &str) -> Vec<&FieldPath> {
         self.rules
             .iter()
-            .filter(|(d, a, _)| {
+            .filter(|(d, a, _, _)| {
                 d.as_deref().is_none_or(|d| d == destination)
                     && a.as_deref().is_none_or(|a| a == action)
             })
-            .flat_map(|(_, _, p)| p.iter())
+            .flat_map(|(_, _, p, _)| p.iter())
+            .collect()
+    }
+
+    /// The field paths with a hint of their own, for this destination and action.
+    fn hinted(&self, destination: &str, action: &str) -> Vec<(&FieldPath, Hint)> {
+        self.rules
+            .iter()
+            .filter(|(d, a, _, h)| {
+                h.is_some()
+                    && d.as_deref().is_none_or(|d| d == destination)
+                    && a.as_deref().is_none_or(|a| a == action)
+            })
+            .flat_map(|(_, _, p, h)| p.iter().map(move |p| (p, h.unwrap_or(Hint::Last4))))
             .collect()
     }
 }
@@ -375,7 +466,9 @@ impl OperationRedaction {
     pub fn json(&self, value: &Value) -> Value {
         let mut v = value.clone();
         let mut ignored = Vec::new();
-        redact_value(&mut v, &mut Vec::new(), &[], &mut ignored);
+        redact_value(&mut v, &mut Vec::new(), &[], &mut ignored, &|_, _| {
+            REDACTED.to_string()
+        });
         map_strings(&mut v, &|s| self.text(s));
         v
     }
@@ -400,11 +493,24 @@ fn collect_leaves(v: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The marker that replaces a redacted field: `[redacted]`, or with a hint (SPEC 8).
+type Marker<'a> = dyn Fn(&[PathSeg], &str) -> String + 'a;
+
+/// A redacted field's marker: a hint only for a text value (an object or a list under a
+/// sensitive key is replaced whole).
+fn marker_for(child: &Value, path: &[PathSeg], marker: &Marker) -> Value {
+    match child {
+        Value::String(text) => Value::String(marker(path, text)),
+        _ => Value::String(REDACTED.into()),
+    }
+}
+
 fn redact_value(
     v: &mut Value,
     path: &mut Vec<PathSeg>,
     rules: &[&FieldPath],
     secrets: &mut Vec<String>,
+    marker: &Marker,
 ) {
     match v {
         Value::Object(map) => {
@@ -413,9 +519,9 @@ fn redact_value(
                 path.push(PathSeg::Key(k.clone()));
                 if sensitive_key(&k) || rules.iter().any(|r| r.matches(path)) {
                     collect_leaves(&child, secrets);
-                    child = Value::String(REDACTED.into());
+                    child = marker_for(&child, path, marker);
                 } else {
-                    redact_value(&mut child, path, rules, secrets);
+                    redact_value(&mut child, path, rules, secrets, marker);
                 }
                 path.pop();
                 map.insert(redact_text(&k), child);
@@ -426,9 +532,9 @@ fn redact_value(
                 path.push(PathSeg::Index(i));
                 if rules.iter().any(|r| r.matches(path)) {
                     collect_leaves(child, secrets);
-                    *child = Value::String(REDACTED.into());
+                    *child = marker_for(child, path, marker);
                 } else {
-                    redact_value(child, path, rules, secrets);
+                    redact_value(child, path, rules, secrets, marker);
                 }
                 path.pop();
             }
@@ -504,6 +610,7 @@ mod tests {
                 "*.notes".into(),
                 "items[*].address".into(),
             ],
+            hint: None,
         }];
         let r = Redactor::new(&rules).unwrap();
         let payload = json!({"customer": {"name": "Zebulon Quixote", "email": "ada@example.com", "id": 7,
@@ -531,6 +638,7 @@ mod tests {
             destination: None,
             action: None,
             fields: vec!["items[*].address".into(), "a.b".into()],
+            hint: None,
         }];
         let r = Redactor::new(&rules).unwrap();
         let payload = json!({"a": {"b": "Zebulon Quixote", "c": "kept"}, "items": [{"address": "1 Main St"}],
@@ -559,5 +667,44 @@ mod tests {
         assert!(p.matches(&deep));
         assert!(p.matches(&deep[2..]));
         assert!(!FieldPath::parse("a.iban").unwrap().matches(&deep));
+    }
+
+    /// SPEC 8's hints: a fragment that helps find the record, never the value; off by default;
+    /// the marker always starts with `[redacted`; free texts still lose the whole value.
+    #[test]
+    fn hints_keep_a_fragment_only_where_asked() {
+        let payload = r#"{"to":"x","phone":"+358 40 555 0142","email":"linus@example.fi","card":"4111 1111 1111 1111","token":"abcdefgh","pin_code":"1234","customer":{"ref":"AC-00017731"}}"#;
+        let plain = Redactor::new(&[]).unwrap();
+        let red = plain.for_operation("sms", "send", payload);
+        for k in ["phone", "email", "card", "token"] {
+            assert_eq!(red.payload[k], "[redacted]", "{k}: off by default");
+        }
+        let hinted = Redactor::new(&[]).unwrap().with_hints(true);
+        let red = hinted.for_operation("sms", "send", payload);
+        assert_eq!(red.payload["phone"], "[redacted …0142]");
+        assert_eq!(red.payload["email"], "[redacted l…@example.fi]");
+        assert_eq!(red.payload["card"], "[redacted …1111]");
+        assert_eq!(
+            red.payload["token"], "[redacted]",
+            "no digits, no @: nothing to keep"
+        );
+        // a configured rule's hint, on a field no built-in rule knows
+        let rules = [FieldRule {
+            destination: Some("sms".into()),
+            action: None,
+            fields: vec!["customer.ref".into()],
+            hint: Some(Hint::Last4),
+        }];
+        let red = Redactor::new(&rules)
+            .unwrap()
+            .for_operation("sms", "send", payload);
+        assert_eq!(red.payload["customer"]["ref"], "[redacted …7731]");
+        assert_eq!(
+            red.payload["phone"], "[redacted]",
+            "the rule's hint is for its field only"
+        );
+        // free texts still lose the whole value, with the plain marker
+        let text = red.text("sent to +358 40 555 0142, ref AC-00017731");
+        assert!(!text.contains("0142") && !text.contains("7731"), "{text}");
     }
 }
