@@ -1094,6 +1094,87 @@ async fn a_paced_bulk_retry_spaces_the_next_attempts(db: &TestDb) {
     }
 }
 
+/// `S` (SPEC 13): a reversed list pages the same keyset the other way, newest first, in every
+/// direction the console moves (first, after, before, in place, last).
+async fn a_reversed_list_pages_newest_first(db: &TestDb) {
+    use settle::ledger::Position;
+    let t0 = DateTime::parse_from_rfc3339("2026-11-30T08:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let (l, clock) = ledger_at(db, t0).await;
+    for i in 0..5 {
+        *clock.lock().unwrap() = t0 + TimeDelta::minutes(i);
+        let k = format!("e-{i}");
+        l.record(&intent(&k, "sms", json!({})), "bot")
+            .await
+            .unwrap();
+        l.report_attempt(&outcome(&k, Outcome::Unknown, Some("timeout")), "bot")
+            .await
+            .unwrap();
+    }
+    *clock.lock().unwrap() = t0 + TimeDelta::hours(1);
+    let filter = ListFilter {
+        scope: Scope::Exceptions,
+        reverse: true,
+        ..Default::default()
+    };
+    let keys = |p: &Page| p.items.iter().map(|v| v.key.clone()).collect::<Vec<_>>();
+    let first = l.page(&filter, "alice", &Position::First, 2).await.unwrap();
+    assert_eq!(keys(&first), ["e-4", "e-3"]);
+    assert!(first.more_after && !first.more_before);
+    let second = l
+        .page(
+            &filter,
+            "alice",
+            &Position::After(first.next.clone().unwrap()),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&second), ["e-2", "e-1"]);
+    assert!(second.more_after && second.more_before);
+    let third = l
+        .page(
+            &filter,
+            "alice",
+            &Position::After(second.next.clone().unwrap()),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&third), ["e-0"]);
+    assert!(!third.more_after && third.next.is_none());
+    let back = l
+        .page(
+            &filter,
+            "alice",
+            &Position::Before(second.items[0].cursor.clone()),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&back), ["e-4", "e-3"]);
+    let in_place = l
+        .page(
+            &filter,
+            "alice",
+            &Position::From(first.items[1].cursor.clone()),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&in_place), ["e-3", "e-2"]);
+    let last = l.page(&filter, "alice", &Position::Last, 2).await.unwrap();
+    assert_eq!(keys(&last), ["e-1", "e-0"]);
+    // not reversed: the same rows oldest first
+    let plain = ListFilter {
+        reverse: false,
+        ..filter
+    };
+    let first = l.page(&plain, "alice", &Position::First, 5).await.unwrap();
+    assert_eq!(keys(&first), ["e-0", "e-1", "e-2", "e-3", "e-4"]);
+}
+
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
@@ -1111,6 +1192,7 @@ both_backends!(
     a_bulk_action_previews_freezes_and_acts_item_by_item,
     a_paced_bulk_retry_spaces_the_next_attempts,
     lists_page_by_keyset_oldest_first,
+    a_reversed_list_pages_newest_first,
     readers_never_see_sensitive_values,
     the_retry_budget_is_shared_by_every_dispatcher,
     rounds_at_once_never_spend_more_than_the_budget,

@@ -640,3 +640,17 @@ fn close_offers_its_resolutions_in_words() {
         "{words:?}"
     );
 }
+
+/// `S` reverses the sort and reloads from the top; again puts it back.
+#[test]
+fn capital_s_reverses_the_sort() {
+    let mut app = loaded(3, false);
+    let fx = app.update(key('S'));
+    assert!(app.reverse);
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Page { filter, position: Position::First, .. } if filter.reverse)),
+        "{fx:?}"
+    );
+    app.update(key('S'));
+    assert!(!app.reverse && !app.list_filter().reverse);
+}

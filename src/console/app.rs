@@ -172,6 +172,8 @@ pub struct App {
     pub operator: String,
     pub view: View,
     pub sort: Sort,
+    /// `S`: the sort's order reversed.
+    pub reverse: bool,
     pub filter: Input,
     pub focus: Focus,
     pub mode: Mode,
@@ -211,6 +213,7 @@ impl App {
             operator: operator.into(),
             view: View::Exceptions,
             sort: Sort::Age,
+            reverse: false,
             filter: Input::default(),
             focus: Focus::List,
             mode: Mode::Normal,
@@ -263,6 +266,7 @@ impl App {
             scope: self.view.scope(),
             query,
             sort: self.sort,
+            reverse: self.reverse,
             ..Default::default()
         }
     }
@@ -682,6 +686,13 @@ impl App {
             KeyCode::Char('/') => {
                 self.mode = Mode::Filter;
                 Vec::new()
+            }
+            KeyCode::Char('S') => {
+                self.reverse = !self.reverse;
+                self.selected = 0;
+                let way = if self.reverse { "reversed" } else { "in order" };
+                self.set_status(format!("sorted by {}, {way}", self.sort.label()), false);
+                self.reload(Position::First, false)
             }
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();

@@ -235,9 +235,10 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
     }
-    if app.sort != crate::ledger::Sort::Age {
+    if app.sort != crate::ledger::Sort::Age || app.reverse {
+        let way = if app.reverse { " ↓" } else { " ↑" };
         spans.push(Span::styled(
-            format!("sort: {}", app.sort.label()),
+            format!("sort: {}{way}", app.sort.label()),
             theme.style(Meaning::Accent),
         ));
     }

@@ -83,6 +83,8 @@ pub struct ListFilter {
     /// The terms of SPEC 12's filter (`list --where`, the console's `/`), all of which hold.
     pub query: crate::domain::filter::Filter,
     pub sort: Sort,
+    /// The sort's order reversed (newest or last first).
+    pub reverse: bool,
 }
 
 /// Where a page starts.
@@ -92,6 +94,8 @@ pub enum Position {
     /// This row and those after it.
     From(Cursor),
     After(Cursor),
+    /// This row and those before it (a reversed list's refresh in place).
+    UpTo(Cursor),
     Before(Cursor),
     Last,
 }
@@ -169,11 +173,28 @@ impl Ledger {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .map(str::to_lowercase);
+        // A reversed list walks the same keyset the other way: its "after" is the order's
+        // "before". `position` from here on is the position in the order's own direction.
+        let flipped;
+        let position = if filter.reverse {
+            flipped = match position {
+                Position::First => Position::Last,
+                Position::Last => Position::First,
+                Position::After(c) => Position::Before(c.clone()),
+                Position::Before(c) => Position::After(c.clone()),
+                Position::From(c) => Position::UpTo(c.clone()),
+                Position::UpTo(c) => Position::From(c.clone()),
+            };
+            &flipped
+        } else {
+            position
+        };
         let (from, backwards, inclusive) = match position {
             Position::First => (None, false, false),
             Position::From(c) => (Some(c), false, true),
             Position::After(c) => (Some(c), false, false),
             Position::Before(c) => (Some(c), true, false),
+            Position::UpTo(c) => (Some(c), true, true),
             Position::Last => (None, true, false),
         };
         let query = ListQuery {
@@ -230,7 +251,10 @@ impl Ledger {
             None
         };
         let (more_before, more_after) = if backwards {
-            (full, matches!(position, Position::Before(_)))
+            (
+                full,
+                matches!(position, Position::Before(_) | Position::UpTo(_)),
+            )
         } else {
             (
                 matches!(position, Position::After(_) | Position::From(_)),
@@ -238,6 +262,18 @@ impl Ledger {
             )
         };
         let next = if more_after { next } else { None };
+        // reversed: the rows in the reversed order, its "more after" is the order's "before"
+        let (next, more_before, more_after) = if filter.reverse {
+            items.reverse();
+            let next = if more_before {
+                items.last().map(|v| v.cursor.clone())
+            } else {
+                None
+            };
+            (next, more_after, more_before)
+        } else {
+            (next, more_before, more_after)
+        };
         if filter.scope == Scope::Mine {
             items.retain(|v| v.claimed_by.as_deref() == Some(viewer));
         }
