@@ -476,6 +476,8 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             attempt = close_open_attempt(op, "interrupted; reconciled by staff");
             next.state = State::Succeeded;
             next.reference = Some(reference.clone());
+            // done after all: the old error is history (the attempts keep it), not its reason
+            next.reason = None;
             next.attempt_started_at = None;
             kind = "reconciled";
             detail = json!({ "found": true, "reference": reference, "note": note });
@@ -519,6 +521,8 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             claimed = staff_check(op, action, ctx).map_err(Why::refusal)?;
             attempt = close_open_attempt(op, "interrupted; closed by staff");
             next.state = State::Closed;
+            // the resolution says why it is closed; the old error stays in the attempts
+            next.reason = None;
             next.resolution = Some(*resolution);
             next.superseded_by = superseded_by.clone();
             if *resolution == Resolution::DoneElsewhere {

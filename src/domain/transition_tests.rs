@@ -1027,3 +1027,37 @@ fn offered_equals_what_apply_accepts() {
         }
     }
 }
+
+/// A closed or reconciled item no longer gives its old error as its reason (the attempts and
+/// `last_error` keep it): the console's state line shows the resolution, not the old failure.
+#[test]
+fn closing_or_reconciling_clears_the_old_reason() {
+    let policy = DestinationPolicy::default();
+    let rejected = with_claim(op_in(State::Rejected, false), "alice");
+    assert!(rejected.reason.is_some());
+    let t = apply(
+        &rejected,
+        &Command::Staff(StaffAction::Close {
+            resolution: Resolution::Abandoned,
+            reference: None,
+            superseded_by: None,
+            note: "not needed".into(),
+        }),
+        &ctx(&policy, "alice"),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!((t.op.state, t.op.reason.clone()), (State::Closed, None));
+    let unknown = with_claim(op_in(State::Unknown, false), "alice");
+    let t = apply(
+        &unknown,
+        &Command::Staff(StaffAction::ReconcileFound {
+            reference: "T-9".into(),
+            note: None,
+        }),
+        &ctx(&policy, "alice"),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!((t.op.state, t.op.reason), (State::Succeeded, None));
+}
