@@ -654,3 +654,25 @@ fn capital_s_reverses_the_sort() {
     app.update(key('S'));
     assert!(!app.reverse && !app.list_filter().reverse);
 }
+
+/// SPEC 13: a status line clears after a while (a result after 8 s, a refusal after 20 s),
+/// so it never goes stale.
+#[test]
+fn status_lines_expire() {
+    let mut app = loaded(3, false);
+    app.now = Utc::now() - chrono::TimeDelta::minutes(1);
+    app.update(key('s'));
+    assert!(
+        app.status
+            .as_ref()
+            .is_some_and(|(t, _)| t.contains("sorted by"))
+    );
+    app.update(Msg::Tick);
+    assert!(app.status.is_none(), "a minute later the result is gone");
+    // a refusal stays longer: 10 s later it is still there
+    app.now = Utc::now() - chrono::TimeDelta::seconds(10);
+    app.update(key('u'));
+    assert!(app.status.as_ref().is_some_and(|(_, error)| *error));
+    app.update(Msg::Tick);
+    assert!(app.status.is_some(), "a refusal is kept for 20 s");
+}

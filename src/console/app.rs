@@ -189,6 +189,8 @@ pub struct App {
     pub detail_scroll: u16,
     pub header: Header,
     pub status: Option<(String, bool)>,
+    /// When the status line was set: it clears itself after a while (SPEC 13), an error later.
+    status_at: Option<DateTime<Utc>>,
     /// The database answered the last poll.
     pub online: bool,
     /// A request is out; the spinner turns.
@@ -231,6 +233,7 @@ impl App {
                 "oldest exceptions first · j/k move · Tab details · / filter · ? all keys".into(),
                 false,
             )),
+            status_at: Some(Utc::now()),
             online: true,
             loading: true,
             loaded_once: false,
@@ -329,6 +332,20 @@ impl App {
 
     pub(super) fn set_status(&mut self, text: impl Into<String>, error: bool) {
         self.status = Some((text.into(), error));
+        self.status_at = Some(self.now);
+    }
+
+    /// A status line says what just happened: a result clears after 8 s, a refusal after 20 s.
+    fn expire_status(&mut self) {
+        let keep = match &self.status {
+            Some((_, true)) => chrono::TimeDelta::seconds(20),
+            Some((_, false)) => chrono::TimeDelta::seconds(8),
+            None => return,
+        };
+        if self.status_at.is_some_and(|at| self.now - at > keep) {
+            self.status = None;
+            self.status_at = None;
+        }
     }
 
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
@@ -337,6 +354,7 @@ impl App {
             Msg::Tick => {
                 self.spinner = self.spinner.wrapping_add(1);
                 self.now = Utc::now();
+                self.expire_status();
                 Vec::new()
             }
             Msg::Resized { rows } => {
