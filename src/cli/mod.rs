@@ -239,25 +239,15 @@ enum Cmd {
     Note { key: String, text: String },
     /// Pause a workflow (or with --destination a destination): no attempt of it starts
     Pause {
-        #[arg(
-            required_unless_present = "destination",
-            conflicts_with = "destination"
-        )]
-        workflow: Option<String>,
-        #[arg(long, value_name = "D")]
-        destination: Option<String>,
+        #[command(flatten)]
+        what: PauseTarget,
         #[arg(long)]
         reason: String,
     },
     /// Resume a paused workflow (or with --destination a destination)
     Resume {
-        #[arg(
-            required_unless_present = "destination",
-            conflicts_with = "destination"
-        )]
-        workflow: Option<String>,
-        #[arg(long, value_name = "D")]
-        destination: Option<String>,
+        #[command(flatten)]
+        what: PauseTarget,
     },
     /// Sweep attempts that outlived their timeout to unknown
     Sweep,
@@ -342,6 +332,29 @@ fn operator(cli: &Cli) -> Result<Option<String>> {
 }
 
 /// A command that writes names who did it.
+/// What `pause`/`resume` act on: a workflow, or with `--destination` a destination.
+#[derive(clap::Args, Debug)]
+pub struct PauseTarget {
+    #[arg(
+        required_unless_present = "destination",
+        conflicts_with = "destination"
+    )]
+    workflow: Option<String>,
+    #[arg(long, value_name = "D")]
+    destination: Option<String>,
+}
+
+impl PauseTarget {
+    fn get(&self) -> (crate::ledger::Pausable, &str) {
+        match (&self.workflow, &self.destination) {
+            (_, Some(d)) => (crate::ledger::Pausable::Destination, d),
+            (Some(w), None) => (crate::ledger::Pausable::Workflow, w),
+            // clap requires one of them
+            (None, None) => (crate::ledger::Pausable::Workflow, ""),
+        }
+    }
+}
+
 /// The operations a staff action is for: keys, or every operation a filter matches (SPEC 16).
 #[derive(clap::Args, Debug)]
 pub struct Many {
@@ -1090,12 +1103,8 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 .await?;
             output::applied(&a, "note added");
         }
-        Cmd::Pause {
-            workflow,
-            destination,
-            reason,
-        } => {
-            let (what, name) = pausable(workflow, destination);
+        Cmd::Pause { what, reason } => {
+            let (what, name) = what.get();
             let n = output::esc(name);
             let noun = what.noun();
             if ledger
@@ -1107,11 +1116,8 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 say!("{noun} {n} was already paused; nothing changed");
             }
         }
-        Cmd::Resume {
-            workflow,
-            destination,
-        } => {
-            let (what, name) = pausable(workflow, destination);
+        Cmd::Resume { what } => {
+            let (what, name) = what.get();
             let n = output::esc(name);
             let noun = what.noun();
             if ledger.resume_one(what, name, required(operator)?).await? {
@@ -1167,16 +1173,4 @@ async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
     } else {
         0
     })
-}
-
-/// `pause`/`resume`: a workflow, or with `--destination` a destination (clap requires one).
-fn pausable<'a>(
-    workflow: &'a Option<String>,
-    destination: &'a Option<String>,
-) -> (crate::ledger::Pausable, &'a str) {
-    match (workflow, destination) {
-        (_, Some(d)) => (crate::ledger::Pausable::Destination, d),
-        (Some(w), None) => (crate::ledger::Pausable::Workflow, w),
-        (None, None) => (crate::ledger::Pausable::Workflow, ""),
-    }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::change::{Ask, Decided, write_changes};
 use super::{Applied, Ledger, ListFilter, Position, Tried, check_operator};
-use crate::domain::{Command, Ctx, StaffAction, staff_check, validate_key};
+use crate::domain::{Command, StaffAction, staff_check, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, Tx};
 
@@ -102,15 +102,7 @@ impl Ledger {
                 continue;
             };
             let policy = self.config.destination(&op.destination);
-            let ctx = Ctx {
-                now,
-                actor,
-                policy: &policy,
-                lease: self.config.lease,
-                attempt_timeout: self.config.attempt_timeout,
-                paused: false,
-                jitter: 0.5,
-            };
+            let ctx = self.rules_ctx(actor, &policy, now);
             match staff_check::<crate::domain::Why>(&op, action, &ctx) {
                 Ok(_) => preview.eligible.push(key.clone()),
                 Err(why) => preview

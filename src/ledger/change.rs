@@ -117,6 +117,26 @@ pub(super) async fn write_changes(tx: &mut Tx, changes: &[Box<Change>]) -> Resul
 }
 
 impl Ledger {
+    /// The transition rules' context for `actor` at `now` with this destination's policy: what
+    /// deciding a change and asking what a person may do both need (no pause, a fixed jitter;
+    /// a decision sets its own).
+    pub(super) fn rules_ctx<'a>(
+        &'a self,
+        actor: &'a str,
+        policy: &'a crate::domain::DestinationPolicy,
+        now: DateTime<Utc>,
+    ) -> Ctx<'a> {
+        Ctx {
+            now,
+            actor,
+            policy,
+            lease: self.config.lease,
+            attempt_timeout: self.config.attempt_timeout,
+            paused: false,
+            jitter: 0.5,
+        }
+    }
+
     /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn decide(
@@ -188,13 +208,9 @@ impl Ledger {
         };
         let policy = self.config.destination(&op.destination);
         let ctx = Ctx {
-            now,
-            actor,
-            policy: &policy,
-            lease: self.config.lease,
-            attempt_timeout: self.config.attempt_timeout,
             paused,
             jitter: rand::random::<f64>(),
+            ..self.rules_ctx(actor, &policy, now)
         };
         let Some(t) = apply(op, &cmd, &ctx)? else {
             return Ok(unchanged(op));

@@ -78,8 +78,6 @@ pub struct ListFilter {
     pub workflow: Option<String>,
     /// Only items whose age is at least this.
     pub older_than: Option<Duration>,
-    /// Text the key, workflow, step, destination, state or (redacted) error must contain.
-    pub text: Option<String>,
     /// The terms of SPEC 12's filter (`list --where`, the console's `/`), all of which hold.
     pub query: crate::domain::filter::Filter,
     pub sort: Sort,
@@ -136,6 +134,32 @@ fn scope_of(
     Some((states, not_after))
 }
 
+/// What a list's filter asks of the store, from its first row (a page sets where it starts and
+/// how many it takes; a count takes the filter alone).
+fn list_query<'a>(
+    filter: &'a ListFilter,
+    viewer: &'a str,
+    states: &'a [State],
+    not_after: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> ListQuery<'a> {
+    ListQuery {
+        terms: &filter.query.terms,
+        now,
+        viewer,
+        exceptions_only: filter.scope == Scope::Exceptions,
+        states,
+        workflow: filter.workflow.as_deref(),
+        claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
+        not_after,
+        order: filter.sort.order(),
+        from: None,
+        inclusive: false,
+        backwards: false,
+        limit: 0,
+    }
+}
+
 const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWait];
 const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
 
@@ -167,12 +191,6 @@ impl Ledger {
             return Ok(Page::default());
         };
         let exceptions_only = filter.scope == Scope::Exceptions;
-        let text = filter
-            .text
-            .as_deref()
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_lowercase);
         // A reversed list walks the same keyset the other way: its "after" is the order's
         // "before". `position` from here on is the position in the order's own direction.
         let flipped;
@@ -198,20 +216,11 @@ impl Ledger {
             Position::Last => (None, true, false),
         };
         let query = ListQuery {
-            terms: &filter.query.terms,
-            now,
-            viewer,
-            exceptions_only,
-            states: &states,
-            workflow: filter.workflow.as_deref(),
-            claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
-            not_after,
-            order: filter.sort.order(),
-            text: text.as_deref(),
             from,
             inclusive,
             backwards,
             limit: limit as i64,
+            ..list_query(filter, viewer, &states, not_after, now)
         };
         let mut rows = self.store.page(&query).await?;
         let full = rows.len() >= limit;
@@ -279,7 +288,7 @@ impl Ledger {
         }
         // The database matched raw text; a match found only inside a redacted value must not
         // show (it would tell the typist the secret is there).
-        for t in text.iter().map(String::as_str).chain(filter.query.words()) {
+        for t in filter.query.words() {
             items.retain(|v| view_matches(v, t));
         }
         Ok(Page {
@@ -291,32 +300,17 @@ impl Ledger {
     }
 
     /// How many operations of the view the filter matches, for the console's "N of M"; `None`
-    /// when the filter holds bare words or text: those are checked against what is shown (a
+    /// when the filter holds bare words: those are checked against what is shown (a
     /// match inside a redacted value must not count), which a count cannot do.
     pub async fn count_matching(&self, filter: &ListFilter, viewer: &str) -> Result<Option<i64>> {
-        if filter.text.is_some() || filter.query.words().next().is_some() {
+        if filter.query.words().next().is_some() {
             return Ok(None);
         }
         let now = self.now();
         let Some((states, not_after)) = scope_of(filter, now) else {
             return Ok(Some(0));
         };
-        let query = ListQuery {
-            terms: &filter.query.terms,
-            now,
-            viewer,
-            exceptions_only: filter.scope == Scope::Exceptions,
-            states: &states,
-            workflow: filter.workflow.as_deref(),
-            claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
-            not_after,
-            order: filter.sort.order(),
-            text: None,
-            from: None,
-            inclusive: false,
-            backwards: false,
-            limit: 0,
-        };
+        let query = list_query(filter, viewer, &states, not_after, now);
         self.store.count_matching(&query).await.map(Some)
     }
 
@@ -356,13 +350,8 @@ impl Ledger {
         let actions = crate::domain::offered(
             &op,
             &crate::domain::Ctx {
-                now,
-                actor: viewer,
-                policy: &policy,
-                lease: self.config.lease,
-                attempt_timeout: self.config.attempt_timeout,
                 paused: paused.workflow,
-                jitter: 0.5,
+                ..self.rules_ctx(viewer, &policy, now)
             },
         );
         let exception = op.is_exception(now);

@@ -75,6 +75,24 @@ struct Guard {
 }
 
 impl Guard {
+    /// A workflow's guard as the database holds it now, before this round changes anything.
+    fn new(
+        limit: u64,
+        row: Option<crate::store::WorkflowRow>,
+        exceptions: i64,
+        running: i64,
+    ) -> Guard {
+        Guard {
+            limit,
+            row,
+            exceptions,
+            running,
+            new_exception: false,
+            paused_now: None,
+            started: 0,
+        }
+    }
+
     fn changed(
         &mut self,
         before: &crate::domain::Op,
@@ -193,18 +211,7 @@ impl Ledger {
             };
             let row = conn.hold_workflow(name).await?;
             let (exceptions, running) = conn.threshold_counts(name, now).await?;
-            guards.insert(
-                name.clone(),
-                Guard {
-                    limit,
-                    row,
-                    exceptions,
-                    running,
-                    new_exception: false,
-                    paused_now: None,
-                    started: 0,
-                },
-            );
+            guards.insert(name.clone(), Guard::new(limit, row, exceptions, running));
         }
         // destinations an answer says to pause, with the reason
         let mut pausing: Vec<(String, String)> = Vec::new();
@@ -529,16 +536,7 @@ impl Ledger {
         };
         let row = tx.hold_workflow(workflow).await?;
         let (exceptions, running) = tx.threshold_counts(workflow, now).await?;
-        let guard = Guard {
-            limit,
-            row,
-            exceptions,
-            running,
-            new_exception: false,
-            paused_now: None,
-            started: 0,
-        };
-        if guard.room() > 0 {
+        if Guard::new(limit, row, exceptions, running).room() > 0 {
             return Ok(());
         }
         Err(Error::Refused(format!(

@@ -56,8 +56,6 @@ pub(crate) struct ListQuery<'a> {
     /// Only rows whose ordering time is at or before this.
     pub not_after: Option<DateTime<Utc>>,
     pub order: Order,
-    /// Lowercase text that the key, workflow, step, destination, state or error must contain.
-    pub text: Option<&'a str>,
     /// Rows strictly after (or, `backwards`, strictly before) this position.
     pub from: Option<&'a Cursor>,
     /// Include the row at `from` itself.
@@ -341,7 +339,7 @@ fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
     format!("${}", args.len())
 }
 
-/// The conditions of a list's filter (scope, states, workflow, claim, text, SPEC 12's terms),
+/// The conditions of a list's filter (scope, states, workflow, claim, SPEC 12's terms),
 /// shared by a page and its count; their values are appended to `args`.
 fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String> {
     let mut cond: Vec<String> = Vec::new();
@@ -367,10 +365,6 @@ fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String>
     if let Some(c) = q.claimed_by {
         let m = mark(args, Arg::Text(c.to_string()));
         cond.push(format!("claimed_by = {m}"));
-    }
-    if let Some(text) = q.text.filter(|t| !t.is_empty()) {
-        let n = mark(args, Arg::Text(format!("%{}%", like_escaped(text))));
-        cond.push(words_match(&n));
     }
     for t in q.terms {
         let now = ms(q.now);
