@@ -1175,6 +1175,45 @@ async fn a_reversed_list_pages_newest_first(db: &TestDb) {
     assert_eq!(keys(&first), ["e-0", "e-1", "e-2", "e-3", "e-4"]);
 }
 
+/// A bare word, negated or not, is matched against what the reader is shown: a word found only
+/// inside a redacted value neither finds a row nor hides one (either would tell it is there).
+async fn filter_words_never_tell_a_redacted_value(db: &TestDb) {
+    let l = ledger(db).await;
+    for k in ["w-1", "w-2"] {
+        l.record(&intent(k, "sms", json!({})), "bot").await.unwrap();
+    }
+    l.report_attempt(
+        &outcome("w-1", Outcome::Unknown, Some("bounced for ada@example.com")),
+        "bot",
+    )
+    .await
+    .unwrap();
+    l.report_attempt(&outcome("w-2", Outcome::Unknown, Some("bounced")), "bot")
+        .await
+        .unwrap();
+    let keys = |text: &'static str| {
+        let l = l.clone();
+        async move {
+            let filter = ListFilter {
+                query: settle::domain::filter::Filter::parse(text).unwrap(),
+                ..Default::default()
+            };
+            let page = l.list(&filter, "alice", None, 50).await.unwrap();
+            let mut k: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
+            k.sort();
+            k.join(" ")
+        }
+    };
+    assert_eq!(keys("bounced").await, "w-1 w-2");
+    assert_eq!(
+        keys("ada").await,
+        "",
+        "a word inside a redacted value finds nothing"
+    );
+    assert_eq!(keys("-ada").await, "w-1 w-2", "nor hides anything");
+    assert_eq!(keys("-bounced").await, "");
+}
+
 both_backends!(
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
@@ -1189,6 +1228,7 @@ both_backends!(
     the_stopping_threshold_pauses_a_workflow,
     a_callers_start_keeps_to_the_stopping_threshold,
     the_filter_selects_what_each_term_says,
+    filter_words_never_tell_a_redacted_value,
     a_bulk_action_previews_freezes_and_acts_item_by_item,
     a_paced_bulk_retry_spaces_the_next_attempts,
     lists_page_by_keyset_oldest_first,

@@ -87,6 +87,15 @@ impl Filter {
             _ => None,
         })
     }
+
+    /// The negated bare words: checked only against what the list shows (matching them in the
+    /// database would drop a row for a word found inside a redacted value, and so tell it).
+    pub fn negated_words(&self) -> impl Iterator<Item = &str> {
+        self.terms.iter().filter_map(|t| match &t.matches {
+            Match::Word(w) if t.negated => Some(w.as_str()),
+            _ => None,
+        })
+    }
 }
 
 fn terms(text: &str) -> Vec<Result<Term, String>> {

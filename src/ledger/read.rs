@@ -291,6 +291,9 @@ impl Ledger {
         for t in filter.query.words() {
             items.retain(|v| view_matches(v, t));
         }
+        for t in filter.query.negated_words() {
+            items.retain(|v| !view_matches(v, t));
+        }
         Ok(Page {
             items,
             more_before,
@@ -300,10 +303,11 @@ impl Ledger {
     }
 
     /// How many operations of the view the filter matches, for the console's "N of M"; `None`
-    /// when the filter holds bare words: those are checked against what is shown (a
+    /// when the filter holds bare words (negated or not): those are checked against what is shown (a
     /// match inside a redacted value must not count), which a count cannot do.
     pub async fn count_matching(&self, filter: &ListFilter, viewer: &str) -> Result<Option<i64>> {
-        if filter.query.words().next().is_some() {
+        let q = &filter.query;
+        if q.words().chain(q.negated_words()).next().is_some() {
             return Ok(None);
         }
         let now = self.now();
