@@ -676,3 +676,28 @@ fn status_lines_expire() {
     app.update(Msg::Tick);
     assert!(app.status.is_some(), "a refusal is kept for 20 s");
 }
+
+/// A new order starts at its top: after `S` the first row of the new page is selected, not the
+/// row that was selected in the old order.
+#[test]
+fn a_new_order_selects_its_first_row() {
+    let mut app = loaded(3, false);
+    assert_eq!(selected(&app), "op-0");
+    let fx = app.update(key('S'));
+    let Some(Effect::Page { seq, .. }) = fx.first().cloned() else {
+        panic!("S reloads: {fx:?}")
+    };
+    // the reversed page: op-2 first, op-0 (selected before) last
+    let items = (0..3).rev().map(|i| row(i, State::Unknown)).collect();
+    app.update(Msg::Page {
+        seq,
+        place: Place::Replace { select_last: false },
+        page: Ok(Page {
+            items,
+            more_before: false,
+            more_after: false,
+            next: None,
+        }),
+    });
+    assert_eq!(selected(&app), "op-2", "the top of the new order, not op-0 again");
+}

@@ -664,6 +664,12 @@ async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
         assert!(row.contains(&key), "{key} missing: {row}");
     }
     assert!(checked >= 3, "rows were drawn: {screen}");
+    // a reversed sort keeps its label whole: the tabs shorten their titles instead
+    let mut app = app;
+    app.reverse = true;
+    let tabs = render(&app, 80, 24).lines().nth(1).unwrap().to_string();
+    assert!(tabs.ends_with("sort: age ↓"), "{tabs}");
+    assert!(tabs.contains("[1 Exc "), "{tabs}");
 }
 
 /// SPEC 13: the detail pane puts first what a person acts on (next step, state, error, claim,

@@ -174,6 +174,8 @@ pub struct App {
     pub sort: Sort,
     /// `S`: the sort's order reversed.
     pub reverse: bool,
+    /// The next page starts the selection at its top (a new order), not on the same key.
+    to_top: bool,
     pub filter: Input,
     pub focus: Focus,
     pub mode: Mode,
@@ -216,6 +218,7 @@ impl App {
             view: View::Exceptions,
             sort: Sort::Age,
             reverse: false,
+            to_top: false,
             filter: Input::default(),
             focus: Focus::List,
             mode: Mode::Normal,
@@ -488,6 +491,8 @@ impl App {
                 self.more_after = page.more_after;
                 self.selected = if select_last {
                     self.rows.len().saturating_sub(1)
+                } else if std::mem::take(&mut self.to_top) {
+                    0
                 } else {
                     before_key
                         .and_then(|k| self.rows.iter().position(|r| r.key == k))
@@ -708,6 +713,7 @@ impl App {
             KeyCode::Char('S') => {
                 self.reverse = !self.reverse;
                 self.selected = 0;
+                self.to_top = true;
                 let way = if self.reverse { "reversed" } else { "in order" };
                 self.set_status(format!("sorted by {}, {way}", self.sort.label()), false);
                 self.reload(Position::First, false)
@@ -715,6 +721,7 @@ impl App {
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
                 self.selected = 0;
+                self.to_top = true;
                 self.set_status(format!("sorted by {}", self.sort.label()), false);
                 self.reload(Position::First, false)
             }

@@ -58,7 +58,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
 /// oldest age, what is paused and the dispatcher's health).
 fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
     let mut right: Vec<Span> = Vec::new();
-    let sep = if level < 2 { " · " } else { " " };
+    let sep = if level < 2 { " · " } else { "·" };
     // a filter that is on says so, with how many of the view it keeps
     if !app.filter.value().trim().is_empty() && app.view != View::Activity {
         let of = match (app.filter_count, view_count(app, app.view)) {
@@ -220,13 +220,41 @@ fn view_count(app: &App, v: View) -> Option<i64> {
 }
 
 fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    let sort = (app.sort != crate::ledger::Sort::Age || app.reverse).then(|| {
+        let way = if app.reverse { " ↓" } else { " ↑" };
+        format!("sort: {}{way}", app.sort.label())
+    });
+    let labels = |short: bool| -> Vec<String> {
+        View::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let title = match (short, v) {
+                    (true, View::Exceptions) => "Exc",
+                    (true, View::InProgress) => "Prog",
+                    (true, View::Activity) => "Act",
+                    _ => v.title(),
+                };
+                match view_count(app, *v) {
+                    Some(n) => format!("[{} {title} {n}]", i + 1),
+                    None => format!("[{} {title}]", i + 1),
+                }
+            })
+            .collect()
+    };
+    // the sort label keeps its place: the tabs shorten their titles first
+    let width = |l: &[String]| {
+        1 + l.iter().map(|t| t.chars().count() + 1).sum::<usize>()
+            + sort.as_ref().map_or(0, |s| s.chars().count())
+    };
+    let full = labels(false);
+    let tabs = if width(&full) <= area.width as usize {
+        full
+    } else {
+        labels(true)
+    };
     let mut spans = vec![Span::raw(" ")];
-    for (i, v) in View::ALL.iter().enumerate() {
-        let n = view_count(app, *v);
-        let label = match n {
-            Some(n) => format!("[{} {} {n}]", i + 1, v.title()),
-            None => format!("[{} {}]", i + 1, v.title()),
-        };
+    for (v, label) in View::ALL.iter().zip(tabs) {
         let style = if *v == app.view {
             theme.style(Meaning::Selected)
         } else {
@@ -235,12 +263,8 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         spans.push(Span::styled(label, style));
         spans.push(Span::raw(" "));
     }
-    if app.sort != crate::ledger::Sort::Age || app.reverse {
-        let way = if app.reverse { " ↓" } else { " ↑" };
-        spans.push(Span::styled(
-            format!("sort: {}{way}", app.sort.label()),
-            theme.style(Meaning::Accent),
-        ));
+    if let Some(sort) = sort {
+        spans.push(Span::styled(sort, theme.style(Meaning::Accent)));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
