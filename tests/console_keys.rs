@@ -699,5 +699,9 @@ fn a_new_order_selects_its_first_row() {
             next: None,
         }),
     });
-    assert_eq!(selected(&app), "op-2", "the top of the new order, not op-0 again");
+    assert_eq!(
+        selected(&app),
+        "op-2",
+        "the top of the new order, not op-0 again"
+    );
 }
