@@ -417,7 +417,16 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     let f = incident().await;
     let mut app = console(&f, "alice").await;
     press(&mut app, &f, key('?')).await;
-    insta::assert_snapshot!("help_80x24", render(&app, 80, 24));
+    let help = render(&app, 80, 24);
+    for b in settle::console::keymap::KEYMAP {
+        assert!(
+            help.contains(b.help),
+            "{:?} cut or missing at 80x24:\n{help}",
+            b.help
+        );
+    }
+    assert!(help.contains("Any key closes this help."), "{help}");
+    insta::assert_snapshot!("help_80x24", help);
     insta::assert_snapshot!("help_160x48", render(&app, 160, 48));
     let mut app = console(&f, "alice").await;
     press(&mut app, &f, key('c')).await;
@@ -740,4 +749,141 @@ async fn a_filter_shows_in_the_header_with_n_of_m() {
     .await;
     let header = render(&app, 160, 48).lines().next().unwrap().to_string();
     assert!(header.contains("shown"), "{header}");
+}
+
+fn press_code(c: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(c, KeyModifiers::NONE))
+}
+
+async fn type_text(app: &mut App, f: &Fixture, text: &str) {
+    for c in text.chars() {
+        press(app, f, key(c)).await;
+    }
+}
+
+/// SPEC 13: the detail pane can be shown full-screen, and the filter that is on is drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_the_full_screen_detail_and_an_active_filter() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    let split = render(&app, 80, 24);
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    let full = render(&app, 80, 24);
+    assert!(
+        full.lines().filter(|l| !l.is_empty()).count()
+            > split.lines().filter(|l| !l.is_empty()).count()
+            && !full.contains("SAFE NEXT STEP"),
+        "full screen hides the list:\n{full}"
+    );
+    insta::assert_snapshot!("detail_split_80x24", split);
+    insta::assert_snapshot!("detail_full_80x24", full);
+    press(&mut app, &f, press_code(KeyCode::Esc)).await;
+    assert!(
+        render(&app, 80, 24).contains("SAFE NEXT STEP"),
+        "Esc returns to the list"
+    );
+
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('/')).await;
+    type_text(&mut app, &f, "state:unknown,failed").await;
+    insta::assert_snapshot!("filter_typing_80x24", render(&app, 80, 24));
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    insta::assert_snapshot!("filter_active_80x24", render(&app, 80, 24));
+}
+
+/// SPEC 16 in the console: `A` marks the whole matching set, an action key freezes it and shows
+/// the ledger's preview grouped by reason; `y` acts on each eligible item (one event each, one
+/// batch id), a progress bar counts, and what another holds is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marks_a_bulk_preview_and_its_progress() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    let exceptions = app.rows.len();
+    let held_by_bob: Vec<String> = app
+        .rows
+        .iter()
+        .filter(|r| r.claimed_by.as_deref().is_some_and(|b| b != "alice"))
+        .map(|r| r.key.clone())
+        .collect();
+    assert!(
+        !held_by_bob.is_empty(),
+        "the fixture has items another holds"
+    );
+    // Space marks one and moves on; A marks the whole view; A again unmarks all
+    press(&mut app, &f, key(' ')).await;
+    assert_eq!((app.marks.len(), app.selected), (1, 1));
+    press(&mut app, &f, key('A')).await;
+    assert!(app.marks.is_empty(), "A with marks unmarks them");
+    press(&mut app, &f, key('A')).await;
+    assert_eq!(app.marks.len(), exceptions);
+    let screen = render(&app, 80, 24);
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .contains(&format!("{exceptions} marked")),
+        "{screen}"
+    );
+    assert!(screen.lines().nth(3).unwrap().contains('✓'), "{screen}");
+    insta::assert_snapshot!("marked_80x24", screen);
+    // close them all as abandoned: no "done elsewhere" in bulk (it needs a reference each)
+    press(&mut app, &f, key('x')).await;
+    let choose = render(&app, 80, 24);
+    assert!(!choose.contains("done elsewhere"), "{choose}");
+    press(&mut app, &f, key('3')).await;
+    type_text(&mut app, &f, "outage cleanup").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    let preview = render(&app, 80, 24);
+    assert!(
+        preview.contains(&format!(
+            "close {exceptions}: {} will be done",
+            exceptions - held_by_bob.len()
+        )),
+        "{preview}"
+    );
+    assert!(preview.contains("claimed by another"), "{preview}");
+    insta::assert_snapshot!("bulk_preview_80x24", preview);
+    // confirm; the progress bar as the first progress arrives
+    let fx = app.update(key('y'));
+    let Some(settle::console::app::Effect::BulkApply { keys, .. }) = fx.first().cloned() else {
+        panic!("y starts the bulk action: {fx:?}");
+    };
+    assert_eq!(keys.len(), exceptions - held_by_bob.len());
+    app.update(Msg::BulkProgress {
+        done: 1,
+        total: keys.len(),
+    });
+    let progress = render(&app, 80, 24);
+    assert!(
+        progress.contains(&format!("1 of {} · close · Esc stops", keys.len())),
+        "{progress}"
+    );
+    insta::assert_snapshot!("bulk_progress_80x24", progress);
+    settle_effects(&mut app, &f.ledger, fx, "alice").await;
+    assert!(app.bulk.is_none(), "done");
+    let (status, _) = app.status.clone().unwrap();
+    assert!(
+        status.starts_with(&format!("close: {} done (batch b-", keys.len())),
+        "{status}"
+    );
+    assert_eq!(
+        app.marks.len(),
+        held_by_bob.len(),
+        "what was left alone stays marked"
+    );
+    // every acted item holds exactly one close event, all with the same batch id
+    let mut batches = std::collections::BTreeSet::new();
+    for k in &keys {
+        let d = f.ledger.show(k, "alice").await.unwrap();
+        let closes: Vec<_> = d.history.iter().filter(|e| e.kind == "closed").collect();
+        assert_eq!(closes.len(), 1, "{k}: {closes:?}");
+        batches.insert(closes[0].detail["batch"].as_str().unwrap().to_string());
+    }
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    for k in &held_by_bob {
+        let d = f.ledger.show(k, "alice").await.unwrap();
+        assert!(d.op.state.is_exception(), "{k} left alone");
+    }
 }

@@ -463,16 +463,7 @@ pub fn bulk_preview(verb: &str, p: &crate::ledger::BulkPreview, as_json: bool) {
         json(p);
         return;
     }
-    let mut line = format!("{verb} {}: {} to do", p.matched, p.eligible.len());
-    if !p.refused.is_empty() {
-        let groups: Vec<String> = p
-            .refused
-            .iter()
-            .map(|(why, keys)| format!("{} {}", keys.len(), esc(why)))
-            .collect();
-        line.push_str(&format!("; left alone: {}", groups.join(", ")));
-    }
-    say!("{line}");
+    say!("{}", esc(&p.summary(verb)));
 }
 
 /// A bulk action's summary line (SPEC 16), or with `json` the whole report.
@@ -481,18 +472,7 @@ pub fn bulk_report(verb: &str, r: &crate::ledger::BulkReport, as_json: bool) {
         json(r);
         return;
     }
-    let mut line = format!("{verb}: {} done (batch {})", r.done.len(), esc(&r.batch));
-    let changed: usize = r.changed_meanwhile.values().map(Vec::len).sum();
-    if changed > 0 {
-        line.push_str(&format!("; {changed} changed meanwhile, left alone"));
-    }
-    if !r.not_reached.is_empty() {
-        line.push_str(&format!(
-            "; stopped: {} not reached, untouched",
-            r.not_reached.len()
-        ));
-    }
-    say!("{line}");
+    say!("{}", esc(&r.summary(verb)));
     for (why, keys) in &r.changed_meanwhile {
         crate::tell!("  {}: {}", esc(why), esc(&keys.join(" ")));
     }

@@ -9,9 +9,34 @@ pub use super::form::{ActionKind, Form, FormStep};
 use tui_input::backend::crossterm::EventHandler;
 
 use crate::ledger::{
-    EventView, ListFilter, OperationDetail, OperationView, Page, Position, Scope, Sort,
-    StaffAction, Stats,
+    BulkPreview, BulkReport, EventView, ListFilter, OperationDetail, OperationView, Page, Position,
+    Scope, Sort, StaffAction, Stats,
 };
+
+/// Stops a bulk action between two items (`Esc`, Ctrl-C); what is done stays done.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl StopFlag {
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl PartialEq for StopFlag {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A bulk action under way: the progress bar's numbers.
+#[derive(Clone, Debug)]
+pub struct BulkRun {
+    pub verb: &'static str,
+    pub done: usize,
+    pub total: usize,
+    pub stop: StopFlag,
+}
 
 /// Rows asked for at a time; the window never holds more than `MAX_ROWS`.
 pub const PAGE: usize = 100;
@@ -107,6 +132,24 @@ pub enum Effect {
     Resume {
         workflow: String,
     },
+    /// Every key the view and filter match (`A`: the whole set in the database).
+    MarkAll {
+        seq: u64,
+        filter: ListFilter,
+    },
+    /// The frozen preview of one action on the marked keys.
+    BulkPreview {
+        keys: Vec<String>,
+        action: StaffAction,
+    },
+    /// The action on the preview's eligible keys, one transaction and one event each;
+    /// progress comes back as `Msg::BulkProgress`.
+    BulkApply {
+        keys: Vec<String>,
+        action: StaffAction,
+        pace: Option<std::time::Duration>,
+        stop: StopFlag,
+    },
     Poll,
     Quit,
 }
@@ -163,6 +206,16 @@ pub enum Msg {
         count: Result<Option<i64>, String>,
     },
     Polled(Result<i64, String>),
+    Marked {
+        seq: u64,
+        keys: Result<Vec<String>, String>,
+    },
+    Previewed(Result<BulkPreview, String>),
+    BulkProgress {
+        done: usize,
+        total: usize,
+    },
+    BulkDone(Result<BulkReport, String>),
     /// Another writer changed something (a PostgreSQL notification).
     Changed,
 }
@@ -178,6 +231,8 @@ pub struct App {
     to_top: bool,
     pub filter: Input,
     pub focus: Focus,
+    /// The detail pane fills the screen (Enter in the detail pane).
+    pub detail_full: bool,
     pub mode: Mode,
     pub rows: Vec<OperationView>,
     pub selected: usize,
@@ -189,6 +244,12 @@ pub struct App {
     pub filter_count: Option<i64>,
     count_seq: u64,
     pub detail_scroll: u16,
+    /// Marked keys (`Space`, `A`): the action keys act on all of them (SPEC 16).
+    pub marks: std::collections::BTreeSet<String>,
+    /// `A` was asked for (request `seq`) and its answer has not come yet.
+    pub(super) marking: Option<u64>,
+    /// A bulk action under way.
+    pub bulk: Option<BulkRun>,
     pub header: Header,
     pub status: Option<(String, bool)>,
     /// When the status line was set: it clears itself after a while (SPEC 13), an error later.
@@ -221,6 +282,7 @@ impl App {
             to_top: false,
             filter: Input::default(),
             focus: Focus::List,
+            detail_full: false,
             mode: Mode::Normal,
             rows: Vec::new(),
             selected: 0,
@@ -229,6 +291,9 @@ impl App {
             activity: Vec::new(),
             detail: None,
             detail_scroll: 0,
+            marks: Default::default(),
+            marking: None,
+            bulk: None,
             filter_count: None,
             count_seq: 0,
             header: Header::default(),
@@ -277,7 +342,7 @@ impl App {
         }
     }
 
-    fn next_seq(&mut self) -> u64 {
+    pub(super) fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
     }
@@ -305,7 +370,7 @@ impl App {
     }
 
     /// Reloads the rows on screen where they are (live refresh): the selection stays put.
-    fn refresh(&mut self) -> Vec<Effect> {
+    pub(super) fn refresh(&mut self) -> Vec<Effect> {
         let position = match self.rows.first() {
             Some(r) if self.more_before => Position::From(r.cursor.clone()),
             _ => Position::First,
@@ -432,6 +497,15 @@ impl App {
                 self.refresh()
             }
             Msg::Changed => vec![Effect::Poll],
+            Msg::Marked { seq, keys } => self.on_marked(seq, keys),
+            Msg::Previewed(preview) => self.on_previewed(preview),
+            Msg::BulkProgress { done, total } => {
+                if let Some(b) = self.bulk.as_mut() {
+                    (b.done, b.total) = (done, total);
+                }
+                Vec::new()
+            }
+            Msg::BulkDone(report) => self.on_bulk_done(report),
             Msg::Counted { seq, count } => {
                 if seq == self.count_seq {
                     self.filter_count = count.ok().flatten();
@@ -576,7 +650,7 @@ impl App {
         }
     }
 
-    fn move_by(&mut self, delta: isize) -> Vec<Effect> {
+    pub(super) fn move_by(&mut self, delta: isize) -> Vec<Effect> {
         let len = self.len();
         if len == 0 {
             return Vec::new();
@@ -592,6 +666,9 @@ impl App {
 
     fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            if let Some(b) = &self.bulk {
+                b.stop.stop();
+            }
             self.quit = true;
             return vec![Effect::Quit];
         }
@@ -648,8 +725,13 @@ impl App {
                     self.detail_scroll = 0;
                     return Vec::new();
                 }
-                KeyCode::Esc | KeyCode::Tab | KeyCode::Enter => {
+                KeyCode::Enter => {
+                    self.detail_full = !self.detail_full;
+                    return Vec::new();
+                }
+                KeyCode::Esc | KeyCode::Tab => {
                     self.focus = Focus::List;
+                    self.detail_full = false;
                     return Vec::new();
                 }
                 _ => {}
@@ -687,6 +769,11 @@ impl App {
                 Vec::new()
             }
             KeyCode::Esc => {
+                if let Some(b) = &self.bulk {
+                    b.stop.stop();
+                    self.set_status("stopping after the item under way…", false);
+                    return Vec::new();
+                }
                 if !self.filter.value().is_empty() {
                     self.filter.reset();
                     return self.reload(Position::First, false);
@@ -729,8 +816,14 @@ impl App {
                 self.mode = Mode::Help;
                 Vec::new()
             }
+            KeyCode::Char(' ') => self.toggle_mark(),
+            KeyCode::Char('A') => self.mark_all(),
             KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P')) => {
-                self.begin_action(c)
+                if self.marks.is_empty() {
+                    self.begin_action(c)
+                } else {
+                    self.begin_bulk(c)
+                }
             }
             _ => Vec::new(),
         }
@@ -744,7 +837,10 @@ impl App {
         match b.when {
             When::Always => true,
             When::Row => row.is_some(),
+            // with items marked, the keys that act on many (each item is checked at the preview)
+            When::Offered if !self.marks.is_empty() => b.bulk && self.online && self.bulk.is_none(),
             When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
+            When::Marks => self.view != View::Activity && self.online && self.bulk.is_none(),
         }
     }
 }

@@ -53,6 +53,8 @@ pub enum FormStep {
         required: bool,
     },
     Confirm,
+    /// A bulk action's preview is being asked of the ledger.
+    Checking,
 }
 
 #[derive(Clone, Debug)]
@@ -68,6 +70,110 @@ pub struct Form {
     pub new_key: Option<String>,
     pub text: Option<String>,
     pub hint: Option<String>,
+    /// A bulk action: the marked keys, frozen when the key was pressed (SPEC 16).
+    pub bulk: Option<Vec<String>>,
+    /// The bulk action's preview, once the ledger answered: confirming acts on its eligible keys.
+    pub preview: Option<crate::ledger::BulkPreview>,
+    /// A paced bulk retry: the items' next attempts this far apart.
+    pub pace: Option<std::time::Duration>,
+}
+
+impl ActionKind {
+    /// The verb of a bulk preview and summary ("retry 212: ...").
+    pub fn verb(&self) -> &'static str {
+        match self {
+            ActionKind::Claim => "claim",
+            ActionKind::TakeOver => "take over",
+            ActionKind::Release => "release",
+            ActionKind::Reconcile => "reconcile",
+            ActionKind::Retry => "retry",
+            ActionKind::Close => "close",
+            ActionKind::Note => "note",
+            ActionKind::Pause => "pause",
+            ActionKind::Resume => "resume",
+        }
+    }
+}
+
+impl Form {
+    pub(super) fn new(kind: ActionKind, target: String, step: FormStep) -> Form {
+        Form {
+            kind,
+            target,
+            step,
+            input: Input::default(),
+            found: None,
+            resolution: None,
+            reference: None,
+            new_key: None,
+            text: None,
+            hint: None,
+            bulk: None,
+            preview: None,
+            pace: None,
+        }
+    }
+}
+
+/// The first step of the action a key stands for. `offered` says which reconcile outcomes the
+/// item allows; `bulk`: the action is for many items (close's "done elsewhere" needs a
+/// reference per item, so it is left to `settle reconcile --from`; a retry of more than 20
+/// asks for a pace).
+pub(super) fn first_step(
+    c: char,
+    offered: impl Fn(Offer) -> bool,
+    bulk: Option<usize>,
+) -> Option<(ActionKind, FormStep)> {
+    Some(match c {
+        'c' => (ActionKind::Claim, FormStep::Confirm),
+        'C' => (
+            ActionKind::TakeOver,
+            FormStep::Text {
+                label: "reason for taking over",
+                required: true,
+            },
+        ),
+        'u' => (ActionKind::Release, FormStep::Confirm),
+        'r' => (
+            ActionKind::Reconcile,
+            FormStep::Choose(
+                [
+                    (Offer::ReconcileFound, 'f', "found it: give the reference"),
+                    (Offer::ReconcileAbsent, 'a', "absent: not done"),
+                ]
+                .into_iter()
+                .filter(|(o, _, _)| offered(*o))
+                .map(|(_, k, text)| (k, text))
+                .collect(),
+            ),
+        ),
+        'R' if bulk.is_some_and(|n| n > 20) => (
+            ActionKind::Retry,
+            FormStep::Text {
+                label: "pace, items per second (Enter: all at once)",
+                required: false,
+            },
+        ),
+        'R' => (ActionKind::Retry, FormStep::Confirm),
+        'x' => (
+            ActionKind::Close,
+            FormStep::Choose(
+                CLOSE_CHOICES
+                    .iter()
+                    .filter(|(_, r, _)| bulk.is_none() || *r != Resolution::DoneElsewhere)
+                    .map(|(k, _, words)| (*k, *words))
+                    .collect(),
+            ),
+        ),
+        'n' => (
+            ActionKind::Note,
+            FormStep::Text {
+                label: "note",
+                required: true,
+            },
+        ),
+        _ => return None,
+    })
 }
 
 impl App {
@@ -102,48 +208,10 @@ impl App {
             return Vec::new();
         }
         let offered = |o: Offer| row.actions.contains(o);
-        let (kind, step) = match c {
-            'c' => (ActionKind::Claim, FormStep::Confirm),
-            'C' => (
-                ActionKind::TakeOver,
-                FormStep::Text {
-                    label: "reason for taking over",
-                    required: true,
-                },
-            ),
-            'u' => (ActionKind::Release, FormStep::Confirm),
-            'r' => (
-                ActionKind::Reconcile,
-                FormStep::Choose(
-                    [
-                        (Offer::ReconcileFound, 'f', "found it: give the reference"),
-                        (Offer::ReconcileAbsent, 'a', "absent: not done"),
-                    ]
-                    .into_iter()
-                    .filter(|(o, _, _)| offered(*o))
-                    .map(|(_, k, text)| (k, text))
-                    .collect(),
-                ),
-            ),
-            'R' => (ActionKind::Retry, FormStep::Confirm),
-            'x' => (
-                ActionKind::Close,
-                FormStep::Choose(
-                    CLOSE_CHOICES
-                        .iter()
-                        .map(|(k, _, words)| (*k, *words))
-                        .collect(),
-                ),
-            ),
-            'n' => (
-                ActionKind::Note,
-                FormStep::Text {
-                    label: "note",
-                    required: true,
-                },
-            ),
-            _ if row.workflow_paused => (ActionKind::Resume, FormStep::Confirm),
-            _ => (
+        let (kind, step) = match first_step(c, offered, None) {
+            Some(first) => first,
+            None if row.workflow_paused => (ActionKind::Resume, FormStep::Confirm),
+            None => (
                 ActionKind::Pause,
                 FormStep::Text {
                     label: "reason for pausing",
@@ -162,18 +230,9 @@ impl App {
                 row.destination
             )
         });
-        self.mode = Mode::Form(Box::new(Form {
-            kind,
-            target,
-            step,
-            input: Input::default(),
-            found: None,
-            resolution: None,
-            reference: None,
-            new_key: None,
-            text: None,
-            hint,
-        }));
+        let mut form = Form::new(kind, target, step);
+        form.hint = hint;
+        self.mode = Mode::Form(Box::new(form));
         Vec::new()
     }
 
@@ -243,6 +302,13 @@ impl App {
                     form.hint = None;
                     let asked_note = label.starts_with("note");
                     match (&form.kind, form.resolution) {
+                        (ActionKind::Retry, _) => match super::incident::pace(&value) {
+                            Ok(pace) => {
+                                form.pace = pace;
+                                form.step = FormStep::Confirm;
+                            }
+                            Err(why) => form.hint = Some(why),
+                        },
                         (ActionKind::Close, Some(Resolution::DoneElsewhere)) if !asked_note => {
                             form.reference = Some(value);
                             form.step = FormStep::Text {
@@ -280,43 +346,56 @@ impl App {
                 }
                 _ => {}
             },
+            FormStep::Checking => {}
         }
-        self.mode = Mode::Form(Box::new(form));
-        Vec::new()
+        self.show_form(form)
     }
 
     fn submit(&mut self, form: Form) -> Vec<Effect> {
-        self.set_status("working…", false);
         let key = form.target.clone();
-        let action = match form.kind {
+        let text = form.text.clone().unwrap_or_default();
+        match (form.kind.clone(), form.staff_action()) {
+            (ActionKind::Pause, _) => vec![Effect::Pause {
+                workflow: key,
+                reason: text,
+            }],
+            (ActionKind::Resume, _) => vec![Effect::Resume { workflow: key }],
+            (kind, Some(action)) => match form.preview {
+                Some(preview) => self.start_bulk(kind.verb(), preview, action, form.pace),
+                None => {
+                    self.set_status("working…", false);
+                    vec![Effect::Staff { key, action }]
+                }
+            },
+            (_, None) => Vec::new(),
+        }
+    }
+}
+
+impl Form {
+    /// The staff action the form has put together (`None`: pause and resume, not staff actions).
+    pub(super) fn staff_action(&self) -> Option<StaffAction> {
+        let text = self.text.clone().unwrap_or_default();
+        Some(match self.kind {
             ActionKind::Claim => StaffAction::Claim { force_reason: None },
             ActionKind::TakeOver => StaffAction::Claim {
-                force_reason: form.text.clone(),
+                force_reason: self.text.clone(),
             },
             ActionKind::Release => StaffAction::Release,
             ActionKind::Retry => StaffAction::Retry { note: None },
-            ActionKind::Note => StaffAction::Note {
-                text: form.text.unwrap_or_default(),
-            },
-            ActionKind::Reconcile if form.found == Some(true) => StaffAction::ReconcileFound {
-                reference: form.reference.unwrap_or_default(),
+            ActionKind::Note => StaffAction::Note { text },
+            ActionKind::Reconcile if self.found == Some(true) => StaffAction::ReconcileFound {
+                reference: self.reference.clone().unwrap_or_default(),
                 note: None,
             },
             ActionKind::Reconcile => StaffAction::ReconcileAbsent { note: None },
             ActionKind::Close => StaffAction::Close {
-                resolution: form.resolution.unwrap_or(Resolution::Abandoned),
-                reference: form.reference,
-                superseded_by: form.new_key,
-                note: form.text.unwrap_or_default(),
+                resolution: self.resolution.unwrap_or(Resolution::Abandoned),
+                reference: self.reference.clone(),
+                superseded_by: self.new_key.clone(),
+                note: text,
             },
-            ActionKind::Pause => {
-                return vec![Effect::Pause {
-                    workflow: key,
-                    reason: form.text.unwrap_or_default(),
-                }];
-            }
-            ActionKind::Resume => return vec![Effect::Resume { workflow: key }],
-        };
-        vec![Effect::Staff { key, action }]
+            ActionKind::Pause | ActionKind::Resume => return None,
+        })
     }
 }

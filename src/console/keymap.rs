@@ -11,8 +11,11 @@ pub enum When {
     Always,
     /// An operation is selected (and the database is reachable, for actions).
     Row,
-    /// The ledger offers one of the binding's actions on the selected operation to this operator.
+    /// The ledger offers one of the binding's actions on the selected operation to this operator
+    /// (with items marked: the action can be taken on many, `bulk`).
     Offered,
+    /// Marking (a list view, no bulk action under way).
+    Marks,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +28,8 @@ pub struct Binding {
     pub footer: bool,
     /// The staff actions this key stands for (`When::Offered`).
     pub offers: &'static [Offer],
+    /// With items marked, the key acts on all of them (SPEC 16's bulk actions).
+    pub bulk: bool,
 }
 
 pub const KEYMAP: &[Binding] = &[
@@ -35,6 +40,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: false,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "g/G",
@@ -43,6 +49,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: false,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "PgUp/PgDn",
@@ -51,14 +58,16 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: false,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "Enter/Tab",
         label: "detail",
-        help: "focus the detail pane (j/k scroll it)",
+        help: "the detail pane (Enter again: full screen; j/k scroll)",
         when: When::Row,
         footer: false,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "Esc",
@@ -67,6 +76,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: false,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "1-5",
@@ -75,6 +85,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: false,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "c",
@@ -83,6 +94,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::Claim],
+        bulk: true,
     },
     Binding {
         keys: "C",
@@ -91,6 +103,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::TakeOver],
+        bulk: false,
     },
     Binding {
         keys: "u",
@@ -99,6 +112,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::Release],
+        bulk: true,
     },
     Binding {
         keys: "r",
@@ -107,6 +121,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::ReconcileFound, Offer::ReconcileAbsent],
+        bulk: false,
     },
     Binding {
         keys: "R",
@@ -115,6 +130,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::Retry],
+        bulk: true,
     },
     Binding {
         keys: "x",
@@ -123,6 +139,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::Close],
+        bulk: true,
     },
     Binding {
         keys: "n",
@@ -131,6 +148,25 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Offered,
         footer: true,
         offers: &[Offer::Note],
+        bulk: true,
+    },
+    Binding {
+        keys: "Space",
+        label: "mark",
+        help: "mark / unmark; the action keys then act on all marked",
+        when: When::Marks,
+        footer: true,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "A",
+        label: "mark all",
+        help: "mark all the view and filter match (again: unmark all)",
+        when: When::Marks,
+        footer: false,
+        offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "/",
@@ -139,6 +175,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: true,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "s",
@@ -147,6 +184,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: true,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "P",
@@ -155,6 +193,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Row,
         footer: true,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "?",
@@ -163,6 +202,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: true,
         offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "q",
@@ -171,6 +211,7 @@ pub const KEYMAP: &[Binding] = &[
         when: When::Always,
         footer: true,
         offers: &[],
+        bulk: false,
     },
 ];
 

@@ -6,6 +6,7 @@
 
 pub mod app;
 mod form;
+mod incident;
 pub mod keymap;
 pub mod theme;
 pub mod ui;
@@ -152,7 +153,10 @@ fn spawn(ledger: &Ledger, fx: Effect, operator: &str, tx: &UnboundedSender<Msg>)
     let tx = tx.clone();
     let operator = operator.to_string();
     tokio::spawn(async move {
-        let msg = run_effect(&ledger, fx, &operator).await;
+        let progress = |m: Msg| {
+            let _ = tx.send(m);
+        };
+        let msg = run_effect_with(&ledger, fx, &operator, &progress).await;
         if let Some(m) = msg {
             let _ = tx.send(m);
         }
@@ -160,6 +164,16 @@ fn spawn(ledger: &Ledger, fx: Effect, operator: &str, tx: &UnboundedSender<Msg>)
 }
 
 pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<Msg> {
+    run_effect_with(ledger, fx, operator, &|_| {}).await
+}
+
+/// [`run_effect`], telling `progress` how a bulk action goes.
+async fn run_effect_with(
+    ledger: &Ledger,
+    fx: Effect,
+    operator: &str,
+    progress: &(dyn Fn(Msg) + Sync),
+) -> Option<Msg> {
     let s = |e: Error| e.to_string();
     Some(match fx {
         Effect::Page {
@@ -234,6 +248,33 @@ pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<M
             Ok(false) => Ok(format!("workflow {workflow} was not paused")),
             Err(e) => Err(format!("refused: {e}")),
         }),
+        Effect::MarkAll { seq, filter } => Msg::Marked {
+            seq,
+            keys: ledger.matching_keys(&filter, operator).await.map_err(s),
+        },
+        Effect::BulkPreview { keys, action } => Msg::Previewed(
+            ledger
+                .bulk_preview(&keys, &action, operator)
+                .await
+                .map_err(s),
+        ),
+        Effect::BulkApply {
+            keys,
+            action,
+            pace,
+            stop,
+        } => {
+            // progress at most every 1% (a frame per item would flood the loop)
+            let step = (keys.len() / 100).max(1);
+            let report = ledger
+                .bulk_apply(&keys, &action, operator, &stop.0, pace, |done, total| {
+                    if done % step == 0 || done == total {
+                        progress(Msg::BulkProgress { done, total });
+                    }
+                })
+                .await;
+            Msg::BulkDone(report.map_err(s))
+        }
         Effect::Poll => Msg::Polled(ledger.latest_event_id().await.map_err(s)),
         Effect::Quit => return None,
     })

@@ -40,6 +40,8 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     draw_tabs(f, app, theme, tabs);
     if app.view == View::Activity {
         draw_activity(f, app, theme, list.union(detail));
+    } else if app.detail_full && app.focus == Focus::Detail {
+        draw_detail(f, app, theme, list.union(detail));
     } else {
         draw_list(f, app, theme, list);
         draw_detail(f, app, theme, detail);
@@ -72,6 +74,13 @@ fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
             format!("filtered {of}")
         };
         right.push(Span::styled(text, theme.style(Meaning::Accent)));
+        right.push(Span::raw(sep));
+    }
+    if !app.marks.is_empty() {
+        right.push(Span::styled(
+            format!("{} marked", app.marks.len()),
+            theme.style(Meaning::Accent),
+        ));
         right.push(Span::raw(sep));
     }
     if !app.online {
@@ -271,19 +280,22 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 
 /// Which columns fit: age, state, destination and key always (SPEC 13: every row at 80
 /// columns), then the claim and the workflow while the next step keeps 30 columns.
-fn columns(width: u16) -> Vec<(&'static str, u16)> {
-    let essential = [("AGE", 7), ("STATE", 10), ("DEST", 9), ("KEY", 16)];
+fn columns(width: u16, marking: bool) -> Vec<(&'static str, u16)> {
+    let mut essential = vec![("AGE", 7), ("STATE", 10), ("DEST", 9), ("KEY", 16)];
+    if marking {
+        essential.insert(0, ("", 1));
+    }
     let optional = [("CLAIM", 8), ("WORKFLOW/STEP", 24)];
     let min_next = 30u16;
     let used = |c: &[(&str, u16)]| c.iter().map(|(_, w)| w + 1).sum::<u16>();
-    let mut chosen = essential.to_vec();
+    let mut chosen = essential;
     for o in optional {
         if used(&chosen) + o.1 + 1 + min_next <= width {
             chosen.push(o);
         }
     }
     // keep the SPEC's order: AGE STATE WORKFLOW/STEP DEST KEY CLAIM
-    let order = ["AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"];
+    let order = ["", "AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"];
     chosen.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
     let next = width.saturating_sub(used(&chosen));
     chosen.push(("SAFE NEXT STEP", next));
@@ -303,6 +315,8 @@ fn fit(text: String, width: u16) -> String {
 
 fn cell(v: &OperationView, name: &str, app: &App) -> String {
     match name {
+        "" if app.marks.contains(&v.key) => "✓".into(),
+        "" => " ".into(),
         "AGE" => format_age(TimeDelta::seconds(v.age_seconds)),
         "STATE" => v.state.as_str().to_string(),
         "WORKFLOW/STEP" => esc(&format!("{}/{}", v.workflow, v.step)),
@@ -328,7 +342,7 @@ fn state_style(theme: &Theme, s: State) -> Style {
 }
 
 fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let cols = columns(area.width);
+    let cols = columns(area.width, !app.marks.is_empty());
     let header = Row::new(cols.iter().map(|(n, _)| *n)).style(theme.style(Meaning::Muted));
     let body_height = area.height.saturating_sub(1) as usize;
     let start = app
@@ -349,6 +363,7 @@ fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     "AGE" if v.state.is_exception() || v.exception_since.is_some() => {
                         age_style(app, theme, v.age_seconds)
                     }
+                    "" => theme.style(Meaning::Accent),
                     _ => Style::default(),
                 };
                 ratatui::widgets::Cell::from(text).style(style)
@@ -623,7 +638,27 @@ fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     );
 }
 
+/// A bulk action's progress as text (readable without colour): `[████░░░░] 45 of 180 ...`.
+fn progress(b: &super::app::BulkRun, width: usize) -> String {
+    let tail = format!(" {} of {} · {} · Esc stops", b.done, b.total, b.verb);
+    let bar = width.saturating_sub(tail.chars().count() + 4).clamp(4, 40);
+    let filled = (bar * b.done).checked_div(b.total).unwrap_or(0).min(bar);
+    format!(
+        " [{}{}]{tail}",
+        "█".repeat(filled),
+        "░".repeat(bar - filled)
+    )
+}
+
 fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    if let Some(b) = &app.bulk {
+        let text = progress(b, area.width as usize);
+        f.render_widget(
+            Paragraph::new(text).style(theme.style(Meaning::Accent)),
+            area,
+        );
+        return;
+    }
     let line = match (&app.mode, &app.status) {
         (Mode::Filter, _) => {
             // a term not whole yet (or wrong) is said; the list narrows by the others
@@ -722,13 +757,8 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Span::styled(b.help, style),
         ]));
     }
-    lines.push(Line::default());
     lines.push(Line::from(Span::styled(
-        "Every action asks first: y or Enter confirms, n or Esc cancels.",
-        theme.style(Meaning::Muted),
-    )));
-    lines.push(Line::from(Span::styled(
-        "Any key closes this help.",
+        "Every action asks first (y/Enter confirms). Any key closes this help.",
         theme.style(Meaning::Muted),
     )));
     let r = centered(area, 72, lines.len() as u16 + 2);
@@ -737,6 +767,24 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
         r,
     );
+}
+
+/// A bulk preview, grouped (SPEC 16): what will be done, then what is left alone and why.
+fn preview_lines<'a>(p: &crate::ledger::BulkPreview, verb: &str, theme: &Theme) -> Vec<Line<'a>> {
+    let mut lines = vec![Line::from(Span::styled(
+        format!("{verb} {}: {} will be done", p.matched, p.eligible.len()),
+        theme.style(Meaning::Good),
+    ))];
+    if !p.refused.is_empty() {
+        lines.push(Line::from("left alone:"));
+    }
+    for (why, keys) in &p.refused {
+        lines.push(Line::from(Span::styled(
+            format!("  {} {}", keys.len(), esc(why)),
+            theme.style(Meaning::Warning),
+        )));
+    }
+    lines
 }
 
 fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -803,7 +851,22 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 theme.style(Meaning::Muted),
             )));
         }
+        FormStep::Checking => {
+            lines.push(Line::from(Span::styled(
+                format!("{} checking every item…", SPINNER[app.spinner % 4]),
+                theme.style(Meaning::Muted),
+            )));
+        }
         FormStep::Confirm => {
+            if let Some(p) = &form.preview {
+                lines.extend(preview_lines(p, form.kind.verb(), theme));
+                if let Some(pace) = form.pace {
+                    lines.push(Line::from(format!(
+                        "paced: next attempts {} ms apart",
+                        pace.as_millis()
+                    )));
+                }
+            }
             lines.push(Line::from(Span::styled(
                 "y/Enter confirms · n/Esc cancels",
                 theme.style(Meaning::Accent),

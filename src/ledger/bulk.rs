@@ -38,6 +38,40 @@ pub struct BulkReport {
     pub not_reached: Vec<String>,
 }
 
+impl BulkPreview {
+    /// The preview in one line: "retry 212: 180 to do; left alone: 12 claimed by another, ...".
+    pub fn summary(&self, verb: &str) -> String {
+        let mut line = format!("{verb} {}: {} to do", self.matched, self.eligible.len());
+        if !self.refused.is_empty() {
+            let groups: Vec<String> = self
+                .refused
+                .iter()
+                .map(|(why, keys)| format!("{} {why}", keys.len()))
+                .collect();
+            line.push_str(&format!("; left alone: {}", groups.join(", ")));
+        }
+        line
+    }
+}
+
+impl BulkReport {
+    /// The summary line: done, changed meanwhile, not reached (SPEC 16).
+    pub fn summary(&self, verb: &str) -> String {
+        let mut line = format!("{verb}: {} done (batch {})", self.done.len(), self.batch);
+        let changed: usize = self.changed_meanwhile.values().map(Vec::len).sum();
+        if changed > 0 {
+            line.push_str(&format!("; {changed} changed meanwhile, left alone"));
+        }
+        if !self.not_reached.is_empty() {
+            line.push_str(&format!(
+                "; stopped: {} not reached, untouched",
+                self.not_reached.len()
+            ));
+        }
+        line
+    }
+}
+
 impl Ledger {
     /// Every key a filter matches now, in the list's order (the whole set, page by page).
     pub async fn matching_keys(&self, filter: &ListFilter, viewer: &str) -> Result<Vec<String>> {

@@ -1,0 +1,189 @@
+//! Incident mode in the console (SPEC 16): `Space` marks rows, `A` marks everything the view and
+//! filter match (the whole set in the database), and the action keys then act on every marked
+//! item: the set is frozen when the key is pressed, the ledger's preview says what will be done
+//! and what left alone, `y` starts it, a progress bar counts, `Esc` stops between two items.
+
+use std::time::Duration;
+
+use super::app::{App, BulkRun, Effect, Mode, StopFlag, View};
+use super::form::{Form, FormStep, first_step};
+use crate::ledger::{BulkPreview, BulkReport, StaffAction};
+
+/// `retry --rate`'s answer in the console: items per second, or nothing for all at once.
+pub(super) fn pace(text: &str) -> Result<Option<Duration>, String> {
+    let text = text.trim().trim_end_matches("/s");
+    if text.is_empty() {
+        return Ok(None);
+    }
+    match text.parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() => Ok(Some(Duration::from_secs_f64(1.0 / n))),
+        _ => Err(format!(
+            "\"{text}\" is not a pace: a number of items per second, like 10"
+        )),
+    }
+}
+
+impl App {
+    /// `Space`: marks or unmarks the selected row and moves to the next.
+    pub(super) fn toggle_mark(&mut self) -> Vec<Effect> {
+        if self.bulk.is_some() || self.view == View::Activity {
+            return Vec::new();
+        }
+        let Some(key) = self.selected_row().map(|r| r.key.clone()) else {
+            return Vec::new();
+        };
+        if !self.marks.remove(&key) {
+            self.marks.insert(key);
+        }
+        self.move_by(1)
+    }
+
+    /// `A`: marks every item the view and filter match; with items marked, unmarks them all.
+    pub(super) fn mark_all(&mut self) -> Vec<Effect> {
+        if self.bulk.is_some() || self.view == View::Activity {
+            return Vec::new();
+        }
+        if !self.marks.is_empty() {
+            let n = self.marks.len();
+            self.marks.clear();
+            self.set_status(format!("{n} unmarked"), false);
+            return Vec::new();
+        }
+        let seq = self.next_seq();
+        self.marking = Some(seq);
+        self.loading = true;
+        self.set_status("marking everything the view and filter match…", false);
+        vec![Effect::MarkAll {
+            seq,
+            filter: self.list_filter(),
+        }]
+    }
+
+    pub(super) fn on_marked(&mut self, seq: u64, keys: Result<Vec<String>, String>) -> Vec<Effect> {
+        if self.marking != Some(seq) {
+            return Vec::new();
+        }
+        self.marking = None;
+        self.loading = false;
+        match keys {
+            Ok(keys) => {
+                self.marks = keys.into_iter().collect();
+                self.set_status(
+                    format!(
+                        "{} marked · the action keys act on all of them · A unmarks",
+                        self.marks.len()
+                    ),
+                    false,
+                );
+            }
+            Err(e) => self.set_status(format!("could not mark: {e}"), true),
+        }
+        Vec::new()
+    }
+
+    /// An action key with items marked: the action for all of them, frozen now.
+    pub(super) fn begin_bulk(&mut self, c: char) -> Vec<Effect> {
+        let Some(b) = super::keymap::action(c).filter(|b| b.bulk) else {
+            self.set_status(
+                format!(
+                    "{c} acts on one item; {} marked (A unmarks them)",
+                    self.marks.len()
+                ),
+                true,
+            );
+            return Vec::new();
+        };
+        if !self.applies(b) {
+            self.set_status("a bulk action is under way (Esc stops it)", true);
+            return Vec::new();
+        }
+        let keys: Vec<String> = self.marks.iter().cloned().collect();
+        let Some((kind, step)) = first_step(c, |_| true, Some(keys.len())) else {
+            return Vec::new();
+        };
+        let mut form = Form::new(kind, format!("{} marked items", keys.len()), step);
+        form.bulk = Some(keys);
+        self.show_form(form)
+    }
+
+    /// Shows the form; a bulk form that has reached its confirmation first asks the ledger for
+    /// the preview (the confirmation shows it).
+    pub(super) fn show_form(&mut self, mut form: Form) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        if form.step == FormStep::Confirm
+            && form.preview.is_none()
+            && let (Some(keys), Some(action)) = (form.bulk.clone(), form.staff_action())
+        {
+            form.step = FormStep::Checking;
+            fx.push(Effect::BulkPreview { keys, action });
+        }
+        self.mode = Mode::Form(Box::new(form));
+        fx
+    }
+
+    pub(super) fn on_previewed(&mut self, preview: Result<BulkPreview, String>) -> Vec<Effect> {
+        let Mode::Form(form) = &mut self.mode else {
+            return Vec::new(); // cancelled meanwhile
+        };
+        if form.step != FormStep::Checking {
+            return Vec::new();
+        }
+        match preview {
+            Ok(p) => {
+                form.preview = Some(p);
+                form.step = FormStep::Confirm;
+            }
+            Err(e) => {
+                self.mode = Mode::Normal;
+                self.set_status(format!("could not check the marked items: {e}"), true);
+            }
+        }
+        Vec::new()
+    }
+
+    pub(super) fn start_bulk(
+        &mut self,
+        verb: &'static str,
+        preview: BulkPreview,
+        action: StaffAction,
+        pace: Option<Duration>,
+    ) -> Vec<Effect> {
+        if preview.eligible.is_empty() {
+            self.set_status(format!("nothing to do: {}", preview.summary(verb)), true);
+            return Vec::new();
+        }
+        let stop = StopFlag::default();
+        self.bulk = Some(BulkRun {
+            verb,
+            done: 0,
+            total: preview.eligible.len(),
+            stop: stop.clone(),
+        });
+        self.set_status(format!("{} · Esc stops", preview.summary(verb)), false);
+        vec![Effect::BulkApply {
+            keys: preview.eligible,
+            action,
+            pace,
+            stop,
+        }]
+    }
+
+    pub(super) fn on_bulk_done(&mut self, report: Result<BulkReport, String>) -> Vec<Effect> {
+        let verb = self.bulk.take().map_or("bulk action", |b| b.verb);
+        match report {
+            Ok(r) => {
+                // what was done is unmarked; what was left alone stays marked to look at
+                for k in &r.done {
+                    self.marks.remove(k);
+                }
+                let mut text = r.summary(verb);
+                if !self.marks.is_empty() {
+                    text.push_str(&format!(" · {} still marked", self.marks.len()));
+                }
+                self.set_status(text, !r.not_reached.is_empty());
+            }
+            Err(e) => self.set_status(format!("{verb} stopped: {e}"), true),
+        }
+        self.refresh()
+    }
+}
