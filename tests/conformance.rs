@@ -1214,7 +1214,72 @@ async fn filter_words_never_tell_a_redacted_value(db: &TestDb) {
     assert_eq!(keys("-bounced").await, "");
 }
 
+/// SPEC 13's Activity: people's actions by default, automation's on request, by actor and kind,
+/// and words matched against what is shown (a redacted value never matches).
+async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: &TestDb) {
+    use settle::domain::filter::ActivityFilter;
+    let l = ledger(db).await;
+    for k in ["act-1", "act-2"] {
+        l.record(
+            &intent(
+                k,
+                "projects",
+                json!({"title": "t", "email": "ada@example.com"}),
+            ),
+            "bot",
+        )
+        .await
+        .unwrap();
+        l.start_attempt(k, "dispatcher").await.unwrap();
+        l.report_attempt(&outcome(k, Outcome::Unknown, Some("timeout")), "dispatcher")
+            .await
+            .unwrap();
+    }
+    claim(&l, "act-1", "bob").await.unwrap();
+    l.staff(
+        "act-1",
+        "bob",
+        StaffAction::Note {
+            text: "asked the team".into(),
+        },
+    )
+    .await
+    .unwrap();
+    claim(&l, "act-2", "carol").await.unwrap();
+    let people = l.activity(50, &ActivityFilter::default()).await.unwrap();
+    let kinds: Vec<(&str, &str)> = people
+        .iter()
+        .map(|e| (e.actor.as_str(), e.kind.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("carol", "claimed"), ("bob", "note"), ("bob", "claimed")],
+        "people's actions, newest first"
+    );
+    let all = ActivityFilter {
+        automation: true,
+        ..Default::default()
+    };
+    let everything = l.activity(50, &all).await.unwrap();
+    assert!(everything.len() > people.len());
+    assert!(everything.iter().any(|e| e.kind == "recorded"));
+    assert!(everything.windows(2).all(|w| w[0].id > w[1].id));
+    let (bob, _) = ActivityFilter::lenient("actor:bob", false);
+    let bob = l.activity(50, &bob).await.unwrap();
+    assert!(bob.len() == 2 && bob.iter().all(|e| e.actor == "bob"));
+    let (notes, _) = ActivityFilter::lenient("kind:note team", false);
+    let notes = l.activity(50, &notes).await.unwrap();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].op_key.as_deref(), Some("act-1"));
+    let (secret, _) = ActivityFilter::lenient("ada@example.com", true);
+    assert!(
+        l.activity(50, &secret).await.unwrap().is_empty(),
+        "a redacted value never matches"
+    );
+}
+
 both_backends!(
+    activity_is_people_first_and_filters_by_actor_kind_and_shown_words,
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,
     a_superseding_key_must_exist,

@@ -418,7 +418,10 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     let mut app = console(&f, "alice").await;
     press(&mut app, &f, key('?')).await;
     let help = render(&app, 80, 24);
-    for b in settle::console::keymap::KEYMAP {
+    for b in settle::console::keymap::KEYMAP
+        .iter()
+        .filter(|b| app.in_view(b))
+    {
         assert!(
             help.contains(b.help),
             "{:?} cut or missing at 80x24:\n{help}",
@@ -428,6 +431,13 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     assert!(help.contains("Any key closes this help."), "{help}");
     insta::assert_snapshot!("help_80x24", help);
     insta::assert_snapshot!("help_160x48", render(&app, 160, 48));
+    // Activity's help: its own keys, none of the lists' actions
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('5')).await;
+    press(&mut app, &f, key('?')).await;
+    let help = render(&app, 80, 24);
+    assert!(help.contains("open the event's operation"), "{help}");
+    assert!(!help.contains("release your claim"), "{help}");
     let mut app = console(&f, "alice").await;
     press(&mut app, &f, key('c')).await;
     insta::assert_snapshot!("confirm_claim_80x24", render(&app, 80, 24));
@@ -886,4 +896,57 @@ async fn marks_a_bulk_preview_and_its_progress() {
         let d = f.ledger.show(k, "alice").await.unwrap();
         assert!(d.op.state.is_exception(), "{k} left alone");
     }
+}
+
+/// SPEC 13: Activity is a list like the others: people's actions by default (`a` adds
+/// automation's), `/actor:bob` filters, rows are selectable, `Enter` opens the operation, and the
+/// detail reads as words, not JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn activity_filters_by_actor_and_opens_the_operation() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('5')).await;
+    assert!(!app.activity.is_empty());
+    assert!(
+        app.activity.iter().all(|e| !e.is_automation()),
+        "people's actions only by default"
+    );
+    let people = app.activity.len();
+    press(&mut app, &f, key('a')).await;
+    assert!(app.activity.len() > people, "a shows automation's too");
+    assert!(app.activity.iter().any(|e| e.actor == "dispatcher"));
+    press(&mut app, &f, key('a')).await;
+    press(&mut app, &f, key('/')).await;
+    type_text(&mut app, &f, "actor:bob").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    assert!(!app.activity.is_empty());
+    assert!(
+        app.activity.iter().all(|e| e.actor == "bob"),
+        "{:?}",
+        app.activity
+    );
+    let screen = render(&app, 80, 24);
+    assert!(
+        !screen.contains('{'),
+        "detail as words, not JSON:\n{screen}"
+    );
+    insta::assert_snapshot!("activity_bob_80x24", screen);
+    // the newest of bob's events that is an operation's: Enter opens it
+    while app.opened().is_none() {
+        press(&mut app, &f, key('j')).await;
+    }
+    let key_opened = app.opened().unwrap().to_string();
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    assert_eq!(
+        app.detail.as_ref().map(|d| d.op.key.clone()),
+        Some(key_opened.clone())
+    );
+    let opened = render(&app, 80, 24);
+    assert!(opened.contains(&format!(" {key_opened} ")), "{opened}");
+    assert!(opened.contains("next "), "{opened}");
+    press(&mut app, &f, press_code(KeyCode::Esc)).await;
+    assert!(
+        render(&app, 80, 24).contains("ACTOR"),
+        "Esc returns to Activity"
+    );
 }

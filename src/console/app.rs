@@ -115,6 +115,7 @@ pub enum Effect {
     },
     Activity {
         seq: u64,
+        filter: crate::domain::filter::ActivityFilter,
     },
     /// How many items of the view the filter matches (the header's "N of M").
     Count {
@@ -239,6 +240,8 @@ pub struct App {
     pub more_before: bool,
     pub more_after: bool,
     pub activity: Vec<EventView>,
+    /// Activity shows automation's events too (`a`).
+    pub automation: bool,
     pub detail: Option<OperationDetail>,
     /// How many items of the view the filter matches, once counted (for request `count_seq`).
     pub filter_count: Option<i64>,
@@ -289,6 +292,7 @@ impl App {
             more_before: false,
             more_after: false,
             activity: Vec::new(),
+            automation: false,
             detail: None,
             detail_scroll: 0,
             marks: Default::default(),
@@ -323,6 +327,14 @@ impl App {
         fx
     }
 
+    /// The operation of the selected Activity event, if it is an operation's.
+    pub fn opened(&self) -> Option<&str> {
+        if self.view != View::Activity {
+            return None;
+        }
+        self.activity.get(self.selected)?.op_key.as_deref()
+    }
+
     pub fn selected_row(&self) -> Option<&OperationView> {
         if self.view == View::Activity {
             return None;
@@ -342,6 +354,11 @@ impl App {
         }
     }
 
+    /// Activity's filter: what `/` holds, read as Activity reads it.
+    pub fn activity_filter(&self) -> crate::domain::filter::ActivityFilter {
+        crate::domain::filter::ActivityFilter::lenient(self.filter.value(), self.automation).0
+    }
+
     pub(super) fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
@@ -351,7 +368,10 @@ impl App {
         let seq = self.next_seq();
         self.loading = true;
         if self.view == View::Activity {
-            return vec![Effect::Activity { seq }];
+            return vec![Effect::Activity {
+                seq,
+                filter: self.activity_filter(),
+            }];
         }
         let filter = self.list_filter();
         let mut fx = vec![Effect::Page {
@@ -377,7 +397,10 @@ impl App {
         };
         let seq = self.next_seq();
         let mut fx = if self.view == View::Activity {
-            vec![Effect::Activity { seq }]
+            vec![Effect::Activity {
+                seq,
+                filter: self.activity_filter(),
+            }]
         } else {
             let limit = self.rows.len().clamp(PAGE, MAX_ROWS);
             vec![Effect::Page {
@@ -431,7 +454,8 @@ impl App {
             }
             Msg::Page { seq, place, page } => self.on_page(seq, place, page),
             Msg::Detail { key, detail } => {
-                if self.selected_row().is_some_and(|r| r.key == key) {
+                let opened = self.view == View::Activity && self.opened() == Some(key.as_str());
+                if opened || self.selected_row().is_some_and(|r| r.key == key) {
                     match detail {
                         Ok(d) => {
                             if self
@@ -762,11 +786,40 @@ impl App {
                     self.after_move()
                 }
             }
+            KeyCode::Enter | KeyCode::Tab if self.view == View::Activity => {
+                // opens the event's operation, full screen; Esc comes back to the list
+                match self.opened().map(str::to_string) {
+                    Some(key) => {
+                        self.focus = Focus::Detail;
+                        self.detail_full = true;
+                        self.detail_scroll = 0;
+                        self.detail = None;
+                        vec![Effect::Detail { key }]
+                    }
+                    None => {
+                        self.set_status("this event is not an operation's", false);
+                        Vec::new()
+                    }
+                }
+            }
             KeyCode::Enter | KeyCode::Tab => {
                 if self.selected_row().is_some() {
                     self.focus = Focus::Detail;
                 }
                 Vec::new()
+            }
+            KeyCode::Char('a') if self.view == View::Activity => {
+                self.automation = !self.automation;
+                self.selected = 0;
+                self.set_status(
+                    if self.automation {
+                        "automation's events shown (a hides them)"
+                    } else {
+                        "people's actions only (a shows automation's too)"
+                    },
+                    false,
+                );
+                self.reload(Position::First, false)
             }
             KeyCode::Esc => {
                 if let Some(b) = &self.bulk {
@@ -786,6 +839,11 @@ impl App {
                 if view == self.view {
                     return Vec::new();
                 }
+                // Activity's filter speaks of actors and kinds, the lists' of operations
+                if (view == View::Activity) != (self.view == View::Activity) {
+                    self.filter.reset();
+                }
+                self.detail_full = false;
                 self.view = view;
                 self.selected = 0;
                 self.rows.clear();
@@ -829,6 +887,16 @@ impl App {
         }
     }
 
+    /// Whether a binding belongs to the view on screen (the help lists those).
+    pub fn in_view(&self, b: &super::keymap::Binding) -> bool {
+        use super::keymap::When;
+        match b.when {
+            When::Activity => self.view == View::Activity,
+            When::Always => true,
+            _ => self.view != View::Activity,
+        }
+    }
+
     /// Whether a binding applies to the selected item right now (footer, help and the key
     /// handler): an action's only when the ledger offers it to this operator on this item.
     pub fn applies(&self, b: &super::keymap::Binding) -> bool {
@@ -841,6 +909,7 @@ impl App {
             When::Offered if !self.marks.is_empty() => b.bulk && self.online && self.bulk.is_none(),
             When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
             When::Marks => self.view != View::Activity && self.online && self.bulk.is_none(),
+            When::Activity => self.view == View::Activity,
         }
     }
 }

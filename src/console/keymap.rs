@@ -16,6 +16,8 @@ pub enum When {
     Offered,
     /// Marking (a list view, no bulk action under way).
     Marks,
+    /// The Activity view.
+    Activity,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -149,6 +151,24 @@ pub const KEYMAP: &[Binding] = &[
         footer: true,
         offers: &[Offer::Note],
         bulk: true,
+    },
+    Binding {
+        keys: "Enter",
+        label: "open",
+        help: "open the event's operation",
+        when: When::Activity,
+        footer: true,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "a",
+        label: "automation",
+        help: "show / hide automation's events (the dispatcher's, workflows')",
+        when: When::Activity,
+        footer: true,
+        offers: &[],
+        bulk: false,
     },
     Binding {
         keys: "Space",

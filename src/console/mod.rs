@@ -214,9 +214,9 @@ async fn run_effect_with(
             seq,
             count: ledger.count_matching(&filter, operator).await.map_err(s),
         },
-        Effect::Activity { seq } => Msg::Activity {
+        Effect::Activity { seq, filter } => Msg::Activity {
             seq,
-            events: ledger.activity(200).await.map_err(s),
+            events: ledger.activity(200, &filter).await.map_err(s),
         },
         Effect::Staff { key, action } => {
             let what = staff_verb(&action);

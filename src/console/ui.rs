@@ -38,7 +38,9 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     .areas(area);
     draw_header(f, app, theme, header);
     draw_tabs(f, app, theme, tabs);
-    if app.view == View::Activity {
+    if app.view == View::Activity && app.focus == Focus::Detail {
+        draw_detail(f, app, theme, list.union(detail));
+    } else if app.view == View::Activity {
         draw_activity(f, app, theme, list.union(detail));
     } else if app.detail_full && app.focus == Focus::Detail {
         draw_detail(f, app, theme, list.union(detail));
@@ -401,7 +403,12 @@ fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let title = match app.selected_row() {
+    // a list's selected row, or the operation Activity opened
+    let subject = match app.view {
+        View::Activity => app.detail.as_ref().map(|d| &d.op),
+        _ => app.selected_row(),
+    };
+    let title = match subject {
         Some(v) => format!(" {} ", esc(&v.key)),
         None => String::new(),
     };
@@ -414,7 +421,7 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .borders(Borders::TOP)
         .title(title)
         .border_style(border);
-    let Some(row) = app.selected_row() else {
+    let Some(row) = subject else {
         f.render_widget(block, area);
         return;
     };
@@ -593,10 +600,29 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let header = Row::new(["TIME", "ACTOR", "EVENT", "SUBJECT", "DETAIL"])
-        .style(theme.style(Meaning::Muted));
+    // narrow: the event's kind alone; wide: with its state change
+    let wide = area.width >= 120;
+    let shown = if app.automation {
+        "DETAIL · all (a: people)"
+    } else {
+        "DETAIL · people (a: all)"
+    };
+    let header =
+        Row::new(["TIME", "ACTOR", "EVENT", "SUBJECT", shown]).style(theme.style(Meaning::Muted));
     let body = area.height.saturating_sub(1) as usize;
     let start = app.selected.saturating_sub(body.saturating_sub(1));
+    let widths = [
+        Constraint::Length(11),
+        Constraint::Length(10),
+        Constraint::Length(if wide { 30 } else { 15 }),
+        Constraint::Length(if wide { 24 } else { 16 }),
+        Constraint::Min(10),
+    ];
+    let detail_width = area.width.saturating_sub(if wide {
+        11 + 10 + 30 + 24 + 4
+    } else {
+        11 + 10 + 15 + 16 + 4
+    });
     let rows = app
         .activity
         .iter()
@@ -604,38 +630,50 @@ fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .skip(start)
         .take(body)
         .map(|(i, e)| {
-            let states = match (&e.from_state, &e.to_state) {
-                (Some(a), Some(b)) if a != b => format!("{} {a}→{b}", esc(&e.kind)),
+            let event = match (&e.from_state, &e.to_state) {
+                (Some(a), Some(b)) if a != b && wide => format!("{} {a}→{b}", esc(&e.kind)),
                 _ => esc(&e.kind),
             };
-            let detail = match &e.detail {
-                serde_json::Value::Object(m) if m.values().all(|v| v.is_null()) => String::new(),
-                v => esc(&v.to_string()),
-            };
-            let row = Row::new(vec![
-                e.at.format("%m-%d %H:%M:%S").to_string(),
-                esc(&e.actor),
-                states,
-                esc(e.subject.as_deref().unwrap_or("-")),
-                detail,
-            ]);
+            let cells = vec![
+                e.at.format("%m-%d %H:%M").to_string(),
+                fit(esc(&e.actor), 10),
+                fit(event, if wide { 30 } else { 15 }),
+                fit(
+                    esc(e.subject.as_deref().unwrap_or("-")),
+                    if wide { 24 } else { 16 },
+                ),
+                fit(esc(&e.detail_words()), detail_width),
+            ];
+            let row = Row::new(cells);
             if i == app.selected {
                 row.style(theme.style(Meaning::Selected))
+            } else if e.is_automation() {
+                row.style(theme.style(Meaning::Muted))
             } else {
                 row
             }
         });
-    let widths = [
-        Constraint::Length(14),
-        Constraint::Length(10),
-        Constraint::Length(26),
-        Constraint::Length(18),
-        Constraint::Min(10),
-    ];
     f.render_widget(
         Table::new(rows, widths).header(header).column_spacing(1),
         area,
     );
+    if app.activity.is_empty() && app.loaded_once {
+        let text = if !app.filter.value().is_empty() {
+            "No event matches the filter (Esc clears it)."
+        } else if !app.automation {
+            "No one has acted yet (a shows automation's events)."
+        } else {
+            "Nothing has happened yet."
+        };
+        f.render_widget(
+            Paragraph::new(format!(" {text}")).style(theme.style(Meaning::Muted)),
+            Rect {
+                y: area.y + 1.min(area.height.saturating_sub(1)),
+                height: 1,
+                ..area
+            },
+        );
+    }
 }
 
 /// A bulk action's progress as text (readable without colour): `[████░░░░] 45 of 180 ...`.
@@ -662,14 +700,21 @@ fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let line = match (&app.mode, &app.status) {
         (Mode::Filter, _) => {
             // a term not whole yet (or wrong) is said; the list narrows by the others
-            let hint = match crate::domain::filter::Filter::lenient(app.filter.value()).1 {
+            let problem = if app.view == View::Activity {
+                crate::domain::filter::ActivityFilter::lenient(app.filter.value(), false).1
+            } else {
+                crate::domain::filter::Filter::lenient(app.filter.value()).1
+            };
+            let terms = if app.view == View::Activity {
+                "▏  Enter keeps · Esc clears · actor:NAME kind:KIND words"
+            } else {
+                "▏  Enter keeps · Esc clears · state: wf: dest: claimed: age> key:"
+            };
+            let hint = match problem {
                 Some(why) => {
                     Span::styled(format!("▏  {}", esc(&why)), theme.style(Meaning::Warning))
                 }
-                None => Span::styled(
-                    "▏  Enter keeps · Esc clears · state: wf: dest: claimed: age> key:",
-                    theme.style(Meaning::Muted),
-                ),
+                None => Span::styled(terms, theme.style(Meaning::Muted)),
             };
             Line::from(vec![
                 Span::styled(" / ", theme.style(Meaning::Accent)),
@@ -745,7 +790,7 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         "Keys",
         theme.style(Meaning::Title),
     ))];
-    for b in KEYMAP {
+    for b in KEYMAP.iter().filter(|b| app.in_view(b)) {
         let applies = app.applies(b);
         let style = if applies {
             theme.style(Meaning::Normal)

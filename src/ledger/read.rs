@@ -557,29 +557,46 @@ impl Ledger {
     }
 
     /// The newest audit events across the ledger, newest first, redacted (the activity feed).
-    pub async fn activity(&self, limit: usize) -> Result<Vec<EventView>> {
-        let rows = self.store.recent_events(limit as i64).await?;
-        Ok(rows
-            .into_iter()
-            .map(|(e, op)| match op {
-                Some(op) => {
-                    let mut payloads = vec![op.payload.as_str()];
-                    payloads.extend(op.conflicting_payload.as_deref());
-                    let red = self
-                        .redactor
-                        .scrubber_of(&op.destination, &op.action, &payloads);
-                    event_view(e, &|v| red.json(v), Some(op.key))
-                }
-                None => event_view(
-                    e,
-                    &|v| {
-                        crate::domain::Redactor::default()
-                            .scrubber("", "", "null")
-                            .json(v)
-                    },
-                    None,
-                ),
+    pub async fn activity(
+        &self,
+        limit: usize,
+        filter: &crate::domain::filter::ActivityFilter,
+    ) -> Result<Vec<EventView>> {
+        // words are matched against what is shown (redacted, in words), so they are looked for
+        // among more of the newest events than are kept
+        let fetch = if filter.words.is_empty() {
+            limit
+        } else {
+            limit * 10
+        };
+        let rows = self.store.recent_events(fetch as i64, filter).await?;
+        let views = rows.into_iter().map(|(e, op)| match op {
+            Some(op) => {
+                let mut payloads = vec![op.payload.as_str()];
+                payloads.extend(op.conflicting_payload.as_deref());
+                let red = self
+                    .redactor
+                    .scrubber_of(&op.destination, &op.action, &payloads);
+                let mut v = event_view(e, &|v| red.json(v), Some(op.key.clone()));
+                v.op_key = Some(op.key);
+                v
+            }
+            None => event_view(
+                e,
+                &|v| {
+                    crate::domain::Redactor::default()
+                        .scrubber("", "", "null")
+                        .json(v)
+                },
+                None,
+            ),
+        });
+        Ok(views
+            .filter(|v| {
+                let text = v.searchable();
+                filter.words.iter().all(|w| text.contains(w.as_str()))
             })
+            .take(limit)
             .collect())
     }
 
@@ -610,6 +627,7 @@ fn event_view(e: EventRow, redact: &dyn Fn(&Value) -> Value, subject: Option<Str
             Some(format!("dest:{d}"))
         }),
         detail: redact(&detail),
+        op_key: None,
     }
 }
 

@@ -67,6 +67,51 @@ pub struct EventView {
     pub detail: Value,
     /// The operation's key (activity feed), or the workflow for pause/resume.
     pub subject: Option<String>,
+    /// The operation's key, when the event is an operation's (Activity's `Enter` opens it).
+    #[serde(skip)]
+    pub op_key: Option<String>,
+}
+
+impl EventView {
+    /// Whether automation wrote it (the dispatcher, a workflow recording, the sweep).
+    pub fn is_automation(&self) -> bool {
+        crate::domain::filter::is_automation(&self.actor, &self.kind)
+    }
+
+    /// The detail as words, not JSON: `claimed · note "asked the team" · batch b-...`.
+    pub fn detail_words(&self) -> String {
+        let Value::Object(m) = &self.detail else {
+            return String::new();
+        };
+        m.iter()
+            .filter_map(|(k, v)| {
+                let k = k.replace('_', " ");
+                Some(match v {
+                    Value::Null | Value::Bool(false) => return None,
+                    Value::Bool(true) => k,
+                    // a note's text speaks for itself
+                    Value::String(s) if k == "text" => format!("\"{s}\""),
+                    Value::String(s) if s.contains(' ') => format!("{k} \"{s}\""),
+                    Value::String(s) => format!("{k} {s}"),
+                    Value::Number(n) => format!("{k} {n}"),
+                    other => format!("{k} {other}"),
+                })
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
+
+    /// The lower-case text a word of Activity's filter is looked for in: what is shown.
+    pub(crate) fn searchable(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.actor,
+            self.kind,
+            self.subject.as_deref().unwrap_or(""),
+            self.detail_words()
+        )
+        .to_lowercase()
+    }
 }
 
 /// One operation with everything `show` prints.

@@ -40,10 +40,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0005_destination_pauses.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0005_destination_pauses.sql"),
     },
+    Migration {
+        version: 6,
+        sqlite: include_str!("../../assets/migrations/sqlite/0006_activity.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0006_activity.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
@@ -122,4 +127,21 @@ async fn apply(tx: &mut Tx, backend: Backend, shown_url: &str) -> Result<()> {
         .map_err(named)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The Activity query repeats the partial index's condition word for word, or the planner
+    /// would not use the index.
+    #[test]
+    fn the_people_index_has_the_activity_query_condition() {
+        for m in super::MIGRATIONS.iter().filter(|m| m.version == 6) {
+            for sql in [m.sqlite, m.postgres] {
+                assert!(
+                    sql.contains(&format!("WHERE {};", crate::domain::filter::PEOPLE_ONLY)),
+                    "{sql}"
+                );
+            }
+        }
+    }
 }

@@ -163,13 +163,7 @@ impl Store {
             },
             order.join(", "),
         );
-        let cells = args
-            .iter()
-            .map(|a| match a {
-                Arg::Int(v) => Cell::Int(Some(*v)),
-                Arg::Text(v) => Cell::Text(Some(v.as_str())),
-            })
-            .collect();
+        let cells = cells(&args);
         let stmt = Stmt::new(sql, cells);
         stmt.rows(self.conn().await?.db(), |r| {
             let (id, op) = columns::decode(r)?;
@@ -201,13 +195,7 @@ impl Store {
                 format!(" WHERE {}", cond.join(" AND "))
             }
         );
-        let cells = args
-            .iter()
-            .map(|a| match a {
-                Arg::Int(v) => Cell::Int(Some(*v)),
-                Arg::Text(v) => Cell::Text(Some(v.as_str())),
-            })
-            .collect();
+        let cells = cells(&args);
         Stmt::new(sql, cells)
             .one(self.conn().await?.db(), |r| get(r, "n"))
             .await
@@ -247,14 +235,41 @@ impl Store {
     pub(crate) async fn recent_events(
         &self,
         limit: i64,
+        q: &crate::domain::filter::ActivityFilter,
     ) -> Result<Vec<(EventRow, Option<EventSubject>)>> {
-        let stmt = Stmt::new(
+        let mut args: Vec<Arg> = Vec::new();
+        let mut cond: Vec<String> = Vec::new();
+        let mut any_of = |column: &str, values: &[String], args: &mut Vec<Arg>| {
+            let marks: Vec<String> = values
+                .iter()
+                .map(|v| mark(args, Arg::Text(v.clone())))
+                .collect();
+            cond.push(format!("{column} IN ({})", marks.join(", ")));
+        };
+        if !q.actors.is_empty() {
+            any_of("actor", &q.actors, &mut args);
+        }
+        if !q.kinds.is_empty() {
+            any_of("kind", &q.kinds, &mut args);
+        }
+        if !q.automation {
+            cond.push(crate::domain::filter::PEOPLE_ONLY.into());
+        }
+        let limit = mark(&mut args, Arg::Int(limit));
+        let sql = format!(
             "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
              o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
              o.conflicting_payload AS op_conflicting_payload \
-             FROM events e LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC LIMIT $1",
-            vec![Cell::Int(Some(limit))],
+             FROM (SELECT * FROM events {} ORDER BY id DESC LIMIT {limit}) e \
+             LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC",
+            if cond.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", cond.join(" AND "))
+            }
         );
+        let cells = cells(&args);
+        let stmt = Stmt::new(sql, cells);
         stmt.rows(self.conn().await?.db(), |r| {
             let e = event_from_row(r)?;
             let subject = match get::<Option<String>>(r, "op_key")? {
@@ -334,6 +349,15 @@ impl Store {
 }
 
 /// Appends a value and gives its placeholder.
+fn cells(args: &[Arg]) -> Vec<Cell<'_>> {
+    args.iter()
+        .map(|a| match a {
+            Arg::Int(v) => Cell::Int(Some(*v)),
+            Arg::Text(v) => Cell::Text(Some(v.as_str())),
+        })
+        .collect()
+}
+
 fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
     args.push(a);
     format!("${}", args.len())
