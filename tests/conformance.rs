@@ -1278,7 +1278,38 @@ async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: 
     );
 }
 
+/// SPEC 13 and 8: an unknown at a destination that cannot be looked up names what to search it
+/// by (when it was sent and the redaction hints), never a value.
+async fn a_check_at_the_destination_names_what_to_search_by(db: &TestDb) {
+    let text = r#"
+[destinations.sms]
+[redaction]
+hints = true
+"#;
+    let l = Ledger::open(&db.url, settle::Config::parse(text, "hints").unwrap())
+        .await
+        .unwrap();
+    let payload = json!({"phone": "+44 7700 900123", "email": "ada@example.com", "body": "hi"});
+    l.record(&intent("sms-1", "sms", payload), "bot")
+        .await
+        .unwrap();
+    l.start_attempt("sms-1", "dispatcher").await.unwrap();
+    l.report_attempt(
+        &outcome("sms-1", Outcome::Unknown, Some("timeout")),
+        "dispatcher",
+    )
+    .await
+    .unwrap();
+    let d = l.show("sms-1", "alice").await.unwrap();
+    let next = &d.op.next_step;
+    assert!(next.contains("Search by: sent "), "{next}");
+    assert!(next.contains("[redacted a…@example.com]"), "{next}");
+    assert!(next.contains("[redacted …0123]"), "{next}");
+    assert!(!next.contains("ada@") && !next.contains("900123"), "{next}");
+}
+
 both_backends!(
+    a_check_at_the_destination_names_what_to_search_by,
     activity_is_people_first_and_filters_by_actor_kind_and_shown_words,
     recording_is_idempotent_and_a_conflict_keeps_both,
     a_terminal_operation_refuses_new_contents,

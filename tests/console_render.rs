@@ -950,3 +950,38 @@ async fn activity_filters_by_actor_and_opens_the_operation() {
         "Esc returns to Activity"
     );
 }
+
+/// SPEC 13: a change by another writer shows within the poll, without moving the selection, and
+/// the changed row is highlighted briefly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_by_another_writer_is_highlighted() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, Msg::Polled(Ok(1))).await;
+    let selected = app.selected_row().unwrap().key.clone();
+    let other = app
+        .rows
+        .iter()
+        .find(|r| r.key != selected && r.claimed_by.is_none())
+        .unwrap()
+        .key
+        .clone();
+    assert!(app.changed.is_empty());
+    f.at(TimeDelta::zero())
+        .staff(&other, "carol", StaffAction::Claim { force_reason: None })
+        .await
+        .unwrap();
+    let latest = f.ledger.latest_event_id().await.unwrap();
+    press(&mut app, &f, Msg::Polled(Ok(latest))).await;
+    assert_eq!(
+        app.selected_row().unwrap().key,
+        selected,
+        "the selection stays"
+    );
+    assert_eq!(app.changed.keys().collect::<Vec<_>>(), [&other]);
+    assert!(
+        app.rows
+            .iter()
+            .any(|r| r.key == other && r.claimed_by.as_deref() == Some("carol"))
+    );
+}

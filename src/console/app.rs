@@ -176,6 +176,21 @@ pub struct Header {
     pub full: bool,
 }
 
+/// How long a row another writer changed stays highlighted.
+const CHANGED_FOR: chrono::TimeDelta = chrono::TimeDelta::seconds(3);
+
+/// What a person notices changing on a row (its age moves by itself).
+fn seen(v: &OperationView) -> impl PartialEq + use<'_> {
+    (
+        v.state,
+        &v.claimed_by,
+        v.attempts,
+        &v.reason,
+        &v.resolution,
+        &v.next_attempt_at,
+    )
+}
+
 /// How stale the tabs' counts of every state may get (the header's own numbers never are).
 const FULL_COUNT_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
 
@@ -253,6 +268,8 @@ pub struct App {
     pub(super) marking: Option<u64>,
     /// A bulk action under way.
     pub bulk: Option<BulkRun>,
+    /// Rows another writer changed, and when it was seen: highlighted for `CHANGED_FOR`.
+    pub changed: std::collections::HashMap<String, DateTime<Utc>>,
     pub header: Header,
     pub status: Option<(String, bool)>,
     /// When the status line was set: it clears itself after a while (SPEC 13), an error later.
@@ -298,6 +315,7 @@ impl App {
             marks: Default::default(),
             marking: None,
             bulk: None,
+            changed: Default::default(),
             filter_count: None,
             count_seq: 0,
             header: Header::default(),
@@ -446,6 +464,8 @@ impl App {
                 self.spinner = self.spinner.wrapping_add(1);
                 self.now = Utc::now();
                 self.expire_status();
+                let now = self.now;
+                self.changed.retain(|_, at| now - *at < CHANGED_FOR);
                 Vec::new()
             }
             Msg::Resized { rows } => {
@@ -584,6 +604,21 @@ impl App {
         let before_key = self.selected_row().map(|r| r.key.clone());
         match place {
             Place::Replace { select_last } => {
+                let before: std::collections::HashMap<&str, &OperationView> =
+                    self.rows.iter().map(|r| (r.key.as_str(), r)).collect();
+                let changed: Vec<String> = page
+                    .items
+                    .iter()
+                    .filter(|r| {
+                        before
+                            .get(r.key.as_str())
+                            .is_some_and(|b| seen(b) != seen(r))
+                    })
+                    .map(|r| r.key.clone())
+                    .collect();
+                for k in changed {
+                    self.changed.insert(k, self.now);
+                }
                 self.rows = page.items;
                 self.more_before = page.more_before;
                 self.more_after = page.more_after;

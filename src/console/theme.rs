@@ -12,6 +12,8 @@ pub enum Meaning {
     Critical,
     Selected,
     Title,
+    /// A row another writer just changed (briefly).
+    Changed,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +33,7 @@ impl Theme {
         if !self.color {
             return match m {
                 Meaning::Selected => plain.add_modifier(Modifier::REVERSED),
+                Meaning::Changed => plain.add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
                 Meaning::Critical | Meaning::Title | Meaning::Accent => {
                     plain.add_modifier(Modifier::BOLD)
                 }
@@ -46,6 +49,7 @@ impl Theme {
             Meaning::Critical => plain.fg(Color::Red).add_modifier(Modifier::BOLD),
             Meaning::Selected => plain.add_modifier(Modifier::REVERSED),
             Meaning::Title => plain.add_modifier(Modifier::BOLD),
+            Meaning::Changed => plain.bg(Color::Blue).add_modifier(Modifier::BOLD),
         }
     }
 }

@@ -231,10 +231,8 @@ fn view_count(app: &App, v: View) -> Option<i64> {
 }
 
 fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let sort = (app.sort != crate::ledger::Sort::Age || app.reverse).then(|| {
-        let way = if app.reverse { " ↓" } else { " ↑" };
-        format!("sort: {}{way}", app.sort.label())
-    });
+    let sort = (app.sort != crate::ledger::Sort::Age || app.reverse)
+        .then(|| format!("sort: {} {}", app.sort.label(), sorted_column(app).1));
     let labels = |short: bool| -> Vec<String> {
         View::ALL
             .iter()
@@ -343,9 +341,29 @@ fn state_style(theme: &Theme, s: State) -> Style {
     }
 }
 
+/// The column the list is sorted by, and the arrow its title carries (as the tabs' sort label).
+fn sorted_column(app: &App) -> (&'static str, &'static str) {
+    use crate::ledger::Sort;
+    let column = match app.sort {
+        Sort::Age => "AGE",
+        Sort::State => "STATE",
+        Sort::Workflow => "WORKFLOW/STEP",
+        Sort::Destination => "DEST",
+    };
+    (column, if app.reverse { "↓" } else { "↑" })
+}
+
 fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let cols = columns(area.width, !app.marks.is_empty());
-    let header = Row::new(cols.iter().map(|(n, _)| *n)).style(theme.style(Meaning::Muted));
+    let (sorted, arrow) = sorted_column(app);
+    let header = Row::new(cols.iter().map(|(n, _)| {
+        if *n == sorted {
+            format!("{n} {arrow}")
+        } else {
+            n.to_string()
+        }
+    }))
+    .style(theme.style(Meaning::Muted));
     let body_height = area.height.saturating_sub(1) as usize;
     let start = app
         .selected
@@ -373,6 +391,8 @@ fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             let row = Row::new(cells);
             if i == app.selected && app.focus == Focus::List {
                 row.style(theme.style(Meaning::Selected))
+            } else if app.changed.contains_key(&v.key) {
+                row.style(theme.style(Meaning::Changed))
             } else {
                 row
             }
@@ -427,9 +447,15 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     };
     let label = |s: &'static str| Span::styled(format!("{s:<9}"), theme.style(Meaning::Muted));
     let mut lines: Vec<Line> = Vec::new();
+    // the detail's next step names what to search the destination by (when it is loaded)
+    let next = app
+        .detail
+        .as_ref()
+        .filter(|d| d.op.key == row.key)
+        .map_or(&row.next_step, |d| &d.op.next_step);
     lines.push(Line::from(vec![
         label("next"),
-        Span::styled(esc(&row.next_step), theme.style(Meaning::Title)),
+        Span::styled(esc(next), theme.style(Meaning::Title)),
     ]));
     let mut state = vec![
         label("state"),

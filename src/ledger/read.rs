@@ -427,7 +427,7 @@ impl Ledger {
             None => None,
         };
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
-        Ok(OperationDetail {
+        let mut detail = OperationDetail {
             op: self.view(
                 op.clone(),
                 Cursor {
@@ -460,7 +460,9 @@ impl Ledger {
                 .into_iter()
                 .map(|e| event_view(e, &|v| red.json(v), None))
                 .collect(),
-        })
+        };
+        search_by(&mut detail);
+        Ok(detail)
     }
 
     /// Totals for `stats` and the console's header.
@@ -628,6 +630,52 @@ fn event_view(e: EventRow, redact: &dyn Fn(&Value) -> Value, subject: Option<Str
         }),
         detail: redact(&detail),
         op_key: None,
+    }
+}
+
+/// SPEC 13: a next step that asks a person to look at the destination gives them something to
+/// search by: when it was sent, the reference if any, and the payload's redaction hints (SPEC 8:
+/// `email [redacted a…@example.com]`), never a value.
+fn search_by(d: &mut OperationDetail) {
+    use crate::domain::next_step::StepKind;
+    if d.op.next_step_kind != StepKind::CheckDestination {
+        return;
+    }
+    let mut by = Vec::new();
+    if let Some(first) = d.attempt_log.first() {
+        by.push(format!(
+            "sent {}",
+            first.started_at.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+    }
+    if let Some(r) = &d.op.reference {
+        by.push(format!("reference {r}"));
+    }
+    fn hints(v: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.starts_with("[redacted ") => {
+                out.push(format!("{} {s}", path.join(".")));
+            }
+            Value::Object(m) => {
+                for (k, v) in m {
+                    path.push(k.clone());
+                    hints(v, path, out);
+                    path.pop();
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    path.push(i.to_string());
+                    hints(v, path, out);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    hints(&d.payload, &mut Vec::new(), &mut by);
+    if !by.is_empty() {
+        d.op.next_step = format!("{}. Search by: {}", d.op.next_step, by.join(", "));
     }
 }
 
