@@ -356,6 +356,8 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         json!({"title": "Kickoff call with Hedy Lamarr", "customer": {"name": "Hedy Lamarr", "email": "hedy@example.com"}})).await?;
     let _ = demo.ledger.start_attempt("onb-live-1", "dispatcher").await;
 
+    incident(demo, now).await?;
+
     // staff at work: other operators hold claims; some items were settled during the week
     let page = demo
         .ledger
@@ -363,8 +365,8 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         .await?;
     let keys: Vec<String> = page.items.iter().map(|v| v.key.clone()).collect();
     for (n, key) in keys.iter().enumerate() {
-        // claims made a few minutes ago read as such
-        demo.at(now - TimeDelta::minutes(2 + (n as i64 % 7) * 3));
+        // claims made in the last twenty minutes, in order (Activity reads newest first)
+        demo.at(now - TimeDelta::minutes(20) + TimeDelta::seconds(n as i64 * 5));
         match n % 9 {
             1 => {
                 demo.staff(key, "bob", StaffAction::Claim { force_reason: None })
@@ -424,6 +426,56 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         }
     }
     demo.at(now);
+    Ok(())
+}
+
+/// An outage an hour ago, what incident mode (SPEC 16) is for: the SMS provider timed out on 200
+/// order alerts (unknown, and SMS neither deduplicates nor can be looked up: each must be
+/// checked or reconciled from the provider's export), and the email provider refused
+/// connections until 150 receipts spent their retries (failed: confirmed not sent, safe to
+/// retry once it is back).
+async fn incident(demo: &mut Demo, now: DateTime<Utc>) -> Result<()> {
+    let outage = now - TimeDelta::minutes(70);
+    for n in 0..200 {
+        let (name, _, phone) = PEOPLE[n % PEOPLE.len()];
+        let key = format!("alert-sms-{}", 51000 + n);
+        let t = outage + TimeDelta::seconds(n as i64 * 6);
+        demo.at(t);
+        demo.record(&key, "order-alerts", "send-sms", "sms", "send_sms",
+            json!({"to": {"name": name, "phone": phone}, "body": format!("Your order #{} has shipped", 51000 + n)})).await?;
+        demo.at(t + TimeDelta::seconds(30));
+        demo.attempt(
+            &key,
+            Outcome::Unknown,
+            None,
+            Some("read timeout after 30s"),
+            None,
+        )
+        .await?;
+    }
+    for n in 0..150 {
+        let (name, email, _) = PEOPLE[(n + 5) % PEOPLE.len()];
+        let key = format!("receipt-email-{}", 73000 + n);
+        let t = outage + TimeDelta::seconds(n as i64 * 8);
+        demo.at(t);
+        demo.record(&key, "receipts", "send-receipt", "email", "send_email",
+            json!({"to": {"name": name, "email": email}, "template": "receipt", "order": 73000 + n})).await?;
+        for k in 0..8 {
+            demo.at(t + TimeDelta::seconds(20 + k * 90));
+            let r = demo
+                .attempt(
+                    &key,
+                    Outcome::Transient,
+                    None,
+                    Some("connect error: connection refused"),
+                    Some(503),
+                )
+                .await;
+            if r.is_err() {
+                break;
+            }
+        }
+    }
     Ok(())
 }
 

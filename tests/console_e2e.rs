@@ -508,7 +508,8 @@ fn the_live_demo_moves() {
     t.wait("a", "the console with a live dispatcher", |s| {
         s.contains("dispatcher ok")
     });
-    t.keys("a", &["5"]);
+    // Activity shows people's actions; `a` adds automation's (the dispatcher's)
+    t.keys("a", &["5", "a"]);
     t.wait("a", "new work dispatched", |s| {
         s.lines()
             .any(|l| l.contains("dispatcher") && l.contains("live-"))

@@ -687,7 +687,8 @@ async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
     let mut app = app;
     app.reverse = true;
     let tabs = render(&app, 80, 24).lines().nth(1).unwrap().to_string();
-    assert!(tabs.ends_with("sort: age ↓"), "{tabs}");
+    // reversed: the youngest first, ages rising down the list
+    assert!(tabs.ends_with("sort: age ↑"), "{tabs}");
     assert!(tabs.contains("[1 Exc "), "{tabs}");
 }
 

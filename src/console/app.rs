@@ -192,7 +192,7 @@ fn seen(v: &OperationView) -> impl PartialEq + use<'_> {
 }
 
 /// How stale the tabs' counts of every state may get (the header's own numbers never are).
-const FULL_COUNT_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
+const FULL_COUNT_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
 #[derive(Debug)]
 pub enum Msg {
@@ -286,6 +286,8 @@ pub struct App {
     /// Ages turn warning-coloured past this many seconds, critical past the second.
     pub age_thresholds: (i64, i64),
     last_full: Option<DateTime<Utc>>,
+    /// The next refresh counts every state (this operator just changed some).
+    pub(super) count_all: bool,
     seq: u64,
     last_event: Option<i64>,
     pub quit: bool,
@@ -332,6 +334,7 @@ impl App {
             now: Utc::now(),
             age_thresholds: (3_600, 86_400),
             last_full: None,
+            count_all: false,
             seq: 0,
             last_event: None,
             quit: false,
@@ -421,17 +424,26 @@ impl App {
             }]
         } else {
             let limit = self.rows.len().clamp(PAGE, MAX_ROWS);
-            vec![Effect::Page {
+            let filter = self.list_filter();
+            let mut fx = vec![Effect::Page {
                 seq,
-                filter: self.list_filter(),
+                filter: filter.clone(),
                 position,
                 limit,
                 place: Place::Replace { select_last: false },
-            }]
+            }];
+            // the header's "N of M" follows the change too
+            if !filter.query.is_empty() {
+                self.count_seq = seq;
+                fx.push(Effect::Count { seq, filter });
+            }
+            fx
         };
-        let full = self
-            .last_full
-            .is_none_or(|t| self.now - t > FULL_COUNT_EVERY);
+        let full = self.count_all
+            || self
+                .last_full
+                .is_none_or(|t| self.now - t > FULL_COUNT_EVERY);
+        self.count_all = false;
         fx.push(Effect::Header { full });
         if let Some(k) = self.selected_row().map(|r| r.key.clone()) {
             fx.push(Effect::Detail { key: k });
@@ -534,6 +546,7 @@ impl App {
                 Vec::new()
             }
             Msg::Acted(result) => {
+                self.count_all = true;
                 match result {
                     Ok(text) => self.set_status(text, false),
                     Err(text) => self.set_status(text, true),

@@ -341,7 +341,7 @@ fn state_style(theme: &Theme, s: State) -> Style {
     }
 }
 
-/// The column the list is sorted by, and the arrow its title carries (as the tabs' sort label).
+/// The column the list is sorted by, and the arrow its title and the tabs' sort label carry.
 fn sorted_column(app: &App) -> (&'static str, &'static str) {
     use crate::ledger::Sort;
     let column = match app.sort {
@@ -350,7 +350,9 @@ fn sorted_column(app: &App) -> (&'static str, &'static str) {
         Sort::Workflow => "WORKFLOW/STEP",
         Sort::Destination => "DEST",
     };
-    (column, if app.reverse { "↓" } else { "↑" })
+    // which way the column's values run down the list: oldest first is ages falling
+    let falling = (app.sort == Sort::Age) != app.reverse;
+    (column, if falling { "↓" } else { "↑" })
 }
 
 fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
