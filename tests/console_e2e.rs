@@ -43,6 +43,12 @@ impl Tmux {
     /// Opens a window running a shell, in which the console is started (so that after `q` the
     /// screen is the shell's again).
     fn open(&self, window: &str, db: &str, operator: &str) {
+        self.open_sized(window, db, operator, (100, 30));
+    }
+
+    /// [`Tmux::open`] in a window of `size` columns and rows.
+    fn open_sized(&self, window: &str, db: &str, operator: &str, size: (u16, u16)) {
+        let (cols, rows) = (size.0.to_string(), size.1.to_string());
         let log = self.dir.path().join("settle.log");
         let cmd = format!(
             "env SETTLE_OPERATOR={operator} SETTLE_LOG_FILE={} XDG_CONFIG_HOME={} {BIN} --db '{db}'; echo SETTLE-EXITED-$?; sleep 60",
@@ -58,9 +64,9 @@ impl Tmux {
                 "-n",
                 window,
                 "-x",
-                "100",
+                &cols,
                 "-y",
-                "30",
+                &rows,
                 "sh",
             ]);
         } else {
@@ -70,9 +76,9 @@ impl Tmux {
                 "-t",
                 &format!("t:{window}"),
                 "-x",
-                "100",
+                &cols,
                 "-y",
-                "30",
+                &rows,
             ]);
         }
         self.run(&["send-keys", "-t", &format!("t:{window}"), &cmd, "Enter"]);
@@ -92,6 +98,11 @@ impl Tmux {
 
     fn screen(&self, window: &str) -> String {
         self.run(&["capture-pane", "-p", "-t", &format!("t:{window}")])
+    }
+
+    /// The screen with its attributes as escape sequences (bold, underline, colours).
+    fn styled(&self, window: &str) -> String {
+        self.run(&["capture-pane", "-p", "-e", "-t", &format!("t:{window}")])
     }
 
     /// Waits until the screen satisfies `ok` (giving up after 20 s).
@@ -280,6 +291,118 @@ fn work_an_incident(db: &TestDb) {
             "{untouched}"
         );
     }
+}
+
+/// SPEC 13 at the design size, 80x24 (issue 12's acceptance 3): on an unclaimed `failed` item
+/// `R`, `y` retries it, claimed and retried in one event; `C` takes over bob's claim with a
+/// reason; Activity `/actor:bob`, `Enter` opens the operation; a change by another writer is
+/// highlighted.
+fn on_call_at_80x24(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    seed(url);
+    // e2e-1 confirmed not done (failed) and released: unclaimed; bob holds e2e-3
+    settle(url, &["--as", "seed", "reconcile", "e2e-1", "--absent"]);
+    settle(url, &["--as", "seed", "release", "e2e-1"]);
+    settle(url, &["--as", "bob", "claim", "e2e-3"]);
+    assert_eq!(json(url, "e2e-1")["state"], "failed");
+    let t = Tmux::new("oncall");
+    t.open_sized("a", url, "alice", (80, 24));
+    t.wait("a", "the first data frame", |s| {
+        s.contains("e2e-1") && s.contains("exc")
+    });
+    // R on the unclaimed failed item (it is the oldest exception: selected first)
+    t.keys("a", &["/"]);
+    t.literal("a", "key:e2e-1");
+    t.wait("a", "the filter", |s| !s.contains("e2e-2 "));
+    t.keys("a", &["Enter"]);
+    t.wait("a", "R offered", |s| s.contains("R retry"));
+    t.keys("a", &["R"]);
+    t.wait("a", "the confirmation", |s| s.contains("confirms"));
+    t.keys("a", &["y"]);
+    t.wait("a", "the retry", |s| s.contains("e2e-1: will be retried"));
+    let one = json(url, "e2e-1");
+    let last = one["history"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&last["actor"], &last["kind"], &last["detail"]["claimed"]),
+        (&"alice".into(), &"retry_requested".into(), &true.into()),
+        "claimed and retried in one event: {last}"
+    );
+    // C takes over bob's claim, with a reason
+    t.keys("a", &["Escape"]);
+    t.wait("a", "the filter cleared", |s| s.contains("e2e-3 "));
+    t.keys("a", &["/"]);
+    t.literal("a", "key:e2e-3");
+    t.wait("a", "the filter", |s| !s.contains("e2e-2 "));
+    t.keys("a", &["Enter"]);
+    t.wait("a", "C offered", |s| s.contains("C take over"));
+    t.keys("a", &["C"]);
+    t.literal("a", "bob is off shift");
+    t.keys("a", &["Enter", "y"]);
+    t.wait("a", "the take-over", |s| s.contains("e2e-3: claimed"));
+    let three = json(url, "e2e-3");
+    assert_eq!(three["claimed_by"], "alice");
+    let last = three["history"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "claim_taken", "{last}");
+    assert!(last.to_string().contains("bob is off shift"), "{last}");
+    // Activity: bob's actions, and Enter opens the operation
+    t.keys("a", &["Escape"]);
+    t.wait("a", "the filter cleared", |s| s.contains("e2e-2 "));
+    t.keys("a", &["5", "/"]);
+    t.literal("a", "actor:bob");
+    t.keys("a", &["Enter"]);
+    t.wait("a", "bob's claim in Activity", |s| {
+        s.lines()
+            .any(|l| l.contains("bob") && l.contains("claimed") && l.contains("e2e-3"))
+            && !s.lines().skip(3).any(|l| l.contains("alice"))
+    });
+    t.keys("a", &["Enter"]);
+    t.wait("a", "the operation opened", |s| {
+        s.contains(" e2e-3 ─") && s.contains("next ")
+    });
+    // back to the list; another writer claims e2e-2: its row is highlighted
+    t.keys("a", &["Escape"]);
+    t.wait("a", "Activity again", |s| s.contains("ACTOR"));
+    t.keys("a", &["Escape"]);
+    t.keys("a", &["1"]);
+    t.wait("a", "the exceptions", |s| s.contains("e2e-2 "));
+    let row = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("e2e-2"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    // the highlight is a background colour (blue: SGR 48;5;4) that fades after 3 s (on a row
+    // not selected: the selection keeps its own look)
+    t.keys("a", &["G"]);
+    const HIGHLIGHT: &str = "48;5;4";
+    assert!(!row(&t.styled("a")).contains(HIGHLIGHT));
+    settle(url, &["--as", "carol", "claim", "e2e-2"]);
+    t.wait("a", "carol's claim highlighted", |_| {
+        row(&t.styled("a")).contains(HIGHLIGHT) && row(&t.screen("a")).contains("carol")
+    });
+    t.wait("a", "the highlight to fade", |_| {
+        !row(&t.styled("a")).contains(HIGHLIGHT)
+    });
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+}
+
+#[test]
+fn on_call_at_80x24_on_sqlite() {
+    on_call_at_80x24(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn on_call_at_80x24_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || on_call_at_80x24(&db))
+        .await
+        .unwrap();
 }
 
 #[test]

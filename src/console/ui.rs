@@ -391,9 +391,15 @@ fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 ratatui::widgets::Cell::from(text).style(style)
             });
             let row = Row::new(cells);
-            if i == app.selected && app.focus == Focus::List {
+            let changed = app.changed.contains_key(&v.key);
+            if i == app.selected && app.focus == Focus::List && changed {
+                // the selection keeps its look; the change shows as bold and underlined
+                row.style(theme.style(Meaning::Selected).add_modifier(
+                    ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED,
+                ))
+            } else if i == app.selected && app.focus == Focus::List {
                 row.style(theme.style(Meaning::Selected))
-            } else if app.changed.contains_key(&v.key) {
+            } else if changed {
                 row.style(theme.style(Meaning::Changed))
             } else {
                 row
