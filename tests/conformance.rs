@@ -1308,7 +1308,183 @@ hints = true
     assert!(!next.contains("ada@") && !next.contains("900123"), "{next}");
 }
 
+/// Issue 12's acceptance 2: for every state x claim situation x destination capability (x role:
+/// one role until roles exist, issue 13), the keys the console offers are exactly the actions the
+/// ledger accepts, tried one by one on a copy of the situation made afresh. Accepted means it
+/// did what the key says: a claim by its holder changes nothing, and a take-over where nobody
+/// holds a live claim is a plain claim (`c`), so neither is offered.
+async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
+    use settle::console::keymap::{KEYMAP, When};
+    use settle::domain::Offer;
+    let t0 = Utc::now();
+    let (l, clock) = ledger_at(db, t0).await;
+    let states = [
+        "pending",
+        "in_flight",
+        "retry_wait",
+        "unknown",
+        "failed",
+        "rejected",
+        "conflict",
+        "succeeded",
+        "closed",
+    ];
+    let claims = ["none", "mine", "other", "other_expired"];
+    // projects deduplicates and can be looked up, crm can be looked up, sms neither
+    let dests = ["projects", "crm", "sms"];
+    let action = |o: Offer| match o {
+        Offer::Claim => StaffAction::Claim { force_reason: None },
+        Offer::TakeOver => StaffAction::Claim {
+            force_reason: Some("on call".into()),
+        },
+        Offer::Release => StaffAction::Release,
+        Offer::ReconcileFound => StaffAction::ReconcileFound {
+            reference: "R-1".into(),
+            note: None,
+        },
+        Offer::ReconcileAbsent => StaffAction::ReconcileAbsent { note: None },
+        Offer::Retry => StaffAction::Retry { note: None },
+        Offer::Close => StaffAction::Close {
+            resolution: Resolution::Abandoned,
+            reference: None,
+            superseded_by: None,
+            note: "no longer wanted".into(),
+        },
+        Offer::Note => StaffAction::Note { text: "n".into() },
+    };
+    let mut n = 0;
+    let mut seen: std::collections::BTreeSet<(String, &str, &str)> = Default::default();
+    // makes one operation in the situation; `None` when the situation cannot arise
+    let mut make = async |state: &str, claim: &str, dest: &str| -> Option<String> {
+        n += 1;
+        let key = format!("p-{n}");
+        *clock.lock().unwrap() = t0 - TimeDelta::hours(3);
+        l.record(&intent(&key, dest, json!({"n": n})), "bot")
+            .await
+            .unwrap();
+        let report = |o| outcome(&key, o, Some("e"));
+        let seed = |a| l.staff(&key, "seed", a);
+        match state {
+            "pending" => {}
+            "conflict" => {
+                l.record(&intent(&key, dest, json!({"n": -1})), "bot")
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                l.start_attempt(&key, "dispatcher").await.unwrap();
+                match state {
+                    "in_flight" => {}
+                    "retry_wait" => drop(
+                        l.report_attempt(&report(Outcome::Transient), "d")
+                            .await
+                            .unwrap(),
+                    ),
+                    "rejected" => drop(
+                        l.report_attempt(&report(Outcome::Rejected), "d")
+                            .await
+                            .unwrap(),
+                    ),
+                    "succeeded" => drop(
+                        l.report_attempt(&report(Outcome::Accepted), "d")
+                            .await
+                            .unwrap(),
+                    ),
+                    _ => {
+                        l.report_attempt(&report(Outcome::Unknown), "d")
+                            .await
+                            .unwrap();
+                        match state {
+                            "failed" => {
+                                // (not where an unknown is retried by itself)
+                                seed(StaffAction::ReconcileAbsent { note: None })
+                                    .await
+                                    .ok()?;
+                                seed(StaffAction::Release).await.ok()?;
+                            }
+                            "closed" => {
+                                seed(action(Offer::Close)).await.unwrap();
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        let claimed = match claim {
+            "none" => Ok(()),
+            "mine" => claim_as(&l, &key, "alice").await,
+            "other" => claim_as(&l, &key, "bob").await,
+            _ => {
+                // bob's claim, long expired (the lease is 30 minutes)
+                *clock.lock().unwrap() = t0 - TimeDelta::hours(2);
+                claim_as(&l, &key, "bob").await
+            }
+        };
+        *clock.lock().unwrap() = t0;
+        claimed.ok().map(|()| key)
+    };
+    for state in states {
+        for claim in claims {
+            for dest in dests {
+                let Some(key) = make(state, claim, dest).await else {
+                    continue;
+                };
+                // (an unknown at a deduplicating destination is retried by itself: it is a
+                // retry_wait there; the situation is named by the state it is in)
+                let view = l.show(&key, "alice").await.unwrap().op;
+                let state = view.state.as_str();
+                seen.insert((state.to_string(), claim, dest));
+                let offered = view.actions;
+                let mut accepted = Vec::new();
+                for o in Offer::ALL {
+                    // each action tried on a copy of the situation made afresh
+                    let copy = make(state, claim, dest).await.unwrap();
+                    // accepted: it did what the key says (a claim that changes nothing, or a
+                    // "take-over" of a claim nobody holds, is a plain claim, not a take-over)
+                    let did = match l.staff(&copy, "alice", action(o)).await {
+                        Ok(a) if o == Offer::TakeOver => a.kind == Some("claim_taken"),
+                        Ok(a) => a.kind.is_some(),
+                        Err(_) => false,
+                    };
+                    if did {
+                        accepted.push(o);
+                    }
+                }
+                let offered_list: Vec<Offer> = offered.iter().collect();
+                assert_eq!(
+                    offered_list, accepted,
+                    "{state} / claim {claim} / {dest}: offered vs accepted"
+                );
+                // and the keys: a key is offered iff one of its actions is accepted
+                for b in KEYMAP.iter().filter(|b| b.when == When::Offered) {
+                    let key_offered = b.offers.iter().any(|o| offered.contains(*o));
+                    let key_works = b.offers.iter().any(|o| accepted.contains(o));
+                    assert_eq!(
+                        key_offered, key_works,
+                        "{} on {state} / {claim} / {dest}",
+                        b.keys
+                    );
+                }
+            }
+        }
+    }
+    // every state arose, and most with each claim situation and destination
+    let states_seen: std::collections::BTreeSet<&str> =
+        seen.iter().map(|(s, _, _)| s.as_str()).collect();
+    assert_eq!(states_seen.len(), states.len(), "{states_seen:?}");
+    assert!(seen.len() >= 60, "situations checked: {}", seen.len());
+}
+
+async fn claim_as(l: &Ledger, key: &str, who: &str) -> Result<(), ()> {
+    l.staff(key, who, StaffAction::Claim { force_reason: None })
+        .await
+        .map(|_| ())
+        .map_err(|_| ())
+}
+
 both_backends!(
+    the_console_offers_exactly_what_the_ledger_accepts,
     a_check_at_the_destination_names_what_to_search_by,
     activity_is_people_first_and_filters_by_actor_kind_and_shown_words,
     recording_is_idempotent_and_a_conflict_keeps_both,
