@@ -640,3 +640,219 @@ fn the_live_demo_moves() {
     t.keys("a", &["q"]);
     t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
 }
+
+/// Runs the binary as `who`; the exit code and stdout (bulk actions exit 3 when they leave items
+/// alone).
+fn settle_code(db: &str, who: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env("SETTLE_OPERATOR", who)
+        .env("SETTLE_LOG_FILE", "/dev/null")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 3),
+        "settle {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into(),
+    )
+}
+
+/// What `--dry-run` must leave as it was: every operation as listed, and the totals.
+fn db_snapshot(db: &str) -> String {
+    let list = settle(db, &["list", "--all", "--json"]);
+    let stats = settle(db, &["stats", "--json"]);
+    let mut v: serde_json::Value = serde_json::from_str(&list).unwrap();
+    // ages move with the clock; everything else must not
+    for op in v.as_array_mut().unwrap() {
+        op.as_object_mut().unwrap().remove("age_seconds");
+        op.as_object_mut().unwrap().remove("next_step");
+    }
+    let mut s: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    s.as_object_mut()
+        .unwrap()
+        .remove("oldest_exception_seconds");
+    format!("{v}\n{s}")
+}
+
+/// Issue 12's acceptance 4: an outage left 300 unknowns at a destination that does not
+/// deduplicate (sms) and 200 at another (email). `reconcile --from` a 250-line export (some
+/// unknown keys, some in the wrong state) reports per line and applies the rest; the console at
+/// 80x24 closes every sms unknown in one go (`/dest:sms state:unknown`, `A`, `x`): the preview
+/// counts by reason, bob's claims are left alone, each item gets exactly one event, all with one
+/// batch id; `retry --where ... --rate 10/s` spaces the next attempts 100 ms apart; `--dry-run`
+/// changes nothing.
+fn an_outage_worked_in_bulk(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    let mut op = |key: &str, dest: &str, outcome: &str| {
+        lines.push_str(&format!(
+            "{{\"type\":\"intent\",\"key\":\"{key}\",\"workflow\":\"alerts\",\"step\":\"send\",\"destination\":\"{dest}\",\"action\":\"send\",\"payload\":{{\"phone\":\"+44 7700 900123\"}}}}\n\
+             {{\"type\":\"attempt\",\"key\":\"{key}\",\"attempt\":1,\"outcome\":\"{outcome}\",\"error\":\"read timeout after 30s\"}}\n"
+        ));
+    };
+    for i in 0..300 {
+        op(&format!("alert-{i}"), "sms", "unknown");
+    }
+    for i in 0..200 {
+        op(&format!("rcpt-{i}"), "email", "unknown");
+    }
+    for i in 0..25 {
+        op(&format!("done-{i}"), "email", "accepted");
+    }
+    let history = dir.path().join("outage.jsonl");
+    std::fs::write(&history, lines).unwrap();
+    settle(url, &["ingest", history.to_str().unwrap()]);
+    // bob already holds ten of the sms ones
+    let bobs: Vec<String> = (0..10).map(|i| format!("alert-{i}")).collect();
+    let mut claim = vec!["claim", "--yes"];
+    claim.extend(bobs.iter().map(String::as_str));
+    settle_code(url, "bob", &claim);
+
+    // the email provider's export: 200 not sent, 25 keys settle never saw, 25 already done
+    let mut csv = String::from("key,outcome,reference\n");
+    for i in 0..200 {
+        csv.push_str(&format!("rcpt-{i},absent,\n"));
+    }
+    for i in 0..25 {
+        csv.push_str(&format!("ghost-{i},found,MSG-{i}\n"));
+    }
+    for i in 0..25 {
+        csv.push_str(&format!("done-{i},found,MSG-D{i}\n"));
+    }
+    let export = dir.path().join("export.csv");
+    std::fs::write(&export, csv).unwrap();
+    let export = export.to_str().unwrap();
+    let before = db_snapshot(url);
+    let (_, preview) = settle_code(url, "alice", &["reconcile", "--from", export, "--dry-run"]);
+    assert_eq!(db_snapshot(url), before, "--dry-run changed nothing");
+    assert_eq!(
+        preview.lines().filter(|l| l.starts_with("line ")).count(),
+        250,
+        "{preview}"
+    );
+    assert!(preview.contains("line 202: ghost-0: found MSG-0: left alone: no such operation"));
+    assert!(preview.contains("line 227: done-0: found MSG-D0: left alone: already terminal"));
+    let (code, done) = settle_code(url, "alice", &["reconcile", "--from", export, "--yes"]);
+    assert_eq!(code, 3, "some lines were left alone: {done}");
+    assert!(done.contains("reconcile: 200 done (batch b-"), "{done}");
+    assert_eq!(json(url, "rcpt-7")["state"], "failed");
+
+    // the console at 80x24: every sms unknown at once
+    let t = Tmux::new("outage");
+    t.open_sized("a", url, "alice", (80, 24));
+    t.wait("a", "the first data frame", |s| s.contains("alert-"));
+    t.keys("a", &["/"]);
+    t.literal("a", "dest:sms state:unknown");
+    t.keys("a", &["Enter"]);
+    t.wait("a", "the filter's count", |s| s.contains("300 of "));
+    t.keys("a", &["A"]);
+    t.wait("a", "every match marked", |s| s.contains("300 marked"));
+    t.keys("a", &["x", "3"]);
+    t.literal("a", "customers told by email");
+    t.keys("a", &["Enter"]);
+    t.wait("a", "the preview", |s| {
+        s.contains("close 300: 290 will be done") && s.contains("10 claimed by another")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the summary", |s| {
+        s.contains("close: 290 done (batch b-")
+    });
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+    let mut batches = std::collections::BTreeSet::new();
+    for i in 10..300 {
+        let v = json(url, &format!("alert-{i}"));
+        assert_eq!(v["state"], "closed");
+        let closes: Vec<&serde_json::Value> = v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["actor"] == "alice")
+            .collect();
+        // claimed and closed in one event
+        assert_eq!(closes.len(), 1, "alert-{i}: {closes:?}");
+        assert_eq!(closes[0]["kind"], "closed");
+        batches.insert(closes[0]["detail"]["batch"].as_str().unwrap().to_string());
+    }
+    assert_eq!(batches.len(), 1, "one batch id: {batches:?}");
+    for k in &bobs {
+        let v = json(url, k);
+        assert_eq!(
+            (v["state"].as_str(), v["claimed_by"].as_str()),
+            (Some("unknown"), Some("bob"))
+        );
+    }
+
+    // the email provider is back: retry the 200 failed, ten a second
+    let before = db_snapshot(url);
+    let (_, dry) = settle_code(
+        url,
+        "alice",
+        &["retry", "--where", "dest:email state:failed", "--dry-run"],
+    );
+    assert!(dry.contains("retry 200: 200 to do"), "{dry}");
+    assert_eq!(db_snapshot(url), before, "--dry-run changed nothing");
+    let (code, out) = settle_code(
+        url,
+        "alice",
+        &[
+            "retry",
+            "--where",
+            "dest:email state:failed",
+            "--rate",
+            "10/s",
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let list: serde_json::Value = serde_json::from_str(&settle(
+        url,
+        &[
+            "list",
+            "--where",
+            "dest:email state:pending",
+            "--all",
+            "--json",
+        ],
+    ))
+    .unwrap();
+    let mut next: Vec<chrono::DateTime<chrono::Utc>> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["next_attempt_at"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(next.len(), 200);
+    next.sort();
+    for w in next.windows(2) {
+        let gap = (w[1] - w[0]).num_milliseconds();
+        assert!((99..=101).contains(&gap), "next attempts {gap} ms apart");
+    }
+}
+
+#[test]
+fn an_outage_worked_in_bulk_on_sqlite() {
+    an_outage_worked_in_bulk(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn an_outage_worked_in_bulk_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || an_outage_worked_in_bulk(&db))
+        .await
+        .unwrap();
+}

@@ -986,3 +986,50 @@ async fn a_change_by_another_writer_is_highlighted() {
             .any(|r| r.key == other && r.claimed_by.as_deref() == Some("carol"))
     );
 }
+
+/// SPEC 16: `Esc` stops a bulk action between two items: what is done stays done, the rest is
+/// untouched, and the summary says which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn esc_stops_a_bulk_action_between_items() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('A')).await;
+    let marked = app.marks.len();
+    press(&mut app, &f, key('n')).await;
+    type_text(&mut app, &f, "outage").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    let fx = app.update(key('y'));
+    let Some(Effect::BulkApply { keys, stop, .. }) = fx.first().cloned() else {
+        panic!("y starts the bulk action: {fx:?}");
+    };
+    assert!(keys.len() > 1);
+    // Esc before the first item is reached: the flag the effect checks between items
+    app.update(press_code(KeyCode::Esc));
+    assert!(
+        stop.0.load(std::sync::atomic::Ordering::SeqCst),
+        "Esc stops it"
+    );
+    assert!(
+        app.bulk.is_some(),
+        "still under way until the effect answers"
+    );
+    let before: Vec<usize> = {
+        let mut n = Vec::new();
+        for k in &keys {
+            n.push(f.ledger.show(k, "alice").await.unwrap().history.len());
+        }
+        n
+    };
+    settle_effects(&mut app, &f.ledger, fx, "alice").await;
+    let (status, error) = app.status.clone().unwrap();
+    assert!(
+        status.contains(&format!("stopped: {} not reached, untouched", keys.len())),
+        "{status}"
+    );
+    assert!(error, "a stopped action is said as such");
+    for (k, n) in keys.iter().zip(before) {
+        let d = f.ledger.show(k, "alice").await.unwrap();
+        assert_eq!(d.history.len(), n, "{k} untouched");
+    }
+    assert_eq!(app.marks.len(), marked, "what was not reached stays marked");
+}

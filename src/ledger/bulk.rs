@@ -241,10 +241,11 @@ impl Ledger {
                     serde_json::from_str(&c.detail).unwrap_or_default();
                 if let Some(d) = detail.as_object_mut() {
                     d.insert("batch".into(), batch.into());
-                    // a paced retry: its next attempt waits for its place in the pace
+                    // a paced retry: its next attempt takes its place in the pace (the first at
+                    // the start, each next one a pace later), whenever its turn was reached
                     if let Some(at) = not_before
                         && c.op.state == crate::domain::State::Pending
-                        && c.op.next_attempt_at.is_some_and(|t| t < at)
+                        && c.op.next_attempt_at.is_some()
                     {
                         c.op.next_attempt_at = Some(at);
                         d.insert("not_before".into(), at.to_rfc3339().into());
