@@ -1483,7 +1483,93 @@ async fn claim_as(l: &Ledger, key: &str, who: &str) -> Result<(), ()> {
         .map_err(|_| ())
 }
 
+/// Schema 7: the counts `stats` and the console's tabs show are counters kept with every change;
+/// through records, conflicts, attempts, staff actions, a bulk action, an ingest and the
+/// dispatcher's heartbeat (which folds PostgreSQL's rows of differences) they equal what a count
+/// of the operations says.
+async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
+    use settle::ledger::{ListFilter, Scope};
+    let t0 = Utc::now();
+    let (l, clock) = ledger_at(db, t0).await;
+    let check = async |when: &str| {
+        let stats = l.stats().await.unwrap();
+        for state in State::ALL {
+            let filter = ListFilter {
+                scope: Scope::All,
+                query: settle::domain::filter::Filter::parse(&format!("state:{}", state.as_str()))
+                    .unwrap(),
+                ..Default::default()
+            };
+            let n = l.matching_keys(&filter, "alice").await.unwrap().len() as i64;
+            assert_eq!(stats.by_state[&state], n, "{when}: {state:?}");
+        }
+        let exceptions = l
+            .matching_keys(&ListFilter::default(), "alice")
+            .await
+            .unwrap()
+            .len() as i64;
+        assert_eq!(stats.exceptions, exceptions, "{when}: exceptions");
+    };
+    check("empty").await;
+    for i in 0..12 {
+        let k = format!("c-{i}");
+        l.record(
+            &intent(&k, ["sms", "crm", "projects"][i % 3], json!({"i": i})),
+            "bot",
+        )
+        .await
+        .unwrap();
+        if i % 4 != 0 {
+            l.start_attempt(&k, "dispatcher").await.unwrap();
+            let o = [Outcome::Unknown, Outcome::Rejected, Outcome::Accepted][i % 3];
+            l.report_attempt(&outcome(&k, o, Some("e")), "dispatcher")
+                .await
+                .unwrap();
+        }
+    }
+    l.record(&intent("c-0", "sms", json!({"changed": true})), "bot")
+        .await
+        .unwrap();
+    check("after records and attempts").await;
+    claim(&l, "c-3", "bob").await.unwrap();
+    l.staff("c-3", "bob", StaffAction::ReconcileAbsent { note: None })
+        .await
+        .unwrap();
+    check("after staff actions").await;
+    let keys = l
+        .matching_keys(&ListFilter::default(), "alice")
+        .await
+        .unwrap();
+    let close = StaffAction::Close {
+        resolution: Resolution::Abandoned,
+        reference: None,
+        superseded_by: None,
+        note: "outage".into(),
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    l.bulk_apply(&keys, &close, "alice", &stop, None, |_, _| {})
+        .await
+        .unwrap();
+    check("after a bulk close").await;
+    let lines = (0..30)
+        .map(|i| format!(r#"{{"type":"intent","key":"in-{i}","workflow":"w","step":"s","destination":"sms","action":"a","payload":{{}}}}"#))
+        .collect::<Vec<_>>()
+        .join("\n");
+    l.ingest(lines.as_bytes(), "bot").await.unwrap();
+    check("after an ingest").await;
+    l.heartbeat("dispatcher-1").await.unwrap();
+    check("after the heartbeat folded the counters").await;
+    // an attempt in flight past its timeout (5 minutes) is an exception of no exception state
+    l.start_attempt("in-0", "dispatcher").await.unwrap();
+    check("an attempt in flight").await;
+    let before = l.stats().await.unwrap().exceptions;
+    *clock.lock().unwrap() = t0 + TimeDelta::minutes(10);
+    assert_eq!(l.stats().await.unwrap().exceptions, before + 1);
+    check("an attempt in flight past its timeout").await;
+}
+
 both_backends!(
+    the_state_counters_equal_a_count_of_the_operations,
     the_console_offers_exactly_what_the_ledger_accepts,
     a_check_at_the_destination_names_what_to_search_by,
     activity_is_people_first_and_filters_by_actor_kind_and_shown_words,

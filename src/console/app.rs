@@ -108,11 +108,9 @@ pub enum Effect {
     Detail {
         key: String,
     },
-    /// The header's numbers; `full` counts every state (the tabs), which at a million rows is a
-    /// scan, so it is asked for at start and then at most every `FULL_COUNT_EVERY`.
-    Header {
-        full: bool,
-    },
+    /// The header's numbers and the tabs' counts (from the counters the store keeps: cheap at
+    /// any size, so asked for at every refresh).
+    Header,
     Activity {
         seq: u64,
         filter: crate::domain::filter::ActivityFilter,
@@ -172,8 +170,6 @@ pub struct Header {
     pub mine: i64,
     /// Seconds since a dispatcher last said it was alive (`None`: none ever ran here).
     pub dispatcher_seen: Option<i64>,
-    /// `stats.by_state` counts every state (else only `unknown`).
-    pub full: bool,
 }
 
 /// How long a row another writer changed stays highlighted.
@@ -190,9 +186,6 @@ fn seen(v: &OperationView) -> impl PartialEq + use<'_> {
         &v.next_attempt_at,
     )
 }
-
-/// How stale the tabs' counts of every state may get (the header's own numbers never are).
-const FULL_COUNT_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 
 #[derive(Debug)]
 pub enum Msg {
@@ -285,9 +278,6 @@ pub struct App {
     pub now: DateTime<Utc>,
     /// Ages turn warning-coloured past this many seconds, critical past the second.
     pub age_thresholds: (i64, i64),
-    last_full: Option<DateTime<Utc>>,
-    /// The next refresh counts every state (this operator just changed some).
-    pub(super) count_all: bool,
     seq: u64,
     last_event: Option<i64>,
     pub quit: bool,
@@ -333,8 +323,6 @@ impl App {
             viewport: 10,
             now: Utc::now(),
             age_thresholds: (3_600, 86_400),
-            last_full: None,
-            count_all: false,
             seq: 0,
             last_event: None,
             quit: false,
@@ -344,7 +332,7 @@ impl App {
     /// The work to do before the first key: the first page, the header.
     pub fn start(&mut self) -> Vec<Effect> {
         let mut fx = self.reload(Position::First, false);
-        fx.push(Effect::Header { full: true });
+        fx.push(Effect::Header);
         fx
     }
 
@@ -439,12 +427,7 @@ impl App {
             }
             fx
         };
-        let full = self.count_all
-            || self
-                .last_full
-                .is_none_or(|t| self.now - t > FULL_COUNT_EVERY);
-        self.count_all = false;
-        fx.push(Effect::Header { full });
+        fx.push(Effect::Header);
         if let Some(k) = self.selected_row().map(|r| r.key.clone()) {
             fx.push(Effect::Detail { key: k });
         }
@@ -506,26 +489,7 @@ impl App {
             }
             Msg::Header(h) => {
                 match h {
-                    Ok(h) if h.full => {
-                        self.last_full = Some(self.now);
-                        self.header = h;
-                    }
-                    Ok(h) => {
-                        // keep the last full count of the other states; take the fresh rest
-                        let mut stats = h.stats;
-                        if let (Some(new), Some(old)) = (stats.as_mut(), self.header.stats.as_ref())
-                        {
-                            for (state, n) in &old.by_state {
-                                new.by_state.entry(*state).or_insert(*n);
-                            }
-                        }
-                        self.header = Header {
-                            stats,
-                            mine: h.mine,
-                            dispatcher_seen: h.dispatcher_seen,
-                            full: self.header.full,
-                        };
-                    }
+                    Ok(h) => self.header = h,
                     Err(e) => self.went_offline(e),
                 }
                 Vec::new()
@@ -546,7 +510,6 @@ impl App {
                 Vec::new()
             }
             Msg::Acted(result) => {
-                self.count_all = true;
                 match result {
                     Ok(text) => self.set_status(text, false),
                     Err(text) => self.set_status(text, true),

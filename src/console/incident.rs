@@ -170,7 +170,6 @@ impl App {
 
     pub(super) fn on_bulk_done(&mut self, report: Result<BulkReport, String>) -> Vec<Effect> {
         let verb = self.bulk.take().map_or("bulk action", |b| b.verb);
-        self.count_all = true;
         match report {
             Ok(r) => {
                 // what was done is unmarked; what was left alone stays marked to look at

@@ -194,18 +194,12 @@ async fn run_effect_with(
             let detail = ledger.show(&key, operator).await.map(Box::new).map_err(s);
             Msg::Detail { key, detail }
         }
-        Effect::Header { full } => {
+        Effect::Header => {
             let header = async {
-                let stats = if full {
-                    ledger.stats().await?
-                } else {
-                    ledger.header_stats().await?
-                };
                 Ok::<_, Error>(Header {
-                    stats: Some(stats),
+                    stats: Some(ledger.stats().await?),
                     mine: ledger.count_mine(operator).await?,
                     dispatcher_seen: ledger.dispatcher_seen().await?,
-                    full,
                 })
             };
             Msg::Header(header.await.map_err(s))

@@ -10,10 +10,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Serialize;
 
 use super::change::{Ask, Decided, write_changes};
-use super::{Applied, Ledger, ListFilter, Position, Tried, check_operator};
+use super::{Ledger, ListFilter, Position, Tried, check_operator};
 use crate::domain::{Command, StaffAction, staff_check, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, Tx};
+
+/// Items per transaction of a bulk action: each still its own compare-and-set and event; a stop
+/// takes effect between two chunks.
+const CHUNK: usize = 200;
+
+/// Operations read per statement by a preview (nothing is held: larger is fewer round trips).
+const PREVIEW_CHUNK: usize = 2000;
 
 /// What a bulk action would do, frozen when it was asked.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -75,6 +82,10 @@ impl BulkReport {
 impl Ledger {
     /// Every key a filter matches now, in the list's order (the whole set, page by page).
     pub async fn matching_keys(&self, filter: &ListFilter, viewer: &str) -> Result<Vec<String>> {
+        if let Some(keys) = self.matching_keys_only(filter, viewer).await? {
+            return Ok(keys);
+        }
+        // bare words: matched against the rows as shown (redacted), page by page
         let mut keys = Vec::new();
         let mut position = Position::First;
         loop {
@@ -112,47 +123,64 @@ impl Ledger {
             ..Default::default()
         };
         check_operator(actor)?;
-        for (key, action) in items {
-            // an item's own texts and keys: a bad one is that item's, not the batch's
-            match self.check_staff_action(key, actor, action).await {
-                Ok(()) => {}
-                Err(e @ (Error::Invalid(_) | Error::Refused(_))) => {
-                    preview
-                        .refused
-                        .entry(e.to_string())
-                        .or_default()
-                        .push(key.clone());
-                    continue;
+        // the operations read two statements at a time (two connections: the server's reading
+        // and the decoding here overlap), then each item asked of the rules
+        let load = async |chunk: &[(String, StaffAction)]| {
+            let keys: Vec<&str> = chunk
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| validate_key(k).is_ok())
+                .collect();
+            self.store.load_ops(&keys).await
+        };
+        let chunks: Vec<&[(String, StaffAction)]> = items.chunks(PREVIEW_CHUNK).collect();
+        for pair in chunks.chunks(2) {
+            let (first, second) = match pair {
+                [a, b] => {
+                    let (a, b) = tokio::join!(load(a), load(b));
+                    (a?, Some(b?))
                 }
-                Err(e) => return Err(e),
-            }
-            validate_key(key).map_err(Error::Invalid)?;
-            let Some((_, op)) = self.store.load_op(key).await? else {
-                preview
-                    .refused
-                    .entry("no such operation".into())
-                    .or_default()
-                    .push(key.clone());
-                continue;
+                [a] => (load(a).await?, None),
+                _ => continue,
             };
-            let policy = self.config.destination(&op.destination);
-            let ctx = self.rules_ctx(actor, &policy, now);
-            match staff_check::<crate::domain::Why>(&op, action, &ctx) {
-                Ok(_) => preview.eligible.push(key.clone()),
-                Err(why) => preview
-                    .refused
-                    .entry(why.class.to_string())
-                    .or_default()
-                    .push(key.clone()),
+            for (chunk, ops) in pair.iter().zip([Some(first), second].into_iter().flatten()) {
+                for (key, action) in chunk.iter() {
+                    let mut refuse =
+                        |why: String| preview.refused.entry(why).or_default().push(key.clone());
+                    // an item's own texts and keys: a bad one is that item's, not the batch's
+                    match self.check_staff_action(key, actor, action).await {
+                        Ok(()) => {}
+                        Err(e @ (Error::Invalid(_) | Error::Refused(_))) => {
+                            refuse(e.to_string());
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    if let Err(e) = validate_key(key) {
+                        refuse(e);
+                        continue;
+                    }
+                    let Some((_, op)) = ops.get(key.as_str()) else {
+                        refuse("no such operation".into());
+                        continue;
+                    };
+                    let policy = self.config.destination(&op.destination);
+                    let ctx = self.rules_ctx(actor, &policy, now);
+                    match staff_check::<crate::domain::Why>(op, action, &ctx) {
+                        Ok(_) => preview.eligible.push(key.clone()),
+                        Err(why) => refuse(why.class.to_string()),
+                    }
+                }
             }
         }
         Ok(preview)
     }
 
-    /// Acts on the preview's eligible keys one by one, each in its own transaction with its own
-    /// event (whose detail holds `batch`); an item another writer changed since the preview is
-    /// refused by the rules and reported. `stop` set: the items not yet reached are left alone.
-    /// `progress` is told after each item (done so far, of how many). `pace` (retries only)
+    /// Acts on the preview's eligible keys one by one, each with its own compare-and-set and its
+    /// own event (whose detail holds `batch`), `CHUNK` items to a transaction; an item another
+    /// writer changed since the preview is refused by the rules and reported. `stop` set: the
+    /// items not yet reached are left alone. `progress` is told after each item (done so far, of
+    /// how many), once its chunk is written. `pace` (retries only)
     /// spaces the items' next attempts this far apart, the first at once, so that a recovering
     /// destination is not flooded (SPEC 16's paced retries; the retry budget still applies).
     pub async fn bulk_apply(
@@ -191,72 +219,94 @@ impl Ledger {
             ),
             ..Default::default()
         };
-        for (i, (key, action)) in items.iter().enumerate() {
+        let mut done = 0;
+        for chunk in items.chunks(CHUNK) {
             if stop.load(Ordering::SeqCst) {
                 report
                     .not_reached
-                    .extend(items[i..].iter().map(|(k, _)| k.clone()));
+                    .extend(items[done..].iter().map(|(k, _)| k.clone()));
                 break;
             }
-            let cmd = Command::Staff(action.clone());
+            let pace_of = |i: usize| {
+                pace.map(|p| {
+                    let offset = p.saturating_mul(u32::try_from(done + i).unwrap_or(u32::MAX));
+                    crate::domain::time::after(start, offset)
+                })
+            };
             let batch = report.batch.clone();
-            let not_before = pace.map(|p| {
-                let offset = p.saturating_mul(u32::try_from(i).unwrap_or(u32::MAX));
-                crate::domain::time::after(start, offset)
-            });
-            let done = store::in_tx!(self.store, |tx| self
-                .act_in_batch(tx, key, actor, &cmd, &batch, not_before)
-                .await);
-            match done {
-                Ok(_) => report.done.push(key.clone()),
-                Err(Error::Refused(why) | Error::NotFound(why)) => report
-                    .changed_meanwhile
-                    .entry(why)
-                    .or_default()
-                    .push(key.clone()),
-                Err(e) => return Err(e),
+            let outcomes = store::in_tx!(self.store, |tx| self
+                .act_on_chunk(tx, chunk, actor, &batch, &pace_of)
+                .await)?;
+            // told item by item, once its chunk is committed
+            for ((key, _), outcome) in chunk.iter().zip(outcomes) {
+                match outcome {
+                    Ok(()) => report.done.push(key.clone()),
+                    Err(why) => report
+                        .changed_meanwhile
+                        .entry(why)
+                        .or_default()
+                        .push(key.clone()),
+                }
+                done += 1;
+                progress(done, items.len());
             }
-            progress(i + 1, items.len());
         }
         Ok(report)
     }
 
-    async fn act_in_batch(
+    /// One chunk of a bulk action in one transaction: the operations loaded (and held) at once,
+    /// each decided by the rules of a single action, and every change written together: per
+    /// item still one compare-and-set and one event. An item the rules refuse now (another
+    /// writer changed it since the preview) is that item's answer, not the chunk's.
+    async fn act_on_chunk(
         &self,
         tx: &mut Tx,
-        key: &str,
+        chunk: &[(String, StaffAction)],
         actor: &str,
-        cmd: &Command,
         batch: &str,
-        not_before: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Result<Tried<Applied>> {
-        let Some((id, op)) = tx.hold_op(key).await? else {
-            return Err(Error::NotFound(format!("no operation with key {key}")));
-        };
-        let ask = Ask::Cmd(cmd.clone());
-        match self.decide(tx, id, &op, actor, &ask, None, None).await? {
-            Decided::Unchanged(a) => Ok(Tried::Done(a)),
-            Decided::Change(mut c) => {
-                let mut detail: serde_json::Value =
-                    serde_json::from_str(&c.detail).unwrap_or_default();
-                if let Some(d) = detail.as_object_mut() {
-                    d.insert("batch".into(), batch.into());
-                    // a paced retry: its next attempt takes its place in the pace (the first at
-                    // the start, each next one a pace later), whenever its turn was reached
-                    if let Some(at) = not_before
-                        && c.op.state == crate::domain::State::Pending
-                        && c.op.next_attempt_at.is_some()
-                    {
-                        c.op.next_attempt_at = Some(at);
-                        d.insert("not_before".into(), at.to_rfc3339().into());
+        pace_of: &(dyn Fn(usize) -> Option<chrono::DateTime<chrono::Utc>> + Sync),
+    ) -> Result<Tried<Vec<std::result::Result<(), String>>>> {
+        let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+        let mut ops = tx.load_ops(&keys, true).await?;
+        let mut outcomes = Vec::with_capacity(chunk.len());
+        let mut changes = Vec::new();
+        for (i, (key, action)) in chunk.iter().enumerate() {
+            let Some((id, op)) = ops.get(key.as_str()).cloned() else {
+                outcomes.push(Err(format!("no operation with key {key}")));
+                continue;
+            };
+            let ask = Ask::Cmd(Command::Staff(action.clone()));
+            match self.decide(tx, id, &op, actor, &ask, None, None).await {
+                Ok(Decided::Unchanged(_)) => outcomes.push(Ok(())),
+                Ok(Decided::Change(mut c)) => {
+                    let mut detail: serde_json::Value =
+                        serde_json::from_str(&c.detail).unwrap_or_default();
+                    if let Some(d) = detail.as_object_mut() {
+                        d.insert("batch".into(), batch.into());
+                        // a paced retry: its next attempt takes its place in the pace (the
+                        // first at the start, each next one a pace later)
+                        if let Some(at) = pace_of(i)
+                            && c.op.state == crate::domain::State::Pending
+                            && c.op.next_attempt_at.is_some()
+                        {
+                            c.op.next_attempt_at = Some(at);
+                            d.insert("not_before".into(), at.to_rfc3339().into());
+                        }
                     }
+                    c.detail = detail.to_string();
+                    // a key twice in one chunk (a file may repeat it): the second is decided on
+                    // what the first made of it, as one after the other would be
+                    ops.insert(key.clone(), (id, c.op.clone()));
+                    changes.push(c);
+                    outcomes.push(Ok(()));
                 }
-                c.detail = detail.to_string();
-                if !write_changes(tx, std::slice::from_ref(&c)).await? {
-                    return Ok(Tried::Raced);
-                }
-                Ok(Tried::Done(c.applied))
+                Err(Error::Refused(why) | Error::NotFound(why)) => outcomes.push(Err(why)),
+                Err(e) => return Err(e),
             }
         }
+        if !write_changes(tx, &changes).await? {
+            return Ok(Tried::Raced);
+        }
+        Ok(Tried::Done(outcomes))
     }
 }

@@ -164,6 +164,27 @@ const IN_PROGRESS: [State; 3] = [State::Pending, State::InFlight, State::RetryWa
 const CLOSED: [State; 2] = [State::Succeeded, State::Closed];
 
 impl Ledger {
+    /// Every key a filter matches now, in the list's order, from the keys alone (one statement);
+    /// `None` when the filter holds bare words, which are matched against the redacted rows.
+    pub(super) async fn matching_keys_only(
+        &self,
+        filter: &ListFilter,
+        viewer: &str,
+    ) -> Result<Option<Vec<String>>> {
+        if filter.query.words().next().is_some() || filter.query.negated_words().next().is_some() {
+            return Ok(None);
+        }
+        let now = self.now();
+        let Some((states, not_after)) = scope_of(filter, now) else {
+            return Ok(Some(Vec::new()));
+        };
+        let query = ListQuery {
+            backwards: filter.reverse,
+            ..list_query(filter, viewer, &states, not_after, now)
+        };
+        self.store.matching_keys(&query).await.map(Some)
+    }
+
     /// One page of operations, `limit` rows after `after` (a cursor from a previous page).
     pub async fn list(
         &self,
@@ -469,34 +490,22 @@ impl Ledger {
     pub async fn stats(&self) -> Result<Stats> {
         let now = self.now();
         let mut by_state: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
+        // the counters the store keeps with every change: no count of the operations
         for (s, n) in self.store.count_by_state().await? {
             by_state.insert(s, n);
         }
-        let summary = self.store.exception_summary(None, now).await?;
-        let (exceptions, oldest) = (summary.count, summary.oldest);
+        // an exception is in an exception state, or an attempt in flight past its timeout
+        let (stuck, oldest) = self.store.stuck_and_oldest(now).await?;
+        let exceptions = stuck
+            + by_state
+                .iter()
+                .filter(|(s, _)| s.is_exception())
+                .map(|(_, n)| n)
+                .sum::<i64>();
         let paused = self.store.paused(Pausable::Workflow).await?;
         let destinations = self.store.paused(Pausable::Destination).await?;
         Ok(Stats {
             by_state,
-            exceptions,
-            oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
-            paused_workflows: paused.into_iter().map(|w| w.name).collect(),
-            paused_destinations: destinations.into_iter().map(|d| d.name).collect(),
-        })
-    }
-
-    /// The console header's numbers without counting every state: exceptions, their oldest, the
-    /// unknown ones and the paused workflows come from the exception indexes. `by_state` holds
-    /// only `unknown`; `stats` (every state) is the full count the console asks for now and then.
-    pub async fn header_stats(&self) -> Result<Stats> {
-        let now = self.now();
-        let summary = self.store.exception_summary(None, now).await?;
-        let (exceptions, oldest) = (summary.count, summary.oldest);
-        let unknown = self.store.count_exceptions_in(State::Unknown, now).await?;
-        let paused = self.store.paused(Pausable::Workflow).await?;
-        let destinations = self.store.paused(Pausable::Destination).await?;
-        Ok(Stats {
-            by_state: BTreeMap::from([(State::Unknown, unknown)]),
             exceptions,
             oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
             paused_workflows: paused.into_iter().map(|w| w.name).collect(),

@@ -45,10 +45,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0006_activity.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0006_activity.sql"),
     },
+    Migration {
+        version: 7,
+        sqlite: include_str!("../../assets/migrations/sqlite/0007_state_counts.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0007_state_counts.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -290,6 +290,15 @@ impl Store {
         let Pool::Postgres(p) = &self.pool else {
             return Ok(());
         };
+        // the state counters' rows of differences, folded into one row per state (readers sum
+        // them; rows appended meanwhile are not deleted and keep counting)
+        sqlx::query(
+            "WITH d AS (DELETE FROM state_counts RETURNING state, n) \
+             INSERT INTO state_counts (state, n) SELECT state, SUM(n) FROM d GROUP BY state",
+        )
+        .execute(p)
+        .await
+        .map_err(|e| self.err(e))?;
         let stale: Option<bool> = sqlx::query_scalar(
             "SELECT (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) \
                OR s.n_mod_since_analyze > GREATEST(c.reltuples, 1000) / 2 \

@@ -111,9 +111,9 @@ impl Tx {
             }
             Tx::Postgres(t) => {
                 let sql = format!(
-                    "SELECT {} FROM operations WHERE key = ANY($1) ORDER BY key{}",
+                    "SELECT {} FROM operations WHERE key = ANY($1){}",
                     columns::select(),
-                    if hold { " FOR UPDATE" } else { "" }
+                    if hold { " ORDER BY key FOR UPDATE" } else { "" }
                 );
                 // Planned for each call, never from a plan kept on the connection: a plan made
                 // while the table was nearly empty (the first batches of a large ingest) scans

@@ -1,6 +1,8 @@
 //! What readers see: pages of operations (keyset pagination on indexed columns, never the whole
 //! queue), one operation's attempts and history, the activity feed, and counts.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 
 use super::Store;
@@ -37,6 +39,17 @@ impl Order {
             Order::State => Some("state"),
             Order::Workflow => Some("workflow"),
             Order::Destination => Some("destination"),
+        }
+    }
+}
+
+impl ListQuery<'_> {
+    /// The time a list is ordered by: since an item became an exception, or since it was made.
+    fn time_column(&self) -> &'static str {
+        if self.exceptions_only {
+            "exception_since"
+        } else {
+            "created_at"
         }
     }
 }
@@ -115,11 +128,7 @@ impl Store {
     /// A page of operations (see [`ListQuery`]); each with whether its workflow or destination
     /// is paused (one round trip, not three).
     pub(crate) async fn page(&self, q: &ListQuery<'_>) -> Result<Vec<(i64, Op, Paused)>> {
-        let time = if q.exceptions_only {
-            "exception_since"
-        } else {
-            "created_at"
-        };
+        let time = q.time_column();
         let mut args: Vec<Arg> = Vec::new();
         let mut cond = conditions(q, time, &mut args);
         let columns = match q.order.column() {
@@ -154,17 +163,12 @@ impl Store {
             "SELECT {}, COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) \
              AS workflow_paused, \
              COALESCE((SELECT paused FROM destinations d WHERE d.name = operations.destination), 0) \
-             AS destination_paused FROM operations {} ORDER BY {} LIMIT {limit}",
+             AS destination_paused FROM operations{} ORDER BY {} LIMIT {limit}",
             columns::select(),
-            if cond.is_empty() {
-                String::new()
-            } else {
-                format!("WHERE {}", cond.join(" AND "))
-            },
+            where_clause(&cond),
             order.join(", "),
         );
-        let cells = cells(&args);
-        let stmt = Stmt::new(sql, cells);
+        let stmt = Stmt::new(sql, cells(&args));
         stmt.rows(self.conn().await?.db(), |r| {
             let (id, op) = columns::decode(r)?;
             let workflow: i64 = get(r, columns::AFTER)?;
@@ -178,25 +182,43 @@ impl Store {
         .await
     }
 
+    /// The keys of every operation a list's filter matches, in the list's order (`backwards`:
+    /// reversed); `from` and `limit` are not read. What `A` and `--where` act on: the keys only,
+    /// one statement, however many match.
+    pub(crate) async fn matching_keys(&self, q: &ListQuery<'_>) -> Result<Vec<String>> {
+        let (time, mut args) = (q.time_column(), Vec::new());
+        let cond = where_clause(&conditions(q, time, &mut args));
+        let direction = if q.backwards { " DESC" } else { "" };
+        let order: Vec<String> = match q.order.column() {
+            Some(g) => vec![g.to_string(), time.to_string(), "id".into()],
+            None => vec![time.to_string(), "id".into()],
+        }
+        .into_iter()
+        .map(|c| format!("{c}{direction}"))
+        .collect();
+        let sql = format!(
+            "SELECT key FROM operations{cond} ORDER BY {}",
+            order.join(", ")
+        );
+        Stmt::new(sql, cells(&args))
+            .rows(self.conn().await?.db(), |r| get(r, "key"))
+            .await
+    }
+
+    /// The operations with these keys, by key (nothing held).
+    pub(crate) async fn load_ops(&self, keys: &[&str]) -> Result<HashMap<String, (i64, Op)>> {
+        let mut tx = self.begin().await?;
+        let found = tx.load_ops(keys, false).await;
+        tx.rollback().await;
+        found
+    }
+
     /// How many operations a list's filter matches (the console's "N of M").
     pub(crate) async fn count_matching(&self, q: &ListQuery<'_>) -> Result<i64> {
-        let time = if q.exceptions_only {
-            "exception_since"
-        } else {
-            "created_at"
-        };
-        let mut args: Vec<Arg> = Vec::new();
-        let cond = conditions(q, time, &mut args);
-        let sql = format!(
-            "SELECT COUNT(*) AS n FROM operations{}",
-            if cond.is_empty() {
-                String::new()
-            } else {
-                format!(" WHERE {}", cond.join(" AND "))
-            }
-        );
-        let cells = cells(&args);
-        Stmt::new(sql, cells)
+        let mut args = Vec::new();
+        let cond = where_clause(&conditions(q, q.time_column(), &mut args));
+        let sql = format!("SELECT COUNT(*) AS n FROM operations{cond}");
+        Stmt::new(sql, cells(&args))
             .one(self.conn().await?.db(), |r| get(r, "n"))
             .await
     }
@@ -260,16 +282,11 @@ impl Store {
             "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
              o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
              o.conflicting_payload AS op_conflicting_payload \
-             FROM (SELECT * FROM events {} ORDER BY id DESC LIMIT {limit}) e \
+             FROM (SELECT * FROM events{} ORDER BY id DESC LIMIT {limit}) e \
              LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC",
-            if cond.is_empty() {
-                String::new()
-            } else {
-                format!("WHERE {}", cond.join(" AND "))
-            }
+            where_clause(&cond)
         );
-        let cells = cells(&args);
-        let stmt = Stmt::new(sql, cells);
+        let stmt = Stmt::new(sql, cells(&args));
         stmt.rows(self.conn().await?.db(), |r| {
             let e = event_from_row(r)?;
             let subject = match get::<Option<String>>(r, "op_key")? {
@@ -296,10 +313,11 @@ impl Store {
         .await
     }
 
-    /// How many operations are in each state.
+    /// How many operations are in each state: the counters the triggers of schema 7 keep, never
+    /// a count of the operations.
     pub(crate) async fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
         let stmt = Stmt::new(
-            "SELECT state, COUNT(*) AS n FROM operations GROUP BY state",
+            "SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM state_counts GROUP BY state",
             Vec::new(),
         );
         stmt.rows(self.conn().await?.db(), |r| {
@@ -309,17 +327,23 @@ impl Store {
         .await
     }
 
-    /// Exceptions in one state (through the partial index of exceptions by state).
-    pub(crate) async fn count_exceptions_in(
+    /// The attempts in flight that have overrun their timeout now (exceptions of no exception
+    /// state: a range of the partial index by state, a few rows), and the oldest exception's
+    /// start (the first entry of the exceptions' index).
+    pub(crate) async fn stuck_and_oldest(
         &self,
-        state: State,
         now: DateTime<Utc>,
-    ) -> Result<i64> {
-        self.scalar(Stmt::new(
-            "SELECT COUNT(*) AS n FROM operations WHERE state = $1 AND exception_since IS NOT NULL \
-             AND exception_since <= $2",
-            vec![Cell::Text(Some(state.as_str())), Cell::Int(Some(ms(now)))],
-        ))
+    ) -> Result<(i64, Option<DateTime<Utc>>)> {
+        let stmt = Stmt::new(
+            "SELECT (SELECT COUNT(*) FROM operations WHERE state = 'in_flight' \
+               AND exception_since IS NOT NULL AND exception_since <= $1) AS stuck, \
+             (SELECT MIN(exception_since) FROM operations WHERE exception_since IS NOT NULL \
+               AND exception_since <= $1) AS oldest",
+            vec![Cell::Int(Some(ms(now)))],
+        );
+        stmt.one(self.conn().await?.db(), |r| {
+            Ok((get(r, "stuck")?, get::<Option<i64>>(r, "oldest")?.map(time)))
+        })
         .await
     }
 
@@ -349,6 +373,15 @@ impl Store {
 }
 
 /// Appends a value and gives its placeholder.
+/// ` WHERE a AND b`, or nothing when there is no condition.
+fn where_clause(cond: &[String]) -> String {
+    if cond.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", cond.join(" AND "))
+    }
+}
+
 fn cells(args: &[Arg]) -> Vec<Cell<'_>> {
     args.iter()
         .map(|a| match a {

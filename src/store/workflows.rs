@@ -215,14 +215,6 @@ impl Store {
         Ok(row.is_some_and(|r| r.paused))
     }
 
-    pub(crate) async fn exception_summary(
-        &self,
-        workflow: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<ExceptionSummary> {
-        exception_summary(self.conn().await?.db(), workflow, now).await
-    }
-
     /// The workflows or destinations paused now, by name.
     pub(crate) async fn paused(&self, kind: Pausable) -> Result<Vec<WorkflowRow>> {
         let stmt = Stmt::new(

@@ -533,3 +533,24 @@ pub fn settle_as(db: &str, dir: &std::path::Path, who: &str, args: &[&str]) -> R
     );
     run
 }
+
+/// The benches' operations as ingest lines: `n` intents over seven workflows and five
+/// destinations, a tenth of them with an attempt that made them exceptions (alternately unknown
+/// and rejected).
+pub fn seed_lines(n: usize) -> String {
+    let mut text = String::with_capacity(n * 220);
+    for i in 0..n {
+        text.push_str(&format!(
+            r#"{{"type":"intent","key":"bench-{i:08}","workflow":"wf-{}","step":"upsert","destination":"dest-{}","action":"upsert","payload":{{"customer":{{"id":{i},"email":"c{i}@example.com"}}}}}}"#,
+            i % 7,
+            i % 5
+        ));
+        text.push('\n');
+        if i % 10 == 0 {
+            let outcome = ["unknown", "rejected"][i / 10 % 2];
+            text.push_str(&format!(r#"{{"type":"attempt","key":"bench-{i:08}","attempt":1,"outcome":"{outcome}","error":"read timeout after 30s"}}"#));
+            text.push('\n');
+        }
+    }
+    text
+}
