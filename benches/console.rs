@@ -5,7 +5,7 @@
 //!
 //! Reports: start to first frame and to first data frame; p50/p99 from keystroke to the redrawn
 //! frame (target p99 within one 60 Hz frame, 16.7 ms) and to the frame with the key's data, for
-//! `j`, `G`, `/` filter typing and a view switch; peak memory at both sizes (target ratio <= 1.2x).
+//! `j`, `G`, `/` filter typing (a word, and three of SPEC 12's qualifiers) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
 
 use std::time::{Duration, Instant};
 
@@ -19,24 +19,6 @@ use settle::console::app::{App, Effect, Msg};
 use settle::console::theme::Theme;
 use settle::console::{run_effect, ui};
 use settle::{Config, Ledger};
-
-fn seed_lines(n: usize) -> String {
-    let mut text = String::with_capacity(n * 220);
-    for i in 0..n {
-        text.push_str(&format!(
-            r#"{{"type":"intent","key":"bench-{i:08}","workflow":"wf-{}","step":"upsert","destination":"dest-{}","action":"upsert","payload":{{"customer":{{"id":{i},"email":"c{i}@example.com"}}}}}}"#,
-            i % 7,
-            i % 5
-        ));
-        text.push('\n');
-        if i % 10 == 0 {
-            let outcome = ["unknown", "rejected"][i / 10 % 2];
-            text.push_str(&format!(r#"{{"type":"attempt","key":"bench-{i:08}","attempt":1,"outcome":"{outcome}","error":"read timeout after 30s"}}"#));
-            text.push('\n');
-        }
-    }
-    text
-}
 
 fn key(code: KeyCode) -> Msg {
     Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
@@ -83,6 +65,15 @@ async fn child(url: &str, started: Instant) {
         }
         typing.push(key(KeyCode::Esc));
     }
+    // SPEC 12's qualifiers, three of them, typed key by key (each key narrows the list)
+    let mut qualifiers = Vec::new();
+    for _ in 0..3 {
+        qualifiers.push(key(KeyCode::Char('/')));
+        for c in "state:unknown wf:wf-3 dest:dest-1".chars() {
+            qualifiers.push(key(KeyCode::Char(c)));
+        }
+        qualifiers.push(key(KeyCode::Esc));
+    }
     let scenarios: Vec<(&str, Vec<Msg>)> = vec![
         ("j", (0..300).map(|_| key(KeyCode::Char('j'))).collect()),
         (
@@ -92,6 +83,7 @@ async fn child(url: &str, started: Instant) {
                 .collect(),
         ),
         ("/typing", typing),
+        ("/3-qualifiers", qualifiers),
         (
             "view-switch",
             (0..20)
@@ -182,7 +174,7 @@ async fn main() {
         };
         let ledger = Ledger::open(&url, Config::default()).await.unwrap();
         ledger
-            .ingest(seed_lines(n).as_bytes(), "bench")
+            .ingest(common::seed_lines(n).as_bytes(), "bench")
             .await
             .unwrap();
         ledger.close().await;

@@ -637,26 +637,25 @@ fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     // narrow: the event's kind alone; wide: with its state change
     let wide = area.width >= 120;
     let shown = if app.automation {
-        "DETAIL · all (a: people)"
+        "DETAIL · +automation"
     } else {
-        "DETAIL · people (a: all)"
+        "DETAIL · people only"
     };
     let header =
         Row::new(["TIME", "ACTOR", "EVENT", "SUBJECT", shown]).style(theme.style(Meaning::Muted));
     let body = area.height.saturating_sub(1) as usize;
     let start = app.selected.saturating_sub(body.saturating_sub(1));
+    let (event_width, subject_width) = if wide { (30, 24) } else { (15, 19) };
     let widths = [
         Constraint::Length(11),
         Constraint::Length(10),
-        Constraint::Length(if wide { 30 } else { 15 }),
-        Constraint::Length(if wide { 24 } else { 16 }),
+        Constraint::Length(event_width),
+        Constraint::Length(subject_width),
         Constraint::Min(10),
     ];
-    let detail_width = area.width.saturating_sub(if wide {
-        11 + 10 + 30 + 24 + 4
-    } else {
-        11 + 10 + 15 + 16 + 4
-    });
+    let detail_width = area
+        .width
+        .saturating_sub(11 + 10 + event_width + subject_width + 4);
     let rows = app
         .activity
         .iter()
@@ -671,11 +670,8 @@ fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             let cells = vec![
                 e.at.format("%m-%d %H:%M").to_string(),
                 fit(esc(&e.actor), 10),
-                fit(event, if wide { 30 } else { 15 }),
-                fit(
-                    esc(e.subject.as_deref().unwrap_or("-")),
-                    if wide { 24 } else { 16 },
-                ),
+                fit(event, event_width),
+                fit(esc(e.subject.as_deref().unwrap_or("-")), subject_width),
                 fit(esc(&e.detail_words()), detail_width),
             ];
             let row = Row::new(cells);
