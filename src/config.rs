@@ -76,6 +76,26 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowConfig>,
     #[serde(default)]
     pub redaction: RedactionConfig,
+    /// The most items an `operator` acts on in one bulk action (SPEC 17; a lead has no limit).
+    #[serde(default = "default_bulk_limit")]
+    pub bulk_limit: usize,
+    /// Who may log in to `settle serve`, by name: their role and public keys (SPEC 17).
+    #[serde(default)]
+    pub operators: BTreeMap<String, OperatorConfig>,
+}
+
+/// `[operators.NAME]`: an operator of `settle serve`, known by their SSH public keys.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorConfig {
+    pub role: crate::domain::Role,
+    /// OpenSSH public keys (`ssh-ed25519 AAAA... comment`).
+    #[serde(default)]
+    pub keys: Vec<String>,
+}
+
+fn default_bulk_limit() -> usize {
+    100
 }
 
 fn default_lease() -> Duration {
@@ -103,6 +123,8 @@ impl Default for Config {
             destinations: BTreeMap::new(),
             workflows: BTreeMap::new(),
             redaction: RedactionConfig::default(),
+            bulk_limit: default_bulk_limit(),
+            operators: BTreeMap::new(),
         }
     }
 }
@@ -378,6 +400,19 @@ impl Config {
         }
         Redactor::new(&config.redaction.rules)
             .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
+        for (name, o) in &config.operators {
+            crate::domain::validate_operator(name)
+                .map_err(|e| Error::Invalid(format!("{origin}: key `operators.{name}`: {e}")))?;
+            for key in &o.keys {
+                let mut parts = key.split_whitespace();
+                let (kind, body) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                if !kind.starts_with("ssh-") && !kind.starts_with("ecdsa-") || body.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "{origin}: key `operators.{name}.keys`: not an OpenSSH public key (want `ssh-ed25519 AAAA... comment`)"
+                    )));
+                }
+            }
+        }
         Ok(config)
     }
 
@@ -449,6 +484,32 @@ fn locate(text: &str, offset: usize) -> (usize, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operators_are_named_with_a_role_and_openssh_keys() {
+        let c = Config::parse(
+            "[operators.alice]\nrole = \"operator\"\nkeys = [\"ssh-ed25519 AAAAC3Nza alice@laptop\"]\n",
+            "t",
+        )
+        .unwrap();
+        let alice = &c.operators["alice"];
+        assert_eq!(alice.role, crate::domain::Role::Operator);
+        assert_eq!(alice.keys.len(), 1);
+        for (bad, says) in [
+            (
+                "[operators.bob]\nrole = \"admin\"\n",
+                "unknown variant `admin`",
+            ),
+            (
+                "[operators.bob]\nrole = \"lead\"\nkeys = [\"hunter2\"]\n",
+                "not an OpenSSH public key",
+            ),
+            ("[operators.settle]\nrole = \"lead\"\n", "operators.settle"),
+        ] {
+            let e = Config::parse(bad, "t").unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn the_shipped_example_parses() {

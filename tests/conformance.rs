@@ -1308,14 +1308,14 @@ hints = true
     assert!(!next.contains("ada@") && !next.contains("900123"), "{next}");
 }
 
-/// Issue 12's acceptance 2: for every state x claim situation x destination capability (x role:
-/// one role until roles exist, issue 13), the keys the console offers are exactly the actions the
+/// Issue 12's acceptance 2: for every state x claim situation x destination capability x role
+/// (SPEC 17: viewer, operator, lead), the keys the console offers are exactly the actions the
 /// ledger accepts, tried one by one on a copy of the situation made afresh. Accepted means it
 /// did what the key says: a claim by its holder changes nothing, and a take-over where nobody
 /// holds a live claim is a plain claim (`c`), so neither is offered.
 async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
     use settle::console::keymap::{KEYMAP, When};
-    use settle::domain::Offer;
+    use settle::domain::{Identity, Offer, Role};
     let t0 = Utc::now();
     let (l, clock) = ledger_at(db, t0).await;
     let states = [
@@ -1432,39 +1432,57 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
                 };
                 // (an unknown at a deduplicating destination is retried by itself: it is a
                 // retry_wait there; the situation is named by the state it is in)
-                let view = l.show(&key, "alice").await.unwrap().op;
-                let state = view.state.as_str();
+                let state = l
+                    .show(&key, "alice")
+                    .await
+                    .unwrap()
+                    .op
+                    .state
+                    .as_str()
+                    .to_string();
+                let state = state.as_str();
                 seen.insert((state.to_string(), claim, dest));
-                let offered = view.actions;
-                let mut accepted = Vec::new();
-                for o in Offer::ALL {
-                    // each action tried on a copy of the situation made afresh
-                    let copy = make(state, claim, dest).await.unwrap();
-                    // accepted: it did what the key says (a claim that changes nothing, or a
-                    // "take-over" of a claim nobody holds, is a plain claim, not a take-over)
-                    let did = match l.staff(&copy, "alice", action(o)).await {
-                        Ok(a) if o == Offer::TakeOver => a.kind == Some("claim_taken"),
-                        Ok(a) => a.kind.is_some(),
-                        Err(_) => false,
-                    };
-                    if did {
-                        accepted.push(o);
+                for role in Role::ALL {
+                    // alice through a session of her role (SPEC 17): the rules read it
+                    let as_role = l.for_session(Identity {
+                        name: "alice".into(),
+                        role,
+                        fingerprint: "SHA256:test".into(),
+                    });
+                    let offered = as_role.show(&key, "alice").await.unwrap().op.actions;
+                    let mut accepted = Vec::new();
+                    for o in Offer::ALL {
+                        // each action tried on a copy of the situation made afresh
+                        let copy = make(state, claim, dest).await.unwrap();
+                        // accepted: it did what the key says (a claim that changes nothing, or
+                        // a "take-over" of a claim nobody holds, is a plain claim)
+                        let did = match as_role.staff(&copy, "alice", action(o)).await {
+                            Ok(a) if o == Offer::TakeOver => a.kind == Some("claim_taken"),
+                            Ok(a) => a.kind.is_some(),
+                            Err(_) => false,
+                        };
+                        if did {
+                            accepted.push(o);
+                        }
                     }
-                }
-                let offered_list: Vec<Offer> = offered.iter().collect();
-                assert_eq!(
-                    offered_list, accepted,
-                    "{state} / claim {claim} / {dest}: offered vs accepted"
-                );
-                // and the keys: a key is offered iff one of its actions is accepted
-                for b in KEYMAP.iter().filter(|b| b.when == When::Offered) {
-                    let key_offered = b.offers.iter().any(|o| offered.contains(*o));
-                    let key_works = b.offers.iter().any(|o| accepted.contains(o));
+                    let offered_list: Vec<Offer> = offered.iter().collect();
                     assert_eq!(
-                        key_offered, key_works,
-                        "{} on {state} / {claim} / {dest}",
-                        b.keys
+                        offered_list, accepted,
+                        "{role}: {state} / claim {claim} / {dest}: offered vs accepted"
                     );
+                    if role == Role::Viewer {
+                        assert!(accepted.is_empty(), "a viewer takes no action");
+                    }
+                    // and the keys: a key is offered iff one of its actions is accepted
+                    for b in KEYMAP.iter().filter(|b| b.when == When::Offered) {
+                        let key_offered = b.offers.iter().any(|o| offered.contains(*o));
+                        let key_works = b.offers.iter().any(|o| accepted.contains(o));
+                        assert_eq!(
+                            key_offered, key_works,
+                            "{role}: {} on {state} / {claim} / {dest}",
+                            b.keys
+                        );
+                    }
                 }
             }
         }
@@ -1568,7 +1586,135 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
     check("an attempt in flight past its timeout").await;
 }
 
+/// SPEC 17's roles, enforced in the ledger: a viewer takes no action, an operator works items
+/// (bulk up to `bulk_limit`) but neither takes a claim over nor pauses, a lead does all of it; a
+/// session acts under its operator's name only and its events hold the key's fingerprint.
+async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
+    use settle::domain::{Identity, Role};
+    use settle::ledger::Pausable;
+    let text = "bulk_limit = 3\n[destinations.sms]\n";
+    let l = Ledger::open(&db.url, settle::Config::parse(text, "roles").unwrap())
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let k = format!("r-{i}");
+        l.record(&intent(&k, "sms", json!({})), "bot")
+            .await
+            .unwrap();
+        l.report_attempt(&outcome(&k, Outcome::Unknown, Some("timeout")), "bot")
+            .await
+            .unwrap();
+    }
+    let session = |name: &str, role| {
+        l.for_session(Identity {
+            name: name.into(),
+            role,
+            fingerprint: format!("SHA256:{name}-key"),
+        })
+    };
+    let (viewer, operator, lead) = (
+        session("vera", Role::Viewer),
+        session("oscar", Role::Operator),
+        session("lena", Role::Lead),
+    );
+    let claim = || StaffAction::Claim { force_reason: None };
+    let refused = |r: settle::Result<_>| match r {
+        Err(settle::Error::Refused(why)) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let why = refused(viewer.staff("r-0", "vera", claim()).await.map(|_| ()));
+    assert!(why.contains("viewer"), "{why}");
+    assert!(
+        viewer
+            .show("r-0", "vera")
+            .await
+            .unwrap()
+            .op
+            .actions
+            .iter()
+            .next()
+            .is_none()
+    );
+    // a session acts under its own name only
+    let why = refused(operator.staff("r-0", "lena", claim()).await.map(|_| ()));
+    assert!(why.contains("acts as oscar only"), "{why}");
+    operator.staff("r-0", "oscar", claim()).await.unwrap();
+    let d = l.show("r-0", "oscar").await.unwrap();
+    let last = d.history.last().unwrap();
+    assert_eq!(
+        (last.actor.as_str(), &last.detail["key"]),
+        ("oscar", &json!("SHA256:oscar-key"))
+    );
+    // taking over is a lead's
+    let take = StaffAction::Claim {
+        force_reason: Some("oscar is off".into()),
+    };
+    let why = refused(
+        session("otto", Role::Operator)
+            .staff("r-0", "otto", take.clone())
+            .await
+            .map(|_| ()),
+    );
+    assert!(why.contains("for a lead"), "{why}");
+    lead.staff("r-0", "lena", take).await.unwrap();
+    // pausing is a lead's
+    let why = refused(
+        operator
+            .pause_one(Pausable::Destination, "sms", "outage", "oscar")
+            .await
+            .map(|_| ()),
+    );
+    assert!(why.contains("for a lead"), "{why}");
+    assert!(
+        lead.pause_one(Pausable::Destination, "sms", "outage", "lena")
+            .await
+            .unwrap()
+    );
+    assert!(
+        lead.resume_one(Pausable::Destination, "sms", "lena")
+            .await
+            .unwrap()
+    );
+    // bulk: an operator up to bulk_limit (3), a lead without limit
+    let keys: Vec<String> = (1..5).map(|i| format!("r-{i}")).collect();
+    let note = StaffAction::Note {
+        text: "outage".into(),
+    };
+    let why = refused(
+        operator
+            .bulk_preview(&keys, &note, "oscar")
+            .await
+            .map(|_| ()),
+    );
+    assert!(why.contains("at most 3 items"), "{why}");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let why = refused(
+        operator
+            .bulk_apply(&keys, &note, "oscar", &stop, None, |_, _| {})
+            .await
+            .map(|_| ()),
+    );
+    assert!(why.contains("at most 3 items"), "{why}");
+    assert_eq!(
+        operator
+            .bulk_preview(&keys[..3], &note, "oscar")
+            .await
+            .unwrap()
+            .eligible
+            .len(),
+        3
+    );
+    let r = lead
+        .bulk_apply(&keys, &note, "lena", &stop, None, |_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(r.done.len(), 4);
+    // the local CLI's handle acts as a lead under any name
+    assert_eq!(l.role(), Role::Lead);
+}
+
 both_backends!(
+    roles_are_enforced_in_the_ledger,
     the_state_counters_equal_a_count_of_the_operations,
     the_console_offers_exactly_what_the_ledger_accepts,
     a_check_at_the_destination_names_what_to_search_by,

@@ -46,6 +46,7 @@ fn offers(state: State, holder: Option<&str>, viewer: &str) -> settle::domain::O
         attempt_timeout: std::time::Duration::from_secs(300),
         paused: false,
         jitter: 0.5,
+        role: settle::domain::Role::Lead,
     };
     offered(&op, &ctx)
 }

@@ -1033,3 +1033,61 @@ async fn esc_stops_a_bulk_action_between_items() {
     }
     assert_eq!(app.marks.len(), marked, "what was not reached stays marked");
 }
+
+/// SPEC 17 in the console: a viewer's footer and help offer no action key and pressing one
+/// changes nothing; an operator is offered neither `P` nor `C`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_footer_offers_only_what_the_role_allows() {
+    use settle::domain::{Identity, Role};
+    let f = incident().await;
+    for role in [Role::Viewer, Role::Operator] {
+        let ledger = f.ledger.for_session(Identity {
+            name: "alice".into(),
+            role,
+            fingerprint: "SHA256:k".into(),
+        });
+        let mut app = App::new("sqlite://settle.db", "alice");
+        app.role = role;
+        app.now = t(NOW);
+        app.update(Msg::Resized { rows: 20 });
+        let fx = app.start();
+        settle_effects(&mut app, &ledger, fx, "alice").await;
+        let screen = render(&app, 160, 48);
+        let footer = screen.lines().last().unwrap().to_string();
+        assert!(
+            !footer.contains("P pause") && !footer.contains("C take over"),
+            "{role}: {footer}"
+        );
+        if role == Role::Viewer {
+            for action in ["c claim", "R retry", "x close", "n note", "Space mark"] {
+                assert!(!footer.contains(action), "{role}: {footer}");
+            }
+            let before = f
+                .ledger
+                .show(&app.rows[0].key, "alice")
+                .await
+                .unwrap()
+                .history
+                .len();
+            for k in ['c', 'R', 'x', 'n', 'P', ' ', 'A'] {
+                let fx = app.update(key(k));
+                settle_effects(&mut app, &ledger, fx, "alice").await;
+                assert!(
+                    matches!(app.mode, settle::console::app::Mode::Normal),
+                    "{k}"
+                );
+            }
+            assert!(app.marks.is_empty());
+            let after = f
+                .ledger
+                .show(&app.rows[0].key, "alice")
+                .await
+                .unwrap()
+                .history
+                .len();
+            assert_eq!(before, after, "nothing written");
+        } else {
+            assert!(footer.contains("c claim"), "{role}: {footer}");
+        }
+    }
+}

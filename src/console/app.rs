@@ -232,6 +232,8 @@ pub enum Msg {
 pub struct App {
     pub database: String,
     pub operator: String,
+    /// What the operator may do (SPEC 17): the footer and help offer only that.
+    pub role: crate::domain::Role,
     pub view: View,
     pub sort: Sort,
     /// `S`: the sort's order reversed.
@@ -288,6 +290,7 @@ impl App {
         App {
             database: database.into(),
             operator: operator.into(),
+            role: crate::domain::Role::Lead,
             view: View::Exceptions,
             sort: Sort::Age,
             reverse: false,
@@ -919,7 +922,13 @@ impl App {
             // with items marked, the keys that act on many (each item is checked at the preview)
             When::Offered if !self.marks.is_empty() => b.bulk && self.online && self.bulk.is_none(),
             When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
-            When::Marks => self.view != View::Activity && self.online && self.bulk.is_none(),
+            When::Marks => {
+                self.view != View::Activity
+                    && self.online
+                    && self.bulk.is_none()
+                    && self.role.acts()
+            }
+            When::Lead => row.is_some() && self.role.leads(),
             When::Activity => self.view == View::Activity,
         }
     }

@@ -195,7 +195,12 @@ impl App {
             && !self.applies(b)
         {
             let why = match &row.claimed_by {
-                Some(by) if *by != self.operator => format!(" (claimed by {by}: C takes it over)"),
+                _ if !self.role.acts() => " (a viewer reads, and takes no action)".to_string(),
+                _ if b.when == super::keymap::When::Lead => " (that is for a lead)".to_string(),
+                Some(by) if *by != self.operator && self.role.leads() => {
+                    format!(" (claimed by {by}: C takes it over)")
+                }
+                Some(by) if *by != self.operator => format!(" (claimed by {by})"),
                 _ => String::new(),
             };
             self.set_status(

@@ -18,6 +18,8 @@ pub enum When {
     Marks,
     /// The Activity view.
     Activity,
+    /// An operation is selected and the operator is a lead (pause and resume, SPEC 17).
+    Lead,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -210,7 +212,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: "P",
         label: "pause",
         help: "pause / resume the item's workflow",
-        when: When::Row,
+        when: When::Lead,
         footer: true,
         offers: &[],
         bulk: false,
@@ -235,9 +237,9 @@ pub const KEYMAP: &[Binding] = &[
     },
 ];
 
-/// The binding of an action key, if `c` is one.
+/// The binding of an action key (a staff action, or pause), if `c` is one.
 pub fn action(c: char) -> Option<&'static Binding> {
-    KEYMAP
-        .iter()
-        .find(|b| !b.offers.is_empty() && b.keys.chars().eq(std::iter::once(c)))
+    KEYMAP.iter().find(|b| {
+        (!b.offers.is_empty() || b.when == When::Lead) && b.keys.chars().eq(std::iter::once(c))
+    })
 }

@@ -53,6 +53,7 @@ pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
     spawn_watch(ledger.clone(), tx.clone());
 
     let mut app = App::new(ledger.database(), operator);
+    app.role = ledger.role();
     let c = ledger.config();
     app.age_thresholds = (
         c.warn_after.as_secs() as i64,

@@ -12,6 +12,7 @@ pub mod patterns;
 pub mod payload;
 pub mod policy;
 pub mod redact;
+pub mod role;
 pub mod state;
 pub mod time;
 pub mod transition;
@@ -22,6 +23,7 @@ pub use names::{validate_name, validate_operator};
 pub use next_step::{NextStep, safe_next_step};
 pub use policy::{DestinationPolicy, RetryPolicy};
 pub use redact::{Redactor, escape_text};
+pub use role::{Identity, Role};
 pub use state::{Outcome, Resolution, State};
 pub use time::{format_age, parse_duration};
 pub use transition::{

@@ -208,6 +208,8 @@ pub struct Ctx<'a> {
     pub paused: bool,
     /// A uniform sample in [0, 1) for the backoff's jitter; passed in so the rules stay pure.
     pub jitter: f64,
+    /// What the actor may do (SPEC 17); the local CLI and automation act as `lead`.
+    pub role: super::Role,
 }
 
 /// What happens to the attempts table.
@@ -706,6 +708,28 @@ pub fn staff_check<'a, R: Reason<'a>>(
 ) -> Result<bool, R> {
     let key = &op.key;
     let now = ctx.now;
+    // SPEC 17's roles come first: a viewer takes no action, taking over a claim is a lead's
+    if !ctx.role.acts() {
+        return deny("not for a viewer", move || {
+            format!(
+                "{} is a viewer: a viewer reads, and takes no action",
+                ctx.actor
+            )
+        });
+    }
+    if !ctx.role.leads()
+        && let StaffAction::Claim {
+            force_reason: Some(_),
+        } = action
+        && let Some(c) = op.claimed_by_other(ctx.actor, now)
+    {
+        return deny("needs a lead", move || {
+            format!(
+                "{key} is claimed by {}: taking a claim over is for a lead",
+                c.by
+            )
+        });
+    }
     if op.state.is_terminal() && !matches!(action, StaffAction::Note { .. }) {
         return deny("already terminal", move || {
             format!("{key} is {}: nothing more can be done to it", op.state)

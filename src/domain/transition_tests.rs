@@ -71,6 +71,7 @@ fn ctx<'a>(policy: &'a DestinationPolicy, actor: &'a str) -> Ctx<'a> {
         attempt_timeout: TIMEOUT,
         paused: false,
         jitter: 0.5,
+        role: crate::domain::Role::Lead,
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Serialize;
 
 use super::change::{Ask, Decided, write_changes};
-use super::{Ledger, ListFilter, Position, Tried, check_operator};
+use super::{Ledger, ListFilter, Position, Tried};
 use crate::domain::{Command, StaffAction, staff_check, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, Tx};
@@ -122,7 +122,8 @@ impl Ledger {
             matched: items.len(),
             ..Default::default()
         };
-        check_operator(actor)?;
+        self.check_acting(actor)?;
+        self.check_bulk_size(items.len())?;
         // the operations read two statements at a time (two connections: the server's reading
         // and the decoding here overlap), then each item asked of the rules
         let load = async |chunk: &[(String, StaffAction)]| {
@@ -210,7 +211,8 @@ impl Ledger {
         mut progress: impl FnMut(usize, usize),
     ) -> Result<BulkReport> {
         let start = self.now();
-        check_operator(actor)?;
+        self.check_acting(actor)?;
+        self.check_bulk_size(items.len())?;
         let mut report = BulkReport {
             batch: format!(
                 "b-{}-{:04x}",

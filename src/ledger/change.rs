@@ -134,6 +134,7 @@ impl Ledger {
             attempt_timeout: self.config.attempt_timeout,
             paused: false,
             jitter: 0.5,
+            role: self.role(),
         }
     }
 
@@ -223,7 +224,12 @@ impl Ledger {
         let redaction = self
             .redactor
             .scrubber_of(&op.destination, &op.action, &payloads);
-        let detail = redaction.json(&t.detail).to_string();
+        let mut detail = redaction.json(&t.detail);
+        // a session's events hold the key it authenticated with (SPEC 17)
+        if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
+            d.insert("key".into(), s.fingerprint.clone().into());
+        }
+        let detail = detail.to_string();
         Ok(Decided::Change(Box::new(Change {
             id,
             expected_version: op.version,

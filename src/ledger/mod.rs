@@ -77,6 +77,10 @@ pub struct Ledger {
     /// What scrubs the texts of operations already shown, by fingerprint (see `read.rs`).
     scrubbers: Arc<read::Scrubbers>,
     clock: Clock,
+    /// Who acts through this handle when it is a session of `settle serve` (SPEC 17): their role
+    /// is enforced by the rules, and every event names them and their key. `None`: the local
+    /// CLI, console or an automation, acting as `lead` under the name it gives.
+    session: Option<Arc<crate::domain::Identity>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -172,7 +176,66 @@ impl Ledger {
             scrubbers: Arc::default(),
             config: Arc::new(config),
             clock: Arc::new(Utc::now),
+            session: None,
         })
+    }
+
+    /// This ledger as a session of `settle serve` acting for `who` (SPEC 17): the rules enforce
+    /// their role, actions must name them, and every event of theirs holds their key's
+    /// fingerprint.
+    pub fn for_session(&self, who: crate::domain::Identity) -> Ledger {
+        Ledger {
+            session: Some(Arc::new(who)),
+            ..self.clone()
+        }
+    }
+
+    /// What the actor of this handle may do: a session's role, else `lead` (SPEC 17: whoever
+    /// holds the database credentials).
+    pub fn role(&self) -> crate::domain::Role {
+        self.session
+            .as_ref()
+            .map_or(crate::domain::Role::Lead, |s| s.role)
+    }
+
+    /// A session acts under its operator's name only; the local faces under the name given.
+    fn check_acting(&self, actor: &str) -> Result<()> {
+        check_operator(actor)?;
+        match &self.session {
+            Some(s) if s.name != actor => Err(Error::Refused(format!(
+                "this session acts as {} only",
+                s.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refused unless the actor is a lead: taking `what` is a lead's (SPEC 17).
+    fn require_lead(&self, what: &str) -> Result<()> {
+        let role = self.role();
+        if role.leads() {
+            Ok(())
+        } else {
+            Err(Error::Refused(format!(
+                "{what} is for a lead; you are {} {role}",
+                if role == crate::domain::Role::Operator {
+                    "an"
+                } else {
+                    "a"
+                }
+            )))
+        }
+    }
+
+    /// Refused when an operator asks a bulk action of more than `bulk_limit` items (SPEC 17).
+    pub(crate) fn check_bulk_size(&self, n: usize) -> Result<()> {
+        let limit = self.config.bulk_limit;
+        if self.role() == crate::domain::Role::Operator && n > limit {
+            return Err(Error::Refused(format!(
+                "an operator acts on at most {limit} items at once ({n} chosen): narrow the choice, or ask a lead"
+            )));
+        }
+        Ok(())
     }
 
     /// Replaces the clock (the demo builds a week of history; tests move time).
@@ -291,7 +354,7 @@ impl Ledger {
         actor: &str,
         action: &StaffAction,
     ) -> Result<()> {
-        check_operator(actor)?;
+        self.check_acting(actor)?;
         for (what, text) in staff_texts(action) {
             check_text(what, text)?;
         }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::{Ledger, SYSTEM_ACTOR, check_name, check_operator, check_text};
+use super::{Ledger, SYSTEM_ACTOR, check_name, check_text};
 use crate::error::{Error, Result};
 use crate::store::Pausable;
 use crate::store::{self, NewEvent, Tried, Tx};
@@ -31,7 +31,8 @@ impl Ledger {
         actor: &str,
     ) -> Result<bool> {
         check_name(what.noun(), name, false)?;
-        check_operator(actor)?;
+        self.check_acting(actor)?;
+        self.require_lead("pausing")?;
         check_text("the reason", Some(reason))?;
         if reason.trim().is_empty() {
             return Err(Error::Invalid("pause needs --reason".into()));
@@ -45,7 +46,8 @@ impl Ledger {
     /// Resumes a paused workflow or destination. Returns false when it was not paused.
     pub async fn resume_one(&self, what: Pausable, name: &str, actor: &str) -> Result<bool> {
         check_name(what.noun(), name, false)?;
-        check_operator(actor)?;
+        self.check_acting(actor)?;
+        self.require_lead("resuming")?;
         store::in_tx!(self.store, |tx| self
             .set_paused_in(tx, what, name, false, None, actor, "resumed")
             .await)
