@@ -1713,7 +1713,90 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
     assert_eq!(l.role(), Role::Lead);
 }
 
+/// SPEC 8 and 17: a lead reveals one redacted field with a reason; the `revealed` event names
+/// the field and the reason, never the value (even when the reason repeats it); others are
+/// refused, and so is a field that is not redacted.
+async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestDb) {
+    use settle::domain::{Identity, Role};
+    let l = ledger(db).await;
+    let payload = json!({"title": "Kickoff", "customer": {"email": "ada@example.com"}});
+    l.record(&intent("rv-1", "projects", payload), "bot")
+        .await
+        .unwrap();
+    let as_role = |role| {
+        l.for_session(Identity {
+            name: "lena".into(),
+            role,
+            fingerprint: "SHA256:lena".into(),
+        })
+    };
+    for role in [Role::Viewer, Role::Operator] {
+        let e = as_role(role)
+            .reveal("rv-1", "customer.email", "checking", "lena")
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("for a lead"), "{role}: {e}");
+    }
+    let lead = as_role(Role::Lead);
+    let e = lead
+        .reveal("rv-1", "title", "why not", "lena")
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("nothing is redacted at title"),
+        "{e}"
+    );
+    let e = lead
+        .reveal("rv-1", "customer.email", " ", "lena")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("needs a reason"), "{e}");
+    let value = lead
+        .reveal(
+            "rv-1",
+            "customer.email",
+            "customer asks; is it ada@example.com?",
+            "lena",
+        )
+        .await
+        .unwrap();
+    assert_eq!(value, "ada@example.com");
+    let d = l.show("rv-1", "lena").await.unwrap();
+    let last = d.history.last().unwrap();
+    assert_eq!(
+        (last.kind.as_str(), last.actor.as_str()),
+        ("revealed", "lena")
+    );
+    assert_eq!(last.detail["field"], "customer.email");
+    assert_eq!(last.detail["key"], "SHA256:lena");
+    let reason = last.detail["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("customer asks") && !reason.contains("ada@"),
+        "{reason}"
+    );
+    let everything = l
+        .activity(
+            100,
+            &settle::domain::filter::ActivityFilter {
+                automation: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!format!("{everything:?}").contains("ada@example.com"));
+    // and as stored: no event row holds the value
+    let mut raw = common::Raw::connect(&db.url).await;
+    let details = raw.texts("SELECT detail FROM events").await;
+    assert!(details.iter().any(|d| d.contains("customer.email")));
+    assert!(
+        !details.iter().any(|d| d.contains("ada@example.com")),
+        "{details:?}"
+    );
+}
+
 both_backends!(
+    a_lead_reveals_one_field_and_the_audit_never_holds_the_value,
     roles_are_enforced_in_the_ledger,
     the_state_counters_equal_a_count_of_the_operations,
     the_console_offers_exactly_what_the_ledger_accepts,

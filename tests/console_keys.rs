@@ -633,7 +633,7 @@ fn close_offers_its_resolutions_in_words() {
     let FormStep::Choose(options) = &form.step else {
         panic!("a choice first")
     };
-    let words: Vec<&str> = options.iter().map(|(_, w)| *w).collect();
+    let words: Vec<&str> = options.iter().map(|(_, w)| w.as_str()).collect();
     assert!(words.iter().all(|w| !w.contains('_')), "{words:?}");
     assert!(
         words[1].starts_with("superseded by another operation"),

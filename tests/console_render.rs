@@ -1091,3 +1091,49 @@ async fn the_footer_offers_only_what_the_role_allows() {
         }
     }
 }
+
+/// SPEC 8 in the console: a lead focuses the detail pane, `v`, picks a redacted field, gives a
+/// reason, confirms: the value shows on that pane only, and goes when the pane closes; an
+/// operator is told it is a lead's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_reveals_a_field_on_the_detail_pane_only() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    let key0 = app.rows[0].key.clone();
+    assert!(render(&app, 160, 48).contains("[redacted]"));
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    assert!(
+        render(&app, 80, 24).contains("v reveal"),
+        "offered in the detail pane"
+    );
+    press(&mut app, &f, key('v')).await;
+    let choose = render(&app, 80, 24);
+    assert!(choose.contains("1 customer.email"), "{choose}");
+    press(&mut app, &f, key('1')).await;
+    type_text(&mut app, &f, "customer on the phone").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    press(&mut app, &f, key('y')).await;
+    let shown = render(&app, 160, 48);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("revealed"))
+        .unwrap_or_else(|| panic!("no revealed line:\n{shown}"));
+    assert!(
+        line.contains("customer.email = ") && !line.contains("[redacted"),
+        "{line}"
+    );
+    let d = f.ledger.show(&key0, "alice").await.unwrap();
+    assert_eq!(d.history.last().unwrap().kind, "revealed");
+    press(&mut app, &f, press_code(KeyCode::Esc)).await;
+    assert!(app.revealed.is_none(), "gone when the pane closes");
+    assert!(
+        !render(&app, 160, 48)
+            .lines()
+            .any(|l| l.starts_with("revealed"))
+    );
+    // an operator is told it is a lead's
+    app.role = settle::domain::Role::Operator;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    press(&mut app, &f, key('v')).await;
+    assert!(app.status.as_ref().unwrap().0.contains("for a lead"));
+}

@@ -149,6 +149,12 @@ pub enum Effect {
         pace: Option<std::time::Duration>,
         stop: StopFlag,
     },
+    /// A lead's reveal of one redacted field (SPEC 8): the event is written, the value returned.
+    Reveal {
+        key: String,
+        path: String,
+        reason: String,
+    },
     Poll,
     Quit,
 }
@@ -225,6 +231,12 @@ pub enum Msg {
         total: usize,
     },
     BulkDone(Result<BulkReport, String>),
+    /// The revealed value of `path` of `key` (shown on the detail pane only).
+    Revealed {
+        key: String,
+        path: String,
+        value: Result<String, String>,
+    },
     /// Another writer changed something (a PostgreSQL notification).
     Changed,
 }
@@ -263,6 +275,8 @@ pub struct App {
     pub(super) marking: Option<u64>,
     /// A bulk action under way.
     pub bulk: Option<BulkRun>,
+    /// A revealed value (key, field, value): shown while that item's detail pane stays open.
+    pub revealed: Option<(String, String, String)>,
     /// Rows another writer changed, and when it was seen: highlighted for `CHANGED_FOR`.
     pub changed: std::collections::HashMap<String, DateTime<Utc>>,
     pub header: Header,
@@ -310,6 +324,7 @@ impl App {
             marks: Default::default(),
             marking: None,
             bulk: None,
+            revealed: None,
             changed: Default::default(),
             filter_count: None,
             count_seq: 0,
@@ -529,6 +544,19 @@ impl App {
                 Vec::new()
             }
             Msg::BulkDone(report) => self.on_bulk_done(report),
+            Msg::Revealed { key, path, value } => {
+                match value {
+                    Ok(v) => {
+                        self.set_status(
+                            format!("{key}: {path} revealed; the reveal is audited"),
+                            false,
+                        );
+                        self.revealed = Some((key, path, v));
+                    }
+                    Err(e) => self.set_status(format!("refused: {e}"), true),
+                }
+                self.refresh()
+            }
             Msg::Counted { seq, count } => {
                 if seq == self.count_seq {
                     self.filter_count = count.ok().flatten();
@@ -645,6 +673,14 @@ impl App {
     /// After the selection moved: load the detail, and more rows when near an edge.
     fn after_move(&mut self) -> Vec<Effect> {
         let mut fx = Vec::new();
+        // a revealed value never follows the selection to another item
+        if self
+            .revealed
+            .as_ref()
+            .is_some_and(|(k, _, _)| self.selected_row().is_none_or(|r| r.key != *k))
+        {
+            self.revealed = None;
+        }
         let key = self.selected_row().map(|r| r.key.clone());
         match key {
             Some(k) if self.detail.as_ref().is_none_or(|d| d.op.key != k) => {
@@ -770,8 +806,10 @@ impl App {
                 KeyCode::Esc | KeyCode::Tab => {
                     self.focus = Focus::List;
                     self.detail_full = false;
+                    self.revealed = None;
                     return Vec::new();
                 }
+                KeyCode::Char('v') => return self.begin_reveal(),
                 _ => {}
             }
         }
@@ -929,6 +967,15 @@ impl App {
                     && self.role.acts()
             }
             When::Lead => row.is_some() && self.role.leads(),
+            When::Reveal => {
+                self.focus == Focus::Detail
+                    && self.role.leads()
+                    && self.online
+                    && self
+                        .detail
+                        .as_ref()
+                        .is_some_and(|d| !crate::ledger::redacted_paths(&d.payload).is_empty())
+            }
             When::Activity => self.view == View::Activity,
         }
     }

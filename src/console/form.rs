@@ -41,12 +41,14 @@ pub enum ActionKind {
     Note,
     Pause,
     Resume,
+    /// Reveal one redacted field of the detail pane (a lead; SPEC 8).
+    Reveal,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormStep {
     /// Pick one of these (key, meaning).
-    Choose(Vec<(char, &'static str)>),
+    Choose(Vec<(char, String)>),
     /// Type a value; `required` refuses an empty one.
     Text {
         label: &'static str,
@@ -76,6 +78,8 @@ pub struct Form {
     pub preview: Option<crate::ledger::BulkPreview>,
     /// A paced bulk retry: the items' next attempts this far apart.
     pub pace: Option<std::time::Duration>,
+    /// A reveal: the field chosen (a dotted path of the payload).
+    pub field: Option<String>,
 }
 
 impl ActionKind {
@@ -91,6 +95,7 @@ impl ActionKind {
             ActionKind::Note => "note",
             ActionKind::Pause => "pause",
             ActionKind::Resume => "resume",
+            ActionKind::Reveal => "reveal",
         }
     }
 }
@@ -111,6 +116,7 @@ impl Form {
             bulk: None,
             preview: None,
             pace: None,
+            field: None,
         }
     }
 }
@@ -143,7 +149,7 @@ pub(super) fn first_step(
                 ]
                 .into_iter()
                 .filter(|(o, _, _)| offered(*o))
-                .map(|(_, k, text)| (k, text))
+                .map(|(_, k, text)| (k, text.to_string()))
                 .collect(),
             ),
         ),
@@ -161,7 +167,7 @@ pub(super) fn first_step(
                 CLOSE_CHOICES
                     .iter()
                     .filter(|(_, r, _)| bulk.is_none() || *r != Resolution::DoneElsewhere)
-                    .map(|(k, _, words)| (*k, *words))
+                    .map(|(k, _, words)| (*k, words.to_string()))
                     .collect(),
             ),
         ),
@@ -241,6 +247,31 @@ impl App {
         Vec::new()
     }
 
+    /// `v` in the detail pane: choose one of its redacted fields, give a reason, confirm (a lead
+    /// only; SPEC 8 and 17). The value shows on this pane until it closes, and nowhere else.
+    pub(super) fn begin_reveal(&mut self) -> Vec<Effect> {
+        if !self.role.leads() {
+            self.set_status("revealing a redacted field is for a lead", true);
+            return Vec::new();
+        }
+        let Some(d) = &self.detail else {
+            return Vec::new();
+        };
+        let paths = crate::ledger::redacted_paths(&d.payload);
+        if paths.is_empty() {
+            self.set_status("nothing is redacted in this item", false);
+            return Vec::new();
+        }
+        let options = ('1'..='9').zip(paths).collect();
+        let form = Form::new(
+            ActionKind::Reveal,
+            d.op.key.clone(),
+            FormStep::Choose(options),
+        );
+        self.mode = Mode::Form(Box::new(form));
+        Vec::new()
+    }
+
     pub(super) fn on_form_key(&mut self, mut form: Form, key: KeyEvent) -> Vec<Effect> {
         if key.code == KeyCode::Esc {
             self.set_status("cancelled; nothing changed", false);
@@ -261,6 +292,16 @@ impl App {
                     return Vec::new();
                 };
                 match form.kind {
+                    ActionKind::Reveal => {
+                        form.field = options
+                            .iter()
+                            .find(|(k, _)| *k == c)
+                            .map(|(_, path)| path.clone());
+                        form.step = FormStep::Text {
+                            label: "reason for revealing",
+                            required: true,
+                        };
+                    }
                     ActionKind::Reconcile if c == 'f' => {
                         form.found = Some(true);
                         form.step = FormStep::Text {
@@ -365,6 +406,14 @@ impl App {
                 reason: text,
             }],
             (ActionKind::Resume, _) => vec![Effect::Resume { workflow: key }],
+            (ActionKind::Reveal, _) => {
+                self.set_status("revealing…", false);
+                vec![Effect::Reveal {
+                    key,
+                    path: form.field.clone().unwrap_or_default(),
+                    reason: text,
+                }]
+            }
             (kind, Some(action)) => match form.preview {
                 Some(preview) => self.start_bulk(kind.verb(), preview, action, form.pace),
                 None => {
@@ -400,7 +449,7 @@ impl Form {
                 superseded_by: self.new_key.clone(),
                 note: text,
             },
-            ActionKind::Pause | ActionKind::Resume => return None,
+            ActionKind::Pause | ActionKind::Resume | ActionKind::Reveal => return None,
         })
     }
 }

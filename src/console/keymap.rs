@@ -20,6 +20,8 @@ pub enum When {
     Activity,
     /// An operation is selected and the operator is a lead (pause and resume, SPEC 17).
     Lead,
+    /// The detail pane has focus, shows a redacted field, and the operator is a lead.
+    Reveal,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -47,18 +49,9 @@ pub const KEYMAP: &[Binding] = &[
         bulk: false,
     },
     Binding {
-        keys: "g/G",
-        label: "first/last",
-        help: "first / last item",
-        when: When::Always,
-        footer: false,
-        offers: &[],
-        bulk: false,
-    },
-    Binding {
-        keys: "PgUp/PgDn",
-        label: "page",
-        help: "a page up / down",
+        keys: "g/G PgUp/Dn",
+        label: "first/last, page",
+        help: "first / last item; a page up / down",
         when: When::Always,
         footer: false,
         offers: &[],
@@ -166,8 +159,17 @@ pub const KEYMAP: &[Binding] = &[
     Binding {
         keys: "a",
         label: "automation",
-        help: "show / hide automation's events (the dispatcher's, workflows')",
+        help: "show / hide automation's events (dispatcher, workflows)",
         when: When::Activity,
+        footer: true,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "v",
+        label: "reveal",
+        help: "reveal a redacted field (a lead; asks a reason; audited)",
+        when: When::Reveal,
         footer: true,
         offers: &[],
         bulk: false,

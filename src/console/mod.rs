@@ -270,6 +270,13 @@ async fn run_effect_with(
                 .await;
             Msg::BulkDone(report.map_err(s))
         }
+        Effect::Reveal { key, path, reason } => {
+            let value = ledger
+                .reveal(&key, &path, &reason, operator)
+                .await
+                .map_err(s);
+            Msg::Revealed { key, path, value }
+        }
         Effect::Poll => Msg::Polled(ledger.latest_event_id().await.map_err(s)),
         Effect::Quit => return None,
     })

@@ -465,6 +465,22 @@ fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         label("next"),
         Span::styled(esc(next), theme.style(Meaning::Title)),
     ]));
+    // a lead's reveal: on this pane only, until it closes (SPEC 8)
+    if let Some((key, path, value)) = &app.revealed
+        && *key == row.key
+    {
+        lines.push(Line::from(vec![
+            label("revealed"),
+            Span::styled(
+                format!("{} = {}", esc(path), esc(value)),
+                theme.style(Meaning::Warning),
+            ),
+            Span::styled(
+                "  (this pane only; the reveal is in the history)",
+                theme.style(Meaning::Muted),
+            ),
+        ]));
+    }
     let mut state = vec![
         label("state"),
         Span::styled(
@@ -828,7 +844,7 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             theme.style(Meaning::Muted)
         };
         lines.push(Line::from(vec![
-            Span::styled(format!("{:<11}", b.keys), theme.style(Meaning::Accent)),
+            Span::styled(format!("{:<12}", b.keys), theme.style(Meaning::Accent)),
             Span::styled(b.help, style),
         ]));
     }
@@ -836,7 +852,7 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         "Every action asks first (y/Enter confirms). Any key closes this help.",
         theme.style(Meaning::Muted),
     )));
-    let r = centered(area, 72, lines.len() as u16 + 2);
+    let r = centered(area, 76, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
@@ -874,6 +890,7 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         super::app::ActionKind::Note => "Note on",
         super::app::ActionKind::Pause => "Pause workflow",
         super::app::ActionKind::Resume => "Resume workflow",
+        super::app::ActionKind::Reveal => "Reveal a field of",
     };
     let mut lines = vec![Line::from(Span::styled(
         format!("{verb} {}", esc(&form.target)),
@@ -907,7 +924,7 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             for (k, meaning) in options {
                 lines.push(Line::from(vec![
                     Span::styled(format!("  {k} "), theme.style(Meaning::Accent)),
-                    Span::raw(*meaning),
+                    Span::raw(esc(meaning)),
                 ]));
             }
             lines.push(Line::from(Span::styled(

@@ -8,6 +8,7 @@ mod bulk;
 mod change;
 mod ingest;
 mod read;
+mod reveal;
 mod rounds;
 mod views;
 mod workflows;
@@ -30,6 +31,7 @@ pub use crate::store::{Cursor, Pausable};
 pub use bulk::{BulkPreview, BulkReport};
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
+pub use reveal::redacted_paths;
 pub use rounds::{Finished, Round, StartedOp};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
