@@ -44,6 +44,7 @@ pub mod domain;
 pub mod error;
 pub mod ledger;
 pub mod logging;
+pub mod metrics;
 pub mod sim;
 pub mod store;
 

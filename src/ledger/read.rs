@@ -552,6 +552,16 @@ impl Ledger {
         self.store.refresh_stale_statistics().await
     }
 
+    /// The exceptions now by workflow and state, with each group's oldest start (metrics).
+    pub async fn exceptions_by_workflow(&self) -> Result<Vec<(String, State, i64, DateTime<Utc>)>> {
+        self.store.exceptions_by_workflow(self.now()).await
+    }
+
+    /// Every dispatcher that ever said it was alive, and when it last did (metrics).
+    pub async fn dispatchers(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
+        self.store.dispatchers().await
+    }
+
     /// How long ago a dispatcher last said it was alive (`None`: never).
     pub async fn dispatcher_seen(&self) -> Result<Option<i64>> {
         let now = self.now();

@@ -347,6 +347,30 @@ impl Store {
         .await
     }
 
+    /// The exceptions now by workflow and state, with each group's oldest (SPEC 17's metrics):
+    /// one walk of the exceptions' partial index.
+    pub(crate) async fn exceptions_by_workflow(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<(String, State, i64, DateTime<Utc>)>> {
+        let stmt = Stmt::new(
+            "SELECT workflow, state, COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
+             WHERE exception_since IS NOT NULL AND exception_since <= $1 \
+             GROUP BY workflow, state ORDER BY workflow, state",
+            vec![Cell::Int(Some(ms(now)))],
+        );
+        stmt.rows(self.conn().await?.db(), |r| {
+            let s: String = get(r, "state")?;
+            Ok((
+                get(r, "workflow")?,
+                State::parse(&s).map_err(Error::Unavailable)?,
+                get(r, "n")?,
+                time(get(r, "oldest")?),
+            ))
+        })
+        .await
+    }
+
     /// How many live claims `who` holds.
     pub(crate) async fn count_live_claims(&self, who: &str, now: DateTime<Utc>) -> Result<i64> {
         self.scalar(Stmt::new(

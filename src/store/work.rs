@@ -224,6 +224,18 @@ impl Store {
     }
 
     /// When any dispatcher last said it was alive.
+    /// Every dispatcher that ever said it was alive, and when it last did.
+    pub(crate) async fn dispatchers(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
+        let stmt = Stmt::new(
+            "SELECT name, seen_at FROM dispatchers ORDER BY name",
+            Vec::new(),
+        );
+        stmt.rows(self.conn().await?.db(), |r| {
+            Ok((get(r, "name")?, time(get(r, "seen_at")?)))
+        })
+        .await
+    }
+
     pub(crate) async fn last_heartbeat(&self) -> Result<Option<DateTime<Utc>>> {
         let stmt = Stmt::new("SELECT MAX(seen_at) AS t FROM dispatchers", Vec::new());
         stmt.one(self.conn().await?.db(), |r| {

@@ -1,0 +1,206 @@
+//! SPEC 17's metrics: the Prometheus text parsed as a scraper would, its gauges equal to what
+//! `stats` says on the same database (both backends); `/healthz` 503 while PostgreSQL is cut
+//! off and 200 after.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use common::TestDb;
+use serde_json::json;
+use settle::ledger::Pausable;
+use settle::{AttemptReport, Intent, Ledger, Outcome};
+
+/// Serves the metrics router on a free port; its base URL.
+async fn serve(ledger: Ledger, sessions: usize) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = settle::metrics::router(ledger, Arc::new(AtomicUsize::new(sessions)));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}")
+}
+
+/// The text format: `# HELP`/`# TYPE` lines, then `name{k="v",...} value` samples.
+fn parse(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+    let mut samples = Vec::new();
+    let mut typed = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert_eq!(kind, "gauge", "{line}");
+            typed.insert(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').unwrap_or_else(|| panic!("{line}"))),
+            None => (series, ""),
+        };
+        assert!(typed.contains(name), "{name} has no TYPE line");
+        let mut map = BTreeMap::new();
+        for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
+            map.insert(k.to_string(), v.trim_end_matches('"').to_string());
+        }
+        samples.push((name.to_string(), map, value));
+    }
+    samples
+}
+
+fn intent(key: &str, workflow: &str, dest: &str) -> Intent {
+    Intent {
+        key: key.into(),
+        workflow: workflow.into(),
+        step: "s".into(),
+        destination: dest.into(),
+        action: "a".into(),
+        payload: json!({}),
+    }
+}
+
+async fn the_gauges_equal_stats(db: &TestDb) {
+    let l = Ledger::open(&db.url, common::config()).await.unwrap();
+    for (i, (wf, outcome)) in [
+        ("onboarding", Outcome::Unknown),
+        ("onboarding", Outcome::Rejected),
+        ("crm-sync", Outcome::Unknown),
+        ("crm-sync", Outcome::Accepted),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let k = format!("m-{i}");
+        l.record(&intent(&k, wf, "sms"), "bot").await.unwrap();
+        let report = AttemptReport {
+            key: k,
+            outcome: Some(outcome),
+            error: Some("e".into()),
+            ..Default::default()
+        };
+        l.report_attempt(&report, "bot").await.unwrap();
+    }
+    l.record(&intent("m-9", "onboarding", "sms"), "bot")
+        .await
+        .unwrap();
+    l.pause_one(Pausable::Workflow, "crm-sync", "maintenance", "alice")
+        .await
+        .unwrap();
+    l.pause_one(Pausable::Destination, "sms", "outage", "alice")
+        .await
+        .unwrap();
+    l.heartbeat("dispatcher-1").await.unwrap();
+    let base = serve(l.clone(), 3).await;
+    let r = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let samples = parse(&r.text().await.unwrap());
+    let stats = l.stats().await.unwrap();
+    let sum = |name: &str| -> f64 {
+        samples
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|(_, _, v)| v)
+            .sum()
+    };
+    assert_eq!(sum("settle_exceptions"), stats.exceptions as f64);
+    for (state, n) in &stats.by_state {
+        let got = samples
+            .iter()
+            .find(|(name, l, _)| name == "settle_operations" && l["state"] == state.as_str())
+            .map(|(_, _, v)| *v);
+        assert_eq!(got, Some(*n as f64), "{state:?}");
+    }
+    let exc = |wf: &str, state: &str| {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == "settle_exceptions"
+                    && l.get("workflow").map(String::as_str) == Some(wf)
+                    && l.get("state").map(String::as_str) == Some(state)
+            })
+            .map(|(_, _, v)| *v)
+    };
+    assert_eq!(exc("onboarding", "unknown"), Some(1.0));
+    assert_eq!(exc("onboarding", "rejected"), Some(1.0));
+    assert_eq!(exc("crm-sync", "unknown"), Some(1.0));
+    let oldest = samples
+        .iter()
+        .filter(|(n, _, _)| n == "settle_oldest_exception_seconds")
+        .map(|(_, _, v)| *v)
+        .fold(0.0, f64::max);
+    assert!((oldest - stats.oldest_exception_seconds.unwrap() as f64).abs() <= 1.0);
+    let paused: Vec<(String, String)> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "settle_paused")
+        .map(|(_, l, _)| (l["kind"].clone(), l["name"].clone()))
+        .collect();
+    assert_eq!(
+        paused,
+        [
+            ("workflow".to_string(), "crm-sync".to_string()),
+            ("destination".to_string(), "sms".to_string())
+        ]
+    );
+    assert!(sum("settle_dispatcher_last_seen_seconds") < 5.0);
+    assert_eq!(sum("settle_console_sessions"), 3.0);
+    let health = reqwest::get(format!("{base}/healthz")).await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+both_backends!(the_gauges_equal_stats);
+
+/// `/healthz` says 503 while the database is cut off, 200 once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn healthz_follows_the_database() {
+    let db = common::postgres().await;
+    let (proxy, via) = common::Proxy::before(&db).await;
+    let l = Ledger::open(&via, common::config()).await.unwrap();
+    let base = serve(l, 0).await;
+    let status = || async {
+        reqwest::get(format!("{base}/healthz"))
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(status().await, 200);
+    proxy.cut();
+    let mut down = false;
+    for _ in 0..100 {
+        if status().await == 503 {
+            down = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(down, "503 while cut off");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(metrics.status(), 503);
+    assert!(
+        !metrics.text().await.unwrap().contains("127.0.0.1"),
+        "no host in the answer"
+    );
+    let _back = proxy.restore().await;
+    let mut up = false;
+    for _ in 0..150 {
+        if status().await == 200 {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(up, "200 once the database is back");
+}
