@@ -148,14 +148,9 @@ async fn main() {
         child(&url, started).await;
         return;
     }
-    let big: usize = std::env::var("SETTLE_BENCH_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let big = common::env_count("SETTLE_BENCH_OPS", 1_000_000);
     let dir = tempfile::tempdir().unwrap();
-    let server = std::env::var("SETTLE_BENCH_DB")
-        .ok()
-        .filter(|u| u.starts_with("postgres"));
+    let server = common::bench_server();
     let backend = if server.is_some() {
         "PostgreSQL"
     } else {

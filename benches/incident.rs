@@ -119,14 +119,9 @@ async fn plain_close(url: &str, keys: &[String], now: i64) {
 
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::var("SETTLE_BENCH_OPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
+    let n = common::env_count("SETTLE_BENCH_OPS", 1_000_000);
     let dir = tempfile::tempdir().unwrap();
-    let server = std::env::var("SETTLE_BENCH_DB")
-        .ok()
-        .filter(|u| u.starts_with("postgres"));
+    let server = common::bench_server();
     let pg = match &server {
         Some(u) => Some(common::postgres_on(u).await),
         None => None,

@@ -363,17 +363,10 @@ async fn ingest_round(n: usize, text: &str) -> (Duration, Duration, Duration) {
     (plain_took, ingest_took, again_took)
 }
 
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[tokio::main]
 async fn main() {
-    let n = env_count("SETTLE_BENCH_OPS", 1_000_000);
-    let m = env_count("SETTLE_BENCH_INGEST", 100_000);
+    let n = common::env_count("SETTLE_BENCH_OPS", 1_000_000);
+    let m = common::env_count("SETTLE_BENCH_INGEST", 100_000);
     let ours = fresh().await;
     let backend = if ours.backend == "postgres" {
         "PostgreSQL"

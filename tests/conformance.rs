@@ -1332,26 +1332,8 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
     let claims = ["none", "mine", "other", "other_expired"];
     // projects deduplicates and can be looked up, crm can be looked up, sms neither
     let dests = ["projects", "crm", "sms"];
-    let action = |o: Offer| match o {
-        Offer::Claim => StaffAction::Claim { force_reason: None },
-        Offer::TakeOver => StaffAction::Claim {
-            force_reason: Some("on call".into()),
-        },
-        Offer::Release => StaffAction::Release,
-        Offer::ReconcileFound => StaffAction::ReconcileFound {
-            reference: "R-1".into(),
-            note: None,
-        },
-        Offer::ReconcileAbsent => StaffAction::ReconcileAbsent { note: None },
-        Offer::Retry => StaffAction::Retry { note: None },
-        Offer::Close => StaffAction::Close {
-            resolution: Resolution::Abandoned,
-            reference: None,
-            superseded_by: None,
-            note: "no longer wanted".into(),
-        },
-        Offer::Note => StaffAction::Note { text: "n".into() },
-    };
+    // each action with well-formed details, as the rules' own `offered` asks them
+    let action = |o: Offer| o.sample();
     let mut n = 0;
     let mut seen: std::collections::BTreeSet<(String, &str, &str)> = Default::default();
     // makes one operation in the situation; `None` when the situation cannot arise

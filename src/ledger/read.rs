@@ -670,29 +670,13 @@ fn search_by(d: &mut OperationDetail) {
     if let Some(r) = &d.op.reference {
         by.push(format!("reference {r}"));
     }
-    fn hints(v: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
-        match v {
-            Value::String(s) if s.starts_with("[redacted ") => {
-                out.push(format!("{} {s}", path.join(".")));
-            }
-            Value::Object(m) => {
-                for (k, v) in m {
-                    path.push(k.clone());
-                    hints(v, path, out);
-                    path.pop();
-                }
-            }
-            Value::Array(items) => {
-                for (i, v) in items.iter().enumerate() {
-                    path.push(i.to_string());
-                    hints(v, path, out);
-                    path.pop();
-                }
-            }
-            _ => {}
-        }
-    }
-    hints(&d.payload, &mut Vec::new(), &mut by);
+    // the fields whose marker keeps a hint (`[redacted …0123]`, not a bare `[redacted]`)
+    by.extend(
+        super::reveal::redacted_fields(&d.payload)
+            .into_iter()
+            .filter(|(_, marker)| marker.starts_with("[redacted "))
+            .map(|(path, marker)| format!("{path} {marker}")),
+    );
     if !by.is_empty() {
         d.op.next_step = format!("{}. Search by: {}", d.op.next_step, by.join(", "));
     }

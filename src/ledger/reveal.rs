@@ -18,11 +18,12 @@ fn at_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     })
 }
 
-/// The dotted paths of an operation's redacted fields, as the detail pane shows them.
-pub fn redacted_paths(payload: &Value) -> Vec<String> {
-    fn walk(v: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+/// The redacted fields of a (redacted) payload: each one's dotted path and its marker
+/// (`[redacted]`, or with a hint `[redacted …0123]`).
+pub(crate) fn redacted_fields(payload: &Value) -> Vec<(String, &str)> {
+    fn walk<'a>(v: &'a Value, path: &mut Vec<String>, out: &mut Vec<(String, &'a str)>) {
         match v {
-            Value::String(s) if s.starts_with("[redacted") => out.push(path.join(".")),
+            Value::String(s) if s.starts_with("[redacted") => out.push((path.join("."), s)),
             Value::Object(m) => {
                 for (k, v) in m {
                     path.push(k.clone());
@@ -43,6 +44,14 @@ pub fn redacted_paths(payload: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(payload, &mut Vec::new(), &mut out);
     out
+}
+
+/// The dotted paths of an operation's redacted fields, as the detail pane shows them.
+pub fn redacted_paths(payload: &Value) -> Vec<String> {
+    redacted_fields(payload)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
 }
 
 impl Ledger {

@@ -554,3 +554,18 @@ pub fn seed_lines(n: usize) -> String {
     }
     text
 }
+
+/// A count a bench reads from the environment (`SETTLE_BENCH_OPS=50000`), or `default`.
+pub fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The PostgreSQL server a bench runs on (`SETTLE_BENCH_DB=postgres://...`), if any.
+pub fn bench_server() -> Option<String> {
+    std::env::var("SETTLE_BENCH_DB")
+        .ok()
+        .filter(|u| u.starts_with("postgres"))
+}
