@@ -418,23 +418,26 @@ impl Config {
 
     /// `--config`, else `SETTLE_CONFIG`, else `$XDG_CONFIG_HOME/settle/settle.toml`, else defaults.
     pub fn discover(explicit: Option<&Path>) -> Result<Config> {
+        match Config::discover_path(explicit) {
+            Some(p) => Config::load(&p),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// The file [`Config::discover`] reads (`None`: none, the defaults apply).
+    pub fn discover_path(explicit: Option<&Path>) -> Option<PathBuf> {
         if let Some(p) = explicit {
-            return Config::load(p);
+            return Some(p.to_path_buf());
         }
         if let Some(p) = std::env::var_os("SETTLE_CONFIG").filter(|p| !p.is_empty()) {
-            return Config::load(Path::new(&p));
+            return Some(PathBuf::from(p));
         }
         let xdg = std::env::var_os("XDG_CONFIG_HOME")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-        if let Some(p) = xdg
-            .map(|d| d.join("settle").join("settle.toml"))
+        xdg.map(|d| d.join("settle").join("settle.toml"))
             .filter(|p| p.exists())
-        {
-            return Config::load(&p);
-        }
-        Ok(Config::default())
     }
 
     pub fn destination(&self, name: &str) -> DestinationPolicy {

@@ -12,7 +12,7 @@
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+        if let Err(e) = writeln!($crate::out::stdout(), $($arg)*) {
             $crate::stdout_failed(&e);
         }
     }};
@@ -23,14 +23,14 @@ macro_rules! say {
 macro_rules! tell {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let _ = writeln!($crate::out::stderr(), $($arg)*);
     }};
 }
 
 /// What a failed write to stdout means: a closed pipe ends the process quietly with 141; any
 /// other failure is left to the caller's next write.
 pub fn stdout_failed(e: &std::io::Error) {
-    if e.kind() == std::io::ErrorKind::BrokenPipe {
+    if e.kind() == std::io::ErrorKind::BrokenPipe && !out::captured() {
         std::process::exit(141);
     }
 }
@@ -45,6 +45,8 @@ pub mod error;
 pub mod ledger;
 pub mod logging;
 pub mod metrics;
+pub mod out;
+pub mod serve;
 pub mod sim;
 pub mod store;
 

@@ -256,6 +256,24 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The console over SSH for a team: operators log in with their keys (SPEC 17)
+    Serve {
+        /// Address for SSH (port 0 picks a free one; the first line printed says which)
+        #[arg(long, default_value = "0.0.0.0:2222")]
+        listen: String,
+        /// The server's host key (made on first start); else $XDG_STATE_HOME/settle/host_key
+        #[arg(long, value_name = "FILE")]
+        host_key: Option<PathBuf>,
+        /// Also serve Prometheus metrics at http://ADDR/metrics and /healthz
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
+        /// The most sessions open at once
+        #[arg(long, default_value_t = 32)]
+        max_sessions: usize,
+        /// A console without a key for this long ends (warned a minute before), e.g. 30m
+        #[arg(long, default_value = "30m")]
+        idle_timeout: String,
+    },
 }
 
 pub fn print_stats(stats: &crate::ledger::Stats) {
@@ -311,6 +329,110 @@ pub async fn run(args: Vec<String>) -> i32 {
             e.exit_code()
         }
     }
+}
+
+/// A command sent by `ssh HOST COMMAND` to `settle serve` (SPEC 17): `stats`, `list` and `show`,
+/// as the key's operator with the key's role. `--db`, `--config` and `--as` are refused: the
+/// server's database and the key's name hold. Returns the exit status.
+pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str) -> i32 {
+    let words = match split_words(command) {
+        Ok(w) => w,
+        Err(e) => {
+            crate::tell!("settle: {e}");
+            return 2;
+        }
+    };
+    let args = std::iter::once("settle".to_string()).chain(words);
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                use std::io::Write as _;
+                let _ = write!(crate::out::stdout(), "{e}");
+                return 0;
+            }
+            crate::tell!("settle: {} (see settle --help)", clean(&usage_error(&e)));
+            return 2;
+        }
+    };
+    if cli.db.is_some() || cli.config.is_some() || cli.operator.is_some() {
+        crate::tell!(
+            "settle: --db, --config and --as are not taken over SSH: you are {} ({}), on this server's database",
+            who.name,
+            who.role
+        );
+        return 2;
+    }
+    match &cli.command {
+        Some(Cmd::Stats { .. } | Cmd::List { .. } | Cmd::Show { .. }) => {}
+        _ => {
+            crate::tell!(
+                "settle: over SSH this server answers stats, list and show; ssh -t opens the console for the rest"
+            );
+            return 2;
+        }
+    }
+    let command = cli.command.as_ref().expect("matched above");
+    match dispatch(&ledger, command, &Some(who.name.clone())).await {
+        Ok(code) => code,
+        Err(e) => {
+            crate::tell!("settle: {}", clean(&e.to_string()));
+            e.exit_code()
+        }
+    }
+}
+
+/// A command line as a POSIX shell splits it: words, 'single' and "double" quotes, backslash.
+fn split_words(line: &str) -> Result<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if let Some(w) = word.take() {
+                    words.push(w);
+                }
+            }
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => w.push(c),
+                        None => return Err(invalid("unmatched ' in the command".into())),
+                    }
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => w.push(c),
+                            Some(c) => {
+                                w.push('\\');
+                                w.push(c);
+                            }
+                            None => return Err(invalid("unmatched \" in the command".into())),
+                        },
+                        Some(c) => w.push(c),
+                        None => return Err(invalid("unmatched \" in the command".into())),
+                    }
+                }
+            }
+            '\\' => {
+                if let Some(c) = chars.next() {
+                    word.get_or_insert_with(String::new).push(c);
+                }
+            }
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    Ok(words)
 }
 
 /// The operator: `--as`, else `SETTLE_OPERATOR`, else `$USER`; checked before anything uses it
@@ -763,6 +885,37 @@ async fn execute(cli: Cli) -> Result<i32> {
         let who = actor.as_deref().unwrap_or("alice");
         return crate::demo::run(&url, config, *reset, *live, who).await;
     }
+    if let Cmd::Serve {
+        listen,
+        host_key,
+        metrics,
+        max_sessions,
+        idle_timeout,
+    } = command
+    {
+        let options = crate::serve::Options {
+            listen: listen.clone(),
+            host_key: host_key
+                .clone()
+                .unwrap_or_else(crate::serve::default_host_key),
+            metrics: metrics.clone(),
+            max_sessions: (*max_sessions).max(1),
+            idle: duration_arg(
+                "--idle-timeout",
+                idle_timeout,
+                Duration::from_secs(61),
+                Duration::from_secs(7 * 86_400),
+            )?,
+            config_path: Config::discover_path(cli.config.as_deref()),
+        };
+        crate::serve::Operators::from_config(&config)?;
+        let ledger =
+            Ledger::open_console(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+        tracing::info!(command = "serve", "start");
+        let result = crate::serve::run(ledger.clone(), options).await;
+        ledger.close().await;
+        return result.map(|()| 0);
+    }
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
     // the variant's name only: its arguments may hold notes and reasons
@@ -782,7 +935,9 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
     // readers see claims as this operator's (or nobody's); writers must name one
     let viewer = operator.as_deref().unwrap_or("");
     match command {
-        Cmd::Demo { .. } | Cmd::Sim { .. } => unreachable!("handled before the database is opened"),
+        Cmd::Demo { .. } | Cmd::Sim { .. } | Cmd::Serve { .. } => {
+            unreachable!("handled before the database is opened")
+        }
         Cmd::Dispatch {
             concurrency,
             until_settled,

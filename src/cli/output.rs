@@ -187,8 +187,7 @@ pub async fn list(
     viewer: &str,
     format: ListFormat,
 ) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(crate::out::stdout());
     let result = stream(ledger, filter, viewer, format, &mut out).await;
     match result.and_then(|()| out.flush().map_err(Failure::Io)) {
         Ok(()) => Ok(()),

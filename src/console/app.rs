@@ -942,10 +942,26 @@ impl App {
     /// Whether a binding belongs to the view on screen (the help lists those).
     pub fn in_view(&self, b: &super::keymap::Binding) -> bool {
         use super::keymap::When;
+        if !self.may(b) {
+            return false;
+        }
         match b.when {
             When::Activity => self.view == View::Activity,
             When::Always => true,
             _ => self.view != View::Activity,
+        }
+    }
+
+    /// Whether this operator's role ever allows the binding (SPEC 17: a viewer is offered no
+    /// action key, an operator no lead's key), whatever is selected.
+    pub fn may(&self, b: &super::keymap::Binding) -> bool {
+        use super::keymap::When;
+        use crate::domain::Offer;
+        match b.when {
+            When::Offered if b.offers.iter().all(|o| *o == Offer::TakeOver) => self.role.leads(),
+            When::Offered | When::Marks => self.role.acts(),
+            When::Lead | When::Reveal => self.role.leads(),
+            When::Always | When::Row | When::Activity => true,
         }
     }
 

@@ -13,8 +13,11 @@ pub mod ui;
 
 use std::time::Duration;
 
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui::crossterm::event::{self, Event, KeyEvent, KeyEventKind};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::watch;
 
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
@@ -34,6 +37,31 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// What drives a console: the keys and window sizes of a local terminal or of an SSH channel.
+#[derive(Debug)]
+pub enum Input {
+    Key(KeyEvent),
+    Resize {
+        width: u16,
+        height: u16,
+    },
+    /// The session must end (its operator was removed); the text says why.
+    End(String),
+}
+
+/// How a console session ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The operator pressed `q`.
+    Quit,
+    /// The input went away (the terminal or the connection closed).
+    Closed,
+    /// No key for the idle timeout.
+    Idle,
+    /// Ended from outside, for this reason.
+    Ended(String),
+}
+
 /// Runs the console until the operator quits.
 pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
     use std::io::IsTerminal;
@@ -44,14 +72,38 @@ pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
     }
     // The sweep runs at every start of the console; an outage here shows in the header later.
     let _ = ledger.sweep().await;
-    let theme = Theme::from_env();
     let mut terminal = ratatui::try_init()
         .map_err(|e| Error::Invalid(format!("cannot open the terminal: {e}")))?;
     let _guard = TerminalGuard;
-    let (tx, mut rx) = unbounded_channel::<Msg>();
-    spawn_input(tx.clone());
-    spawn_watch(ledger.clone(), tx.clone());
+    let (tx, input) = unbounded_channel::<Input>();
+    spawn_input(tx);
+    let changes = watch_changes(ledger.clone());
+    drive(
+        ledger,
+        operator,
+        &mut terminal,
+        Theme::from_env(),
+        input,
+        changes,
+        None,
+    )
+    .await
+    .map(|_| ())
+}
 
+/// The console's loop over one terminal (local, or an SSH channel's): keys and sizes from
+/// `input`, other writers' changes from `changes`, frames to `terminal`. With `idle`, a session
+/// without a key for that long ends, warned a minute before.
+pub async fn drive<B: Backend>(
+    ledger: Ledger,
+    operator: &str,
+    terminal: &mut Terminal<B>,
+    theme: Theme,
+    mut input: UnboundedReceiver<Input>,
+    mut changes: watch::Receiver<u64>,
+    idle: Option<Duration>,
+) -> Result<Ended> {
+    let (tx, mut rx) = unbounded_channel::<Msg>();
     let mut app = App::new(ledger.database(), operator);
     app.role = ledger.role();
     let c = ledger.config();
@@ -66,37 +118,72 @@ pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
     let first = app.start();
     let mut poll = tokio::time::interval(POLL);
     let mut tick = tokio::time::interval(TICK);
-    draw(&mut terminal, &app, &theme)?;
+    let mut last_key = tokio::time::Instant::now();
+    let mut warned = false;
+    draw(terminal, &app, &theme)?;
     for fx in first {
         spawn(&ledger, fx, operator, &tx);
     }
     loop {
         let msg = tokio::select! {
             Some(m) = rx.recv() => m,
-            _ = tick.tick() => Msg::Tick,
+            i = input.recv() => match i {
+                Some(Input::Key(k)) => {
+                    last_key = tokio::time::Instant::now();
+                    if warned {
+                        warned = false;
+                        app.status = None;
+                    }
+                    Msg::Key(k)
+                }
+                Some(Input::Resize { width, height }) => {
+                    let area = ratatui::layout::Rect::new(0, 0, width, height);
+                    terminal.resize(area).map_err(|e| Error::Invalid(e.to_string()))?;
+                    Msg::Resized { rows: list_rows(height) }
+                }
+                Some(Input::End(why)) => return Ok(Ended::Ended(why)),
+                None => return Ok(Ended::Closed),
+            },
+            Ok(()) = changes.changed() => Msg::Changed,
+            _ = tick.tick() => {
+                if let Some(limit) = idle {
+                    let quiet = last_key.elapsed();
+                    if quiet >= limit {
+                        return Ok(Ended::Idle);
+                    }
+                    let left = limit - quiet;
+                    if left <= IDLE_WARNING {
+                        warned = true;
+                        app.set_status(
+                            format!("idle: this session ends in {} s unless a key is pressed", left.as_secs() + 1),
+                            true,
+                        );
+                    }
+                }
+                Msg::Tick
+            }
             _ = poll.tick() => {
                 spawn(&ledger, Effect::Poll, operator, &tx);
                 continue;
             }
         };
-        if let Msg::Resized { rows } = &msg {
-            let _ = rows;
-            let _ = terminal.autoresize();
-        }
         for fx in app.update(msg) {
             if fx == Effect::Quit {
-                return Ok(());
+                return Ok(Ended::Quit);
             }
             spawn(&ledger, fx, operator, &tx);
         }
         if app.quit {
-            return Ok(());
+            return Ok(Ended::Quit);
         }
-        draw(&mut terminal, &app, &theme)?;
+        draw(terminal, &app, &theme)?;
     }
 }
 
-fn draw(terminal: &mut ratatui::DefaultTerminal, app: &App, theme: &Theme) -> Result<()> {
+/// How long before the idle timeout a session is warned.
+const IDLE_WARNING: Duration = Duration::from_secs(60);
+
+fn draw<B: Backend>(terminal: &mut Terminal<B>, app: &App, theme: &Theme) -> Result<()> {
     terminal
         .draw(|f| ui::draw(f, app, theme))
         .map(|_| ())
@@ -109,33 +196,38 @@ fn list_rows(height: u16) -> u16 {
 }
 
 /// Keys come from a thread of their own: crossterm's `read` blocks.
-fn spawn_input(tx: UnboundedSender<Msg>) {
+fn spawn_input(tx: UnboundedSender<Input>) {
     std::thread::spawn(move || {
         loop {
-            let msg = match event::read() {
-                Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Msg::Key(k),
-                Ok(Event::Resize(_, h)) => Msg::Resized { rows: list_rows(h) },
+            let input = match event::read() {
+                Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Input::Key(k),
+                Ok(Event::Resize(width, height)) => Input::Resize { width, height },
                 Ok(_) => continue,
                 Err(_) => return,
             };
-            if tx.send(msg).is_err() {
+            if tx.send(input).is_err() {
                 return;
             }
         }
     });
 }
 
-/// On PostgreSQL, changes by others arrive as notifications at once (the poll stays as the
-/// fallback and the outage detector); SQLite is polled.
-fn spawn_watch(ledger: Ledger, tx: UnboundedSender<Msg>) {
+/// Other writers' changes, as a counter that moves. On PostgreSQL they arrive as notifications at
+/// once (one listening connection, however many consoles watch; the poll stays as the fallback
+/// and the outage detector); SQLite is polled, and the counter never moves.
+pub fn watch_changes(ledger: Ledger) -> watch::Receiver<u64> {
+    let (tx, rx) = watch::channel(0u64);
     if ledger.backend() != crate::store::Backend::Postgres {
-        return;
+        // keep the sender: a closed channel would end every `changed()` at once
+        tokio::spawn(async move { tx.closed().await });
+        return rx;
     }
     tokio::spawn(async move {
         loop {
             if let Some(mut l) = ledger.listen().await {
                 while l.next().await {
-                    if tx.send(Msg::Changed).is_err() {
+                    tx.send_modify(|n| *n += 1);
+                    if tx.is_closed() {
                         return;
                     }
                 }
@@ -146,6 +238,7 @@ fn spawn_watch(ledger: Ledger, tx: UnboundedSender<Msg>) {
             tokio::time::sleep(POLL).await;
         }
     });
+    rx
 }
 
 /// Runs one piece of database work in a task; its answer comes back as a `Msg`.

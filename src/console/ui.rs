@@ -848,10 +848,12 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Span::styled(b.help, style),
         ]));
     }
-    lines.push(Line::from(Span::styled(
-        "Every action asks first (y/Enter confirms). Any key closes this help.",
-        theme.style(Meaning::Muted),
-    )));
+    let last = if app.role.acts() {
+        "Every action asks first (y/Enter confirms). Any key closes this help."
+    } else {
+        "You are a viewer: you read, and act on nothing. Any key closes this help."
+    };
+    lines.push(Line::from(Span::styled(last, theme.style(Meaning::Muted))));
     let r = centered(area, 76, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
