@@ -4,42 +4,19 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
+use common::tmux::Tmux;
 use common::{Proxy, TestDb};
 
 const BIN: &str = env!("CARGO_BIN_EXE_settle");
 
-/// A tmux server of the test's own, so parallel tests and the user's tmux never meet.
-struct Tmux {
-    socket: String,
-    dir: tempfile::TempDir,
+/// The console in a window of a test's tmux.
+trait Console {
+    fn open(&self, window: &str, db: &str, operator: &str);
+    fn open_sized(&self, window: &str, db: &str, operator: &str, size: (u16, u16));
 }
 
-impl Tmux {
-    fn new(name: &str) -> Tmux {
-        let socket = format!(
-            "settle-{name}-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        );
-        Tmux {
-            socket,
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("tmux");
-        String::from_utf8_lossy(&out.stdout).into()
-    }
-
+impl Console for Tmux {
     /// Opens a window running a shell, in which the console is started (so that after `q` the
     /// screen is the shell's again).
     fn open(&self, window: &str, db: &str, operator: &str) {
@@ -48,87 +25,13 @@ impl Tmux {
 
     /// [`Tmux::open`] in a window of `size` columns and rows.
     fn open_sized(&self, window: &str, db: &str, operator: &str, size: (u16, u16)) {
-        let (cols, rows) = (size.0.to_string(), size.1.to_string());
         let log = self.dir.path().join("settle.log");
         let cmd = format!(
             "env SETTLE_OPERATOR={operator} SETTLE_LOG_FILE={} XDG_CONFIG_HOME={} {BIN} --db '{db}'; echo SETTLE-EXITED-$?; sleep 60",
             log.display(),
             self.dir.path().display()
         );
-        if self.run(&["has-session"]).is_empty() && window == "a" {
-            self.run(&[
-                "new-session",
-                "-d",
-                "-s",
-                "t",
-                "-n",
-                window,
-                "-x",
-                &cols,
-                "-y",
-                &rows,
-                "sh",
-            ]);
-        } else {
-            self.run(&["new-window", "-t", "t", "-n", window, "sh"]);
-            self.run(&[
-                "resize-window",
-                "-t",
-                &format!("t:{window}"),
-                "-x",
-                &cols,
-                "-y",
-                &rows,
-            ]);
-        }
-        self.run(&["send-keys", "-t", &format!("t:{window}"), &cmd, "Enter"]);
-    }
-
-    fn keys(&self, window: &str, keys: &[&str]) {
-        for k in keys {
-            self.run(&["send-keys", "-t", &format!("t:{window}"), k]);
-            std::thread::sleep(Duration::from_millis(60));
-        }
-    }
-
-    fn literal(&self, window: &str, text: &str) {
-        self.run(&["send-keys", "-t", &format!("t:{window}"), "-l", text]);
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
-    fn screen(&self, window: &str) -> String {
-        self.run(&["capture-pane", "-p", "-t", &format!("t:{window}")])
-    }
-
-    /// The screen with its attributes as escape sequences (bold, underline, colours).
-    fn styled(&self, window: &str) -> String {
-        self.run(&["capture-pane", "-p", "-e", "-t", &format!("t:{window}")])
-    }
-
-    /// Waits until the screen satisfies `ok` (giving up after 20 s).
-    fn wait(&self, window: &str, what: &str, ok: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let s = self.screen(window);
-            if ok(&s) {
-                return;
-            }
-            if Instant::now() > deadline {
-                panic!("waited for {what}; the screen is:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .stderr(Stdio::null())
-            .status();
+        self.shell(window, size, &cmd);
     }
 }
 

@@ -434,9 +434,11 @@ fn a_required_text_cannot_be_empty() {
 }
 
 #[test]
-fn pause_and_resume_the_selected_workflow() {
+fn pause_and_resume_the_selected_workflow_or_destination() {
+    use settle::ledger::Pausable;
     let mut app = loaded(3, false);
     app.update(key('P'));
+    app.update(key('w'));
     for c in "maint".chars() {
         app.update(key(c));
     }
@@ -445,18 +447,51 @@ fn pause_and_resume_the_selected_workflow() {
     assert_eq!(
         fx,
         vec![Effect::Pause {
-            workflow: "onboarding".into(),
+            what: Pausable::Workflow,
+            name: "onboarding".into(),
             reason: "maint".into()
         }]
     );
     let mut app = loaded(3, false);
     app.rows[0].workflow_paused = true;
     app.update(key('P'));
+    app.update(key('w'));
     let fx = app.update(key('y'));
     assert_eq!(
         fx,
         vec![Effect::Resume {
-            workflow: "onboarding".into()
+            what: Pausable::Workflow,
+            name: "onboarding".into()
+        }]
+    );
+    // d: the item's destination, paused with a reason, and resumed when paused
+    let mut app = loaded(3, false);
+    let dest = app.rows[0].destination.clone();
+    app.update(key('P'));
+    app.update(key('d'));
+    for c in "outage".chars() {
+        app.update(key(c));
+    }
+    app.update(code(KeyCode::Enter));
+    let fx = app.update(key('y'));
+    assert_eq!(
+        fx,
+        vec![Effect::Pause {
+            what: Pausable::Destination,
+            name: dest.clone(),
+            reason: "outage".into()
+        }]
+    );
+    let mut app = loaded(3, false);
+    app.rows[0].destination_paused = true;
+    app.update(key('P'));
+    app.update(key('d'));
+    let fx = app.update(key('y'));
+    assert_eq!(
+        fx,
+        vec![Effect::Resume {
+            what: Pausable::Destination,
+            name: dest
         }]
     );
 }

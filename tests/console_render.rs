@@ -438,6 +438,27 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     let help = render(&app, 80, 24);
     assert!(help.contains("open the event's operation"), "{help}");
     assert!(!help.contains("release your claim"), "{help}");
+    // a viewer's help lists no action key, an operator's no lead's key (SPEC 17)
+    let mut app = console(&f, "alice").await;
+    app.role = settle::domain::Role::Viewer;
+    press(&mut app, &f, key('?')).await;
+    let help = render(&app, 80, 24);
+    assert!(help.contains("You are a viewer"), "{help}");
+    for gone in ["claim the item", "close:", "Space", "pause", "reveal"] {
+        assert!(!help.contains(gone), "{gone} offered to a viewer:\n{help}");
+    }
+    insta::assert_snapshot!("help_viewer_80x24", help);
+    let mut app = console(&f, "alice").await;
+    app.role = settle::domain::Role::Operator;
+    press(&mut app, &f, key('?')).await;
+    let help = render(&app, 80, 24);
+    assert!(help.contains("claim the item"), "{help}");
+    for gone in ["take over", "pause", "reveal"] {
+        assert!(
+            !help.contains(gone),
+            "{gone} offered to an operator:\n{help}"
+        );
+    }
     let mut app = console(&f, "alice").await;
     press(&mut app, &f, key('c')).await;
     insta::assert_snapshot!("confirm_claim_80x24", render(&app, 80, 24));

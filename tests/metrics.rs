@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
 use common::TestDb;
+use common::parse_prometheus as parse;
 use serde_json::json;
 use settle::ledger::Pausable;
 use settle::{AttemptReport, Intent, Ledger, Outcome};
@@ -22,37 +22,6 @@ async fn serve(ledger: Ledger, sessions: usize) -> String {
         let _ = axum::serve(listener, router).await;
     });
     format!("http://{addr}")
-}
-
-/// The text format: `# HELP`/`# TYPE` lines, then `name{k="v",...} value` samples.
-fn parse(text: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
-    let mut samples = Vec::new();
-    let mut typed = std::collections::BTreeSet::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').unwrap();
-            assert_eq!(kind, "gauge", "{line}");
-            typed.insert(name.to_string());
-            continue;
-        }
-        if line.starts_with("# HELP ") || line.is_empty() {
-            continue;
-        }
-        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
-        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
-        let (name, labels) = match series.split_once('{') {
-            Some((n, l)) => (n, l.strip_suffix('}').unwrap_or_else(|| panic!("{line}"))),
-            None => (series, ""),
-        };
-        assert!(typed.contains(name), "{name} has no TYPE line");
-        let mut map = BTreeMap::new();
-        for pair in labels.split("\",").filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
-            map.insert(k.to_string(), v.trim_end_matches('"').to_string());
-        }
-        samples.push((name.to_string(), map, value));
-    }
-    samples
 }
 
 fn intent(key: &str, workflow: &str, dest: &str) -> Intent {

@@ -903,14 +903,14 @@ async fn execute(cli: Cli) -> Result<i32> {
             idle: duration_arg(
                 "--idle-timeout",
                 idle_timeout,
-                Duration::from_secs(61),
+                Duration::from_secs(1),
                 Duration::from_secs(7 * 86_400),
             )?,
             config_path: Config::discover_path(cli.config.as_deref()),
         };
         crate::serve::Operators::from_config(&config)?;
         let ledger =
-            Ledger::open_console(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+            Ledger::open_server(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
         tracing::info!(command = "serve", "start");
         let result = crate::serve::run(ledger.clone(), options).await;
         ledger.close().await;

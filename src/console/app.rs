@@ -124,12 +124,15 @@ pub enum Effect {
         key: String,
         action: StaffAction,
     },
+    /// Pause a workflow or a destination (a lead's).
     Pause {
-        workflow: String,
+        what: crate::ledger::Pausable,
+        name: String,
         reason: String,
     },
     Resume {
-        workflow: String,
+        what: crate::ledger::Pausable,
+        name: String,
     },
     /// Every key the view and filter match (`A`: the whole set in the database).
     MarkAll {
@@ -969,6 +972,9 @@ impl App {
     /// handler): an action's only when the ledger offers it to this operator on this item.
     pub fn applies(&self, b: &super::keymap::Binding) -> bool {
         use super::keymap::When;
+        if !self.may(b) {
+            return false;
+        }
         let row = self.selected_row().filter(|_| self.online);
         match b.when {
             When::Always => true,

@@ -80,6 +80,10 @@ pub struct Form {
     pub pace: Option<std::time::Duration>,
     /// A reveal: the field chosen (a dotted path of the payload).
     pub field: Option<String>,
+    /// `P`: the item's workflow and destination (key, which, name, paused now); once chosen,
+    /// `pausing` names the one.
+    pub pause_choices: Vec<(char, crate::ledger::Pausable, String, bool)>,
+    pub pausing: Option<crate::ledger::Pausable>,
 }
 
 impl ActionKind {
@@ -117,6 +121,8 @@ impl Form {
             preview: None,
             pace: None,
             field: None,
+            pause_choices: Vec::new(),
+            pausing: None,
         }
     }
 }
@@ -219,22 +225,40 @@ impl App {
             return Vec::new();
         }
         let offered = |o: Offer| row.actions.contains(o);
-        let (kind, step) = match first_step(c, offered, None) {
-            Some(first) => first,
-            None if row.workflow_paused => (ActionKind::Resume, FormStep::Confirm),
-            None => (
+        let Some((kind, step)) = first_step(c, offered, None) else {
+            // P: the item's workflow or its destination, paused or resumed (a lead's; SPEC 17)
+            use crate::ledger::Pausable;
+            let choices = vec![
+                (
+                    'w',
+                    Pausable::Workflow,
+                    row.workflow.clone(),
+                    row.workflow_paused,
+                ),
+                (
+                    'd',
+                    Pausable::Destination,
+                    row.destination.clone(),
+                    row.destination_paused,
+                ),
+            ];
+            let options = choices
+                .iter()
+                .map(|(k, what, name, paused)| {
+                    let verb = if *paused { "resume" } else { "pause" };
+                    (*k, format!("{verb} {} {name}", what.noun()))
+                })
+                .collect();
+            let mut form = Form::new(
                 ActionKind::Pause,
-                FormStep::Text {
-                    label: "reason for pausing",
-                    required: true,
-                },
-            ),
+                row.key.clone(),
+                FormStep::Choose(options),
+            );
+            form.pause_choices = choices;
+            self.mode = Mode::Form(Box::new(form));
+            return Vec::new();
         };
-        let target = if matches!(kind, ActionKind::Pause | ActionKind::Resume) {
-            row.workflow.clone()
-        } else {
-            row.key.clone()
-        };
+        let target = row.key.clone();
         let hint = (kind == ActionKind::Retry && row.state == State::Rejected).then(|| {
             format!(
                 "{} rejected it before and may reject it again",
@@ -292,6 +316,23 @@ impl App {
                     return Vec::new();
                 };
                 match form.kind {
+                    ActionKind::Pause => {
+                        if let Some((_, what, name, paused)) =
+                            form.pause_choices.iter().find(|(k, ..)| *k == c).cloned()
+                        {
+                            form.pausing = Some(what);
+                            form.target = name;
+                            if paused {
+                                form.kind = ActionKind::Resume;
+                                form.step = FormStep::Confirm;
+                            } else {
+                                form.step = FormStep::Text {
+                                    label: "reason for pausing",
+                                    required: true,
+                                };
+                            }
+                        }
+                    }
                     ActionKind::Reveal => {
                         form.field = options
                             .iter()
@@ -402,10 +443,14 @@ impl App {
         let text = form.text.clone().unwrap_or_default();
         match (form.kind.clone(), form.staff_action()) {
             (ActionKind::Pause, _) => vec![Effect::Pause {
-                workflow: key,
+                what: form.pausing.unwrap_or(crate::ledger::Pausable::Workflow),
+                name: key,
                 reason: text,
             }],
-            (ActionKind::Resume, _) => vec![Effect::Resume { workflow: key }],
+            (ActionKind::Resume, _) => vec![Effect::Resume {
+                what: form.pausing.unwrap_or(crate::ledger::Pausable::Workflow),
+                name: key,
+            }],
             (ActionKind::Reveal, _) => {
                 self.set_status("revealing…", false);
                 vec![Effect::Reveal {

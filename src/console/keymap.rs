@@ -213,7 +213,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding {
         keys: "P",
         label: "pause",
-        help: "pause / resume the item's workflow",
+        help: "pause / resume the item's workflow or destination",
         when: When::Lead,
         footer: true,
         offers: &[],

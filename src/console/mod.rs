@@ -324,18 +324,24 @@ async fn run_effect_with(
                 Err(e) => Err(format!("refused: {e}")),
             })
         }
-        Effect::Pause { workflow, reason } => {
-            Msg::Acted(match ledger.pause(&workflow, &reason, operator).await {
-                Ok(true) => Ok(format!("workflow {workflow} paused")),
-                Ok(false) => Ok(format!("workflow {workflow} was already paused")),
+        Effect::Pause { what, name, reason } => {
+            let it = format!("{} {name}", what.noun());
+            Msg::Acted(
+                match ledger.pause_one(what, &name, &reason, operator).await {
+                    Ok(true) => Ok(format!("{it} paused")),
+                    Ok(false) => Ok(format!("{it} was already paused")),
+                    Err(e) => Err(format!("refused: {e}")),
+                },
+            )
+        }
+        Effect::Resume { what, name } => {
+            let it = format!("{} {name}", what.noun());
+            Msg::Acted(match ledger.resume_one(what, &name, operator).await {
+                Ok(true) => Ok(format!("{it} resumed")),
+                Ok(false) => Ok(format!("{it} was not paused")),
                 Err(e) => Err(format!("refused: {e}")),
             })
         }
-        Effect::Resume { workflow } => Msg::Acted(match ledger.resume(&workflow, operator).await {
-            Ok(true) => Ok(format!("workflow {workflow} resumed")),
-            Ok(false) => Ok(format!("workflow {workflow} was not paused")),
-            Err(e) => Err(format!("refused: {e}")),
-        }),
         Effect::MarkAll { seq, filter } => Msg::Marked {
             seq,
             keys: ledger.matching_keys(&filter, operator).await.map_err(s),

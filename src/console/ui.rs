@@ -890,8 +890,17 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         super::app::ActionKind::Retry => "Retry",
         super::app::ActionKind::Close => "Close",
         super::app::ActionKind::Note => "Note on",
-        super::app::ActionKind::Pause => "Pause workflow",
-        super::app::ActionKind::Resume => "Resume workflow",
+        super::app::ActionKind::Pause | super::app::ActionKind::Resume => match form.pausing {
+            None => "Pause or resume, for",
+            Some(crate::ledger::Pausable::Workflow)
+                if form.kind == super::app::ActionKind::Pause =>
+            {
+                "Pause workflow"
+            }
+            Some(crate::ledger::Pausable::Workflow) => "Resume workflow",
+            Some(_) if form.kind == super::app::ActionKind::Pause => "Pause destination",
+            Some(_) => "Resume destination",
+        },
         super::app::ActionKind::Reveal => "Reveal a field of",
     };
     let mut lines = vec![Line::from(Span::styled(

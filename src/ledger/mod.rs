@@ -170,6 +170,11 @@ impl Ledger {
         Ledger::open_with(url, config, store::Profile::Console).await
     }
 
+    /// Opens the ledger for `settle serve`: many consoles on one pool.
+    pub async fn open_server(url: &str, config: Config) -> Result<Ledger> {
+        Ledger::open_with(url, config, store::Profile::Server).await
+    }
+
     async fn open_with(url: &str, config: Config, profile: store::Profile) -> Result<Ledger> {
         let store = Store::open_with(url, profile).await?;
         Ok(Ledger {

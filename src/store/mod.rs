@@ -218,6 +218,7 @@ impl Store {
             Backend::Postgres => Pool::Postgres(
                 PgPoolOptions::new()
                     .max_connections(max)
+                    .idle_timeout(profile.idle_timeout())
                     // a server connection may have died since it was last used
                     .test_before_acquire(true)
                     .acquire_timeout(profile.acquire_timeout())

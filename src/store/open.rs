@@ -63,6 +63,9 @@ pub enum Profile {
     Batch,
     /// The console: small caches, few connections.
     Console,
+    /// `settle serve`: many consoles on one pool (one session's bulk action must not starve the
+    /// others), the console's quick notice of an outage.
+    Server,
 }
 
 impl Profile {
@@ -71,14 +74,24 @@ impl Profile {
     pub(super) fn acquire_timeout(self) -> Duration {
         match self {
             Profile::Batch => Duration::from_secs(5),
-            Profile::Console => Duration::from_secs(2),
+            Profile::Console | Profile::Server => Duration::from_secs(2),
+        }
+    }
+
+    /// How long an unused PostgreSQL connection is kept: a server nobody is logged in to holds
+    /// none but its listener's.
+    pub(super) fn idle_timeout(self) -> Option<Duration> {
+        match self {
+            Profile::Server => Some(Duration::from_secs(10)),
+            // sqlx's default
+            Profile::Batch | Profile::Console => Some(Duration::from_secs(600)),
         }
     }
 
     /// `PRAGMA cache_size` in KiB (negative, as SQLite reads it).
     pub(super) fn sqlite_cache(self) -> &'static str {
         match self {
-            Profile::Batch => "-2000",
+            Profile::Batch | Profile::Server => "-2000",
             Profile::Console => "-256",
         }
     }
@@ -86,6 +99,8 @@ impl Profile {
     pub(super) fn connections(self, backend: Backend) -> u32 {
         match (self, backend) {
             (Profile::Console, _) => 2,
+            (Profile::Server, Backend::Sqlite) => 4,
+            (Profile::Server, Backend::Postgres) => 8,
             (Profile::Batch, Backend::Sqlite) => 4,
             (Profile::Batch, Backend::Postgres) => 8,
         }

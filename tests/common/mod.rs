@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod tmux;
+
 use settle::Config;
 use sqlx::Connection;
 
@@ -568,4 +570,37 @@ pub fn bench_server() -> Option<String> {
     std::env::var("SETTLE_BENCH_DB")
         .ok()
         .filter(|u| u.starts_with("postgres"))
+}
+
+/// The text format: `# HELP`/`# TYPE` lines, then `name{k="v",...} value` samples.
+pub fn parse_prometheus(
+    text: &str,
+) -> Vec<(String, std::collections::BTreeMap<String, String>, f64)> {
+    let mut samples = Vec::new();
+    let mut typed = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert_eq!(kind, "gauge", "{line}");
+            typed.insert(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').unwrap_or_else(|| panic!("{line}"))),
+            None => (series, ""),
+        };
+        assert!(typed.contains(name), "{name} has no TYPE line");
+        let mut map = std::collections::BTreeMap::new();
+        for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
+            map.insert(k.to_string(), v.trim_end_matches('"').to_string());
+        }
+        samples.push((name.to_string(), map, value));
+    }
+    samples
 }
