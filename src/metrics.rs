@@ -1,5 +1,5 @@
 //! Metrics for on-call alerting (SPEC 17): Prometheus text at `/metrics` and `/healthz`, from
-//! the counters schema 7 keeps and one walk of the exceptions' index, so a scrape stays cheap at
+//! the counters schema 8 keeps and first entries of the exceptions' index, so a scrape stays cheap at
 //! a million operations. `settle serve --metrics ADDR` serves [`router`].
 
 use std::fmt::Write;
@@ -28,7 +28,7 @@ fn family(out: &mut String, name: &str, help: &str) {
 pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
     let now = ledger.now();
     let stats = ledger.stats().await?;
-    let groups = ledger.exceptions_by_workflow().await?;
+    let (groups, oldest) = ledger.exceptions_by_workflow().await?;
     let dispatchers = ledger.dispatchers().await?;
     let mut out = String::new();
     family(
@@ -36,7 +36,7 @@ pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
         "settle_exceptions",
         "Exceptions now, by workflow and state.",
     );
-    for (workflow, state, n, _) in &groups {
+    for (workflow, state, n) in &groups {
         let _ = writeln!(
             out,
             "settle_exceptions{{workflow=\"{}\",state=\"{}\"}} {n}",
@@ -44,18 +44,13 @@ pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
             state.as_str()
         );
     }
-    let mut oldest: std::collections::BTreeMap<&str, i64> = Default::default();
-    for (workflow, _, _, since) in &groups {
-        let age = (now - *since).num_seconds().max(0);
-        let e = oldest.entry(workflow.as_str()).or_insert(age);
-        *e = (*e).max(age);
-    }
     family(
         &mut out,
         "settle_oldest_exception_seconds",
         "How long the oldest exception of each workflow has waited.",
     );
-    for (workflow, age) in oldest {
+    for (workflow, since) in &oldest {
+        let age = (now - *since).num_seconds().max(0);
         let _ = writeln!(
             out,
             "settle_oldest_exception_seconds{{workflow=\"{}\"}} {age}",

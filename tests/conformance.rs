@@ -1509,12 +1509,36 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
             .unwrap()
             .len() as i64;
         assert_eq!(stats.exceptions, exceptions, "{when}: exceptions");
+        // by workflow and state too (schema 8; the metrics read them)
+        let (groups, _) = l.exceptions_by_workflow().await.unwrap();
+        assert_eq!(
+            groups.iter().map(|(_, _, n)| n).sum::<i64>(),
+            exceptions,
+            "{when}: by workflow"
+        );
+        for (workflow, state, n) in &groups {
+            let filter = ListFilter {
+                scope: Scope::All,
+                query: settle::domain::filter::Filter::parse(&format!(
+                    "wf:{workflow} state:{}",
+                    state.as_str()
+                ))
+                .unwrap(),
+                ..Default::default()
+            };
+            let counted = l.matching_keys(&filter, "alice").await.unwrap().len() as i64;
+            assert_eq!(*n, counted, "{when}: {workflow} {state:?}");
+        }
     };
     check("empty").await;
     for i in 0..12 {
         let k = format!("c-{i}");
+        let workflow = ["onboarding", "crm-sync"][i / 6];
         l.record(
-            &intent(&k, ["sms", "crm", "projects"][i % 3], json!({"i": i})),
+            &Intent {
+                workflow: workflow.into(),
+                ..intent(&k, ["sms", "crm", "projects"][i % 3], json!({"i": i}))
+            },
             "bot",
         )
         .await

@@ -552,8 +552,12 @@ impl Ledger {
         self.store.refresh_stale_statistics().await
     }
 
-    /// The exceptions now by workflow and state, with each group's oldest start (metrics).
-    pub async fn exceptions_by_workflow(&self) -> Result<Vec<(String, State, i64, DateTime<Utc>)>> {
+    /// The exceptions now by workflow and state, and each workflow's oldest exception's start
+    /// (metrics).
+    #[allow(clippy::type_complexity)]
+    pub async fn exceptions_by_workflow(
+        &self,
+    ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
         self.store.exceptions_by_workflow(self.now()).await
     }
 

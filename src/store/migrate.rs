@@ -50,10 +50,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0007_state_counts.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0007_state_counts.sql"),
     },
+    Migration {
+        version: 8,
+        sqlite: include_str!("../../assets/migrations/sqlite/0008_counts_by_workflow.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0008_counts_by_workflow.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

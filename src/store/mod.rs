@@ -291,11 +291,12 @@ impl Store {
         let Pool::Postgres(p) = &self.pool else {
             return Ok(());
         };
-        // the state counters' rows of differences, folded into one row per state (readers sum
-        // them; rows appended meanwhile are not deleted and keep counting)
+        // the state counters' rows of differences, folded into one row per workflow and state
+        // (readers sum them; rows appended meanwhile are not deleted and keep counting)
         sqlx::query(
-            "WITH d AS (DELETE FROM state_counts RETURNING state, n) \
-             INSERT INTO state_counts (state, n) SELECT state, SUM(n) FROM d GROUP BY state",
+            "WITH d AS (DELETE FROM state_counts RETURNING workflow, state, n) \
+             INSERT INTO state_counts (workflow, state, n) SELECT workflow, state, SUM(n) FROM d \
+             GROUP BY workflow, state HAVING SUM(n) <> 0",
         )
         .execute(p)
         .await

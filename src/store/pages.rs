@@ -347,28 +347,64 @@ impl Store {
         .await
     }
 
-    /// The exceptions now by workflow and state, with each group's oldest (SPEC 17's metrics):
-    /// one walk of the exceptions' partial index.
+    /// The exceptions now by workflow and state (SPEC 17's metrics): the counters of the
+    /// exception states (schema 8) and the attempts in flight past their timeout (a range of the
+    /// exceptions' index by state); and each workflow's oldest exception (the first entry of its
+    /// range of the exceptions' index by workflow). Nothing reads the operations at large.
     pub(crate) async fn exceptions_by_workflow(
         &self,
         now: DateTime<Utc>,
-    ) -> Result<Vec<(String, State, i64, DateTime<Utc>)>> {
-        let stmt = Stmt::new(
-            "SELECT workflow, state, COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
-             WHERE exception_since IS NOT NULL AND exception_since <= $1 \
-             GROUP BY workflow, state ORDER BY workflow, state",
+    ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
+        let exception_states = State::ALL
+            .iter()
+            .filter(|s| s.is_exception())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let counts = Stmt::new(
+            format!(
+                "SELECT workflow, state, CAST(SUM(n) AS BIGINT) AS n FROM state_counts \
+                 WHERE state IN ({exception_states}) GROUP BY workflow, state HAVING SUM(n) > 0 \
+                 UNION ALL \
+                 SELECT workflow, state, COUNT(*) AS n FROM operations WHERE state = 'in_flight' \
+                 AND exception_since IS NOT NULL AND exception_since <= $1 GROUP BY workflow, state \
+                 ORDER BY workflow, state"
+            ),
             vec![Cell::Int(Some(ms(now)))],
         );
-        stmt.rows(self.conn().await?.db(), |r| {
-            let s: String = get(r, "state")?;
-            Ok((
-                get(r, "workflow")?,
-                State::parse(&s).map_err(Error::Unavailable)?,
-                get(r, "n")?,
-                time(get(r, "oldest")?),
-            ))
-        })
-        .await
+        let oldest = Stmt::new(
+            "SELECT w.workflow, (SELECT MIN(o.exception_since) FROM operations o \
+               WHERE o.workflow = w.workflow AND o.exception_since IS NOT NULL \
+               AND o.exception_since <= $1) AS oldest \
+             FROM (SELECT DISTINCT workflow FROM state_counts) w ORDER BY w.workflow",
+            vec![Cell::Int(Some(ms(now)))],
+        );
+        let mut conn = self.conn().await?;
+        let counts = counts
+            .rows(conn.db(), |r| {
+                let s: String = get(r, "state")?;
+                Ok((
+                    get(r, "workflow")?,
+                    State::parse(&s).map_err(Error::Unavailable)?,
+                    get(r, "n")?,
+                ))
+            })
+            .await?;
+        let oldest = oldest
+            .rows(conn.db(), |r| {
+                Ok((
+                    get::<String>(r, "workflow")?,
+                    get::<Option<i64>>(r, "oldest")?.map(time),
+                ))
+            })
+            .await?;
+        Ok((
+            counts,
+            oldest
+                .into_iter()
+                .filter_map(|(w, t)| Some((w, t?)))
+                .collect(),
+        ))
     }
 
     /// How many live claims `who` holds.
