@@ -495,7 +495,7 @@ impl russh::server::Handler for Conn {
         session: &mut Session,
     ) -> std::result::Result<(), Self::Error> {
         if let Some(c) = self.channels.get_mut(&channel) {
-            c.size = Some((clamp(width), clamp(height)));
+            c.size = Some(size(width, height));
         }
         session.channel_success(channel)?;
         Ok(())
@@ -529,7 +529,7 @@ impl russh::server::Handler for Conn {
         _session: &mut Session,
     ) -> std::result::Result<(), Self::Error> {
         if let Some(c) = self.channels.get_mut(&channel) {
-            let (width, height) = (clamp(width), clamp(height));
+            let (width, height) = size(width, height);
             c.size = Some((width, height));
             if let Some(tx) = &c.input {
                 let _ = tx.send(Input::Resize { width, height });
@@ -669,8 +669,11 @@ impl russh::server::Handler for Conn {
     }
 }
 
-fn clamp(n: u32) -> u16 {
-    n.clamp(1, 1000) as u16
+/// A window size from the client: zero means it did not say (`ssh -tt` without a local
+/// terminal; RFC 4254 lets it), and the console then draws 80x24, its design size.
+fn size(width: u32, height: u32) -> (u16, u16) {
+    let pick = |n: u32, default: u16| if n == 0 { default } else { n.min(1000) as u16 };
+    (pick(width, 80), pick(height, 24))
 }
 
 fn too_many(limit: usize) -> String {
@@ -700,6 +703,8 @@ struct Screen {
 struct ChannelWriter {
     tx: UnboundedSender<Vec<u8>>,
     buf: Vec<u8>,
+    /// The last frame sent left the cursor hidden (so an idle frame would change nothing).
+    hidden: bool,
 }
 
 impl std::io::Write for ChannelWriter {
@@ -709,13 +714,25 @@ impl std::io::Write for ChannelWriter {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        if self.buf.is_empty() {
+        // a frame that changed no cell still resets the colours and hides the cursor, which
+        // every frame leaves so: sent 7 times a second by the tick, it is noise on a slow link
+        if self.buf.is_empty() || (self.hidden && idle_frame(&self.buf)) {
+            self.buf.clear();
             return Ok(());
         }
+        self.hidden = self.buf.ends_with(b"\x1b[?25l");
         self.tx
             .send(std::mem::take(&mut self.buf))
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
     }
+}
+
+/// What ratatui's crossterm backend writes for a frame with no change: the style reset and the
+/// hidden cursor, which the previous frame already left.
+const IDLE_FRAME: &[u8] = b"\x1b[39m\x1b[49m\x1b[59m\x1b[0m\x1b[?25l";
+
+fn idle_frame(buf: &[u8]) -> bool {
+    buf.chunks(IDLE_FRAME.len()).all(|c| c == IDLE_FRAME)
 }
 
 /// One console session over a channel, from its first frame to its exit status.
@@ -741,6 +758,7 @@ async fn console(
     let mut w = ChannelWriter {
         tx,
         buf: Vec::new(),
+        hidden: false,
     };
     let _ = execute!(
         w,
@@ -828,4 +846,46 @@ async fn exec(ledger: Ledger, who: Identity, command: String, handle: Handle, ch
     let code = crate::out::capture(sink, crate::cli::remote(ledger, &who, &command)).await;
     let _ = sender.await;
     end(&handle, channel, code as u32).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_size_is_80x24_and_a_huge_one_is_bounded() {
+        assert_eq!(size(0, 0), (80, 24));
+        assert_eq!(size(120, 0), (120, 24));
+        assert_eq!(size(100_000, 40), (1000, 40));
+    }
+
+    #[test]
+    fn a_frame_that_changes_nothing_is_not_sent() {
+        let (tx, mut rx) = unbounded_channel();
+        let mut w = ChannelWriter {
+            tx,
+            buf: Vec::new(),
+            hidden: false,
+        };
+        use std::io::Write;
+        // the first hides the cursor: sent
+        w.write_all(IDLE_FRAME).unwrap();
+        w.flush().unwrap();
+        assert_eq!(rx.try_recv().unwrap(), IDLE_FRAME);
+        w.write_all(IDLE_FRAME).unwrap();
+        w.write_all(IDLE_FRAME).unwrap();
+        w.flush().unwrap();
+        assert!(rx.try_recv().is_err());
+        w.write_all(b"\x1b[2;3Hx").unwrap();
+        w.write_all(IDLE_FRAME).unwrap();
+        w.flush().unwrap();
+        assert_eq!(rx.try_recv().unwrap().len(), 7 + IDLE_FRAME.len());
+        // after a frame that showed the cursor, hiding it again is a change
+        w.write_all(b"\x1b[?25h").unwrap();
+        w.flush().unwrap();
+        assert!(rx.try_recv().is_ok());
+        w.write_all(IDLE_FRAME).unwrap();
+        w.flush().unwrap();
+        assert_eq!(rx.try_recv().unwrap(), IDLE_FRAME);
+    }
 }
