@@ -30,7 +30,7 @@ use russh::keys::PrivateKey;
 use russh::keys::ssh_key::{HashAlg, LineEnding, PublicKey};
 use russh::server::{Auth, Handle, Msg, PublicKeyOffer, Session, VerifiedPublicKey};
 use russh::{Channel, ChannelId, MethodKind, MethodSet};
-use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender, unbounded_channel};
 use tokio::sync::watch;
 
 use crate::config::Config;
@@ -152,7 +152,9 @@ struct SessionEntry {
     fingerprint: String,
     name: String,
     role: Role,
-    input: Option<UnboundedSender<Input>>,
+    /// Weak: only the connection's handler keeps a console's input open, so a dropped
+    /// connection ends its console at once, whatever this list holds.
+    input: Option<WeakUnboundedSender<Input>>,
 }
 
 /// A place in [`Sessions`]; dropping it frees the place.
@@ -189,7 +191,7 @@ impl Sessions {
                 fingerprint: who.fingerprint.clone(),
                 name: who.name.clone(),
                 role: who.role,
-                input,
+                input: input.map(|tx| tx.downgrade()),
             },
         );
         self.count.store(open.len(), Ordering::SeqCst);
@@ -207,7 +209,7 @@ impl Sessions {
             let same = operators
                 .lookup(&s.fingerprint)
                 .is_some_and(|(n, r)| *n == s.name && *r == s.role);
-            if !same && let Some(tx) = &s.input {
+            if !same && let Some(tx) = s.input.as_ref().and_then(|w| w.upgrade()) {
                 let _ = tx.send(Input::End(format!(
                     "{}'s key or role changed in the configuration; log in again",
                     s.name
@@ -851,6 +853,53 @@ async fn exec(ledger: Ledger, who: Identity, command: String, handle: Handle, ch
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn alice() -> Identity {
+        Identity {
+            name: "alice".into(),
+            role: Role::Operator,
+            fingerprint: "SHA256:a".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_list_of_sessions_never_keeps_a_dropped_connections_console_open() {
+        let sessions = Arc::new(Sessions::default());
+        let (tx, mut rx) = unbounded_channel::<Input>();
+        let guard = sessions.enter(&alice(), Some(tx.clone()), 2).unwrap();
+        assert_eq!(sessions.count.load(Ordering::SeqCst), 1);
+        // the handler's sender is the one that counts: dropped with the connection
+        drop(tx);
+        let ended = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        assert!(matches!(ended, Ok(None)), "the console's input ends");
+        drop(guard);
+        assert_eq!(sessions.count.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn a_removed_key_ends_its_console_and_the_limit_holds() {
+        let sessions = Arc::new(Sessions::default());
+        let (tx, mut rx) = unbounded_channel::<Input>();
+        let _a = sessions.enter(&alice(), Some(tx.clone()), 2).unwrap();
+        let _b = sessions.enter(&alice(), None, 2).unwrap();
+        assert!(sessions.enter(&alice(), None, 2).is_none(), "the limit");
+        let same = Operators(HashMap::from([(
+            "SHA256:a".to_string(),
+            ("alice".to_string(), Role::Operator),
+        )]));
+        assert_eq!(sessions.end_stale(&same), 0);
+        let promoted = Operators(HashMap::from([(
+            "SHA256:a".to_string(),
+            ("alice".to_string(), Role::Lead),
+        )]));
+        assert_eq!(
+            sessions.end_stale(&promoted),
+            1,
+            "a changed role ends it too"
+        );
+        assert!(matches!(rx.recv().await, Some(Input::End(_))));
+        assert_eq!(sessions.end_stale(&Operators::default()), 1);
+    }
 
     #[test]
     fn an_unknown_size_is_80x24_and_a_huge_one_is_bounded() {
