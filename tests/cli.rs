@@ -879,3 +879,74 @@ fn reconcile_from_the_destinations_records() {
     ok(&r);
     assert!(r.stdout.contains("reconcile: 1 done"), "{}", r.stdout);
 }
+
+/// `settle report` (SPEC 18): the JSON document's fields, the text a person pastes, and a bad
+/// window refused in one line.
+#[test]
+fn the_report_says_what_the_review_holds() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, d) = (db.url.as_str(), dir.path());
+    for (key, wf) in [("rp-1", "onboarding"), ("rp-2", "crm-sync")] {
+        ok(&settle(
+            url,
+            d,
+            &[
+                "record",
+                "--key",
+                key,
+                "--workflow",
+                wf,
+                "--destination",
+                "sms",
+                "--action",
+                "a",
+                "--payload",
+                "{}",
+            ],
+        ));
+        ok(&settle(
+            url,
+            d,
+            &[
+                "attempt",
+                "--key",
+                key,
+                "--outcome",
+                "unknown",
+                "--error",
+                "timeout",
+            ],
+        ));
+    }
+    let r = settle(url, d, &["report", "--json", "--since", "30d"]);
+    ok(&r);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["window_seconds"], 30 * 86_400);
+    assert_eq!(v["open_exceptions"], 2);
+    assert_eq!(
+        v["age_buckets"][0],
+        serde_json::json!({"bucket": "<1h", "count": 2})
+    );
+    assert_eq!(v["per_day"].as_array().unwrap().len(), 30);
+    assert_eq!(v["per_day"][29]["opened"], 2);
+    assert_eq!(v["by_workflow"]["onboarding"]["unknown"], 1);
+    assert_eq!(v["by_destination"]["sms"]["open"], 2);
+    assert_eq!(
+        v["duplicates"],
+        serde_json::json!({"cleaned_up": 0, "conflicts": 0, "prevented": 0})
+    );
+    let r = settle(url, d, &["report", "--workflow", "crm-sync"]);
+    ok(&r);
+    assert!(
+        r.stdout
+            .contains("settle report: workflow crm-sync, the last 7 days"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("open exceptions 1"), "{}", r.stdout);
+    assert!(!r.stdout.contains("onboarding"), "{}", r.stdout);
+    for bad in ["0s", "soon", "4000d"] {
+        one_line(&settle(url, d, &["report", "--since", bad]), 2, bad);
+    }
+}

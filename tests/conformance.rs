@@ -1592,6 +1592,198 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
     check("an attempt in flight past its timeout").await;
 }
 
+/// SPEC 18's review on a known history (issue 14 acceptance 1): exceptions opened and resolved at
+/// chosen times, a conflict, a close as `duplicate_cleaned_up`, unknowns found by a reconcile and
+/// by a lookup, an automatic pause; every number of `report --json` (the review serialized)
+/// checked for a 7-day and a 1-day window.
+async fn the_review_counts_what_happened(db: &TestDb) {
+    use settle::ledger::ReviewScope;
+    let d0 = DateTime::parse_from_rfc3339("2026-06-10T00:00:00Z")
+        .unwrap()
+        .with_timezone(&Utc);
+    let (l, clock) = ledger_at(db, d0 + TimeDelta::hours(1)).await;
+    let at = |t: DateTime<Utc>| *clock.lock().unwrap() = t;
+    let rec = async |key: &str, workflow: &str, dest: &str, payload: serde_json::Value| {
+        let mut it = intent(key, dest, payload);
+        it.workflow = workflow.into();
+        l.record(&it, "bot").await.unwrap()
+    };
+    // D0 01:00: two unknowns and a rejection at sms, an unknown at crm, a pending c-1 at crm
+    for k in ["u-1", "u-2"] {
+        rec(k, "onboarding", "sms", json!({})).await;
+        l.report_attempt(&outcome(k, Outcome::Unknown, Some("timeout")), "bot")
+            .await
+            .unwrap();
+    }
+    rec("r-1", "onboarding", "sms", json!({})).await;
+    l.report_attempt(&outcome("r-1", Outcome::Rejected, Some("dup")), "bot")
+        .await
+        .unwrap();
+    rec("l-1", "onboarding", "crm", json!({})).await;
+    l.report_attempt(&outcome("l-1", Outcome::Unknown, Some("timeout")), "bot")
+        .await
+        .unwrap();
+    assert_eq!(state(&l, "l-1").await, State::Unknown);
+    rec("c-1", "onboarding", "crm", json!({"v": 1})).await;
+    // D0 03:00: u-1 found by a person (2 h); D0 05:00: l-1 found by lookup (4 h)
+    at(d0 + TimeDelta::hours(3));
+    claim(&l, "u-1", "alice").await.unwrap();
+    l.staff(
+        "u-1",
+        "alice",
+        StaffAction::ReconcileFound {
+            reference: "T-1".into(),
+            note: None,
+        },
+    )
+    .await
+    .unwrap();
+    at(d0 + TimeDelta::hours(5));
+    l.lookup("l-1", Some("CRM-9".into())).await.unwrap();
+    assert_eq!(state(&l, "l-1").await, State::Succeeded);
+    // D1 02:00: r-1 closed as a duplicate cleaned up (25 h); c-1 conflicts; guarded pauses itself
+    let t3 = d0 + TimeDelta::hours(26);
+    at(t3);
+    claim(&l, "r-1", "alice").await.unwrap();
+    l.staff(
+        "r-1",
+        "alice",
+        StaffAction::Close {
+            resolution: Resolution::DuplicateCleanedUp,
+            reference: None,
+            superseded_by: None,
+            note: "deleted the second task".into(),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        rec("c-1", "onboarding", "crm", json!({"v": 2})).await,
+        Recorded::Conflict
+    );
+    for i in 0..3 {
+        let k = format!("g-{i}");
+        rec(&k, "guarded", "sms", json!({})).await;
+        l.report_attempt(&outcome(&k, Outcome::Rejected, Some("bad")), "bot")
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        l.stats().await.unwrap().paused_workflows,
+        vec!["guarded".to_string()]
+    );
+    // D2 11:30: one more unknown; the review is asked at D2 12:00
+    let now = d0 + TimeDelta::hours(60);
+    at(now - TimeDelta::minutes(30));
+    rec("n-1", "onboarding", "sms", json!({})).await;
+    l.report_attempt(&outcome("n-1", Outcome::Unknown, Some("timeout")), "bot")
+        .await
+        .unwrap();
+    at(now);
+    let since_t1 = 2 * 86_400 + 11 * 3600;
+    let since_t3 = 34 * 3600;
+    let buckets = |counts: [i64; 6]| {
+        json!(
+            ["<1h", "1h-4h", "4h-24h", "1d-3d", "3d-7d", ">7d"]
+                .iter()
+                .zip(counts)
+                .map(|(b, c)| json!({"bucket": b, "count": c}))
+                .collect::<Vec<_>>()
+        )
+    };
+    let group = |open, oldest, unknown, resolved, p50: Option<i64>, p90: Option<i64>, auto| {
+        json!({"open": open, "oldest_seconds": oldest, "unknown": unknown, "resolved": resolved,
+               "resolve_p50_seconds": p50, "resolve_p90_seconds": p90, "auto_pauses": auto})
+    };
+    let week = serde_json::to_value(
+        l.review(
+            std::time::Duration::from_secs(7 * 86_400),
+            &ReviewScope::default(),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let days = |d: &[(&str, i64, i64)]| {
+        json!(
+            d.iter()
+                .map(|(day, o, r)| json!({"day": day, "opened": o, "resolved": r}))
+                .collect::<Vec<_>>()
+        )
+    };
+    let expected = json!({
+        "window_seconds": 7 * 86_400,
+        "open_exceptions": 6,
+        "age_buckets": buckets([1, 0, 0, 5, 0, 0]),
+        "per_day": days(&[
+            ("2026-06-06", 0, 0), ("2026-06-07", 0, 0), ("2026-06-08", 0, 0), ("2026-06-09", 0, 0),
+            ("2026-06-10", 4, 2), ("2026-06-11", 4, 1), ("2026-06-12", 1, 0),
+        ]),
+        "by_workflow": {
+            "onboarding": group(3, Some(since_t1), 2, 3, Some(14_400), Some(90_000), 0),
+            "guarded": group(3, Some(since_t3), 0, 0, None, None, 1),
+        },
+        "by_destination": {
+            "sms": group(5, Some(since_t1), 2, 2, Some(7_200), Some(90_000), 0),
+            "crm": group(1, Some(since_t3), 0, 1, Some(14_400), Some(14_400), 0),
+        },
+        "duplicates": {"cleaned_up": 1, "conflicts": 1, "prevented": 2},
+    });
+    let mut got = week.clone();
+    got.as_object_mut().unwrap().remove("at");
+    assert_eq!(got, expected, "7 days");
+    // the last day only: what happened before it is out of the window; what is open is not
+    let mut day = serde_json::to_value(
+        l.review(
+            std::time::Duration::from_secs(86_400),
+            &ReviewScope::default(),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    day.as_object_mut().unwrap().remove("at");
+    let expected = json!({
+        "window_seconds": 86_400,
+        "open_exceptions": 6,
+        "age_buckets": buckets([1, 0, 0, 5, 0, 0]),
+        "per_day": days(&[("2026-06-12", 1, 0)]),
+        "by_workflow": {
+            "onboarding": group(3, Some(since_t1), 2, 0, None, None, 0),
+            "guarded": group(3, Some(since_t3), 0, 0, None, None, 0),
+        },
+        "by_destination": {
+            "sms": group(5, Some(since_t1), 2, 0, None, None, 0),
+            "crm": group(1, Some(since_t3), 0, 0, None, None, 0),
+        },
+        "duplicates": {"cleaned_up": 0, "conflicts": 0, "prevented": 0},
+    });
+    assert_eq!(day, expected, "1 day");
+    // one workflow: its numbers only
+    let guarded = l
+        .review(
+            std::time::Duration::from_secs(7 * 86_400),
+            &ReviewScope {
+                workflow: Some("guarded".into()),
+                destination: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(guarded.open_exceptions, 3);
+    assert_eq!(
+        guarded.by_workflow.keys().collect::<Vec<_>>(),
+        vec!["guarded"]
+    );
+    assert_eq!(guarded.by_workflow["guarded"].auto_pauses, 1);
+    assert_eq!(guarded.duplicates.prevented, 0);
+    assert_eq!(
+        guarded.per_day.iter().map(|d| d.opened).sum::<i64>(),
+        3,
+        "{guarded:?}"
+    );
+}
+
 /// SPEC 17's roles, enforced in the ledger: a viewer takes no action, an operator works items
 /// (bulk up to `bulk_limit`) but neither takes a claim over nor pauses, a lead does all of it; a
 /// session acts under its operator's name only and its events hold the key's fingerprint.
@@ -1830,4 +2022,5 @@ both_backends!(
     the_retry_budget_is_shared_by_every_dispatcher,
     rounds_at_once_never_spend_more_than_the_budget,
     two_dispatchers_never_start_one_operation_twice,
+    the_review_counts_what_happened,
 );

@@ -386,7 +386,7 @@ fn keys_decide_who_logs_in(db: &TestDb) {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = s.exec("oper", &["claim", "s-1"]);
     assert_eq!(code, 2);
-    assert!(err.contains("stats, list and show"), "{err}");
+    assert!(err.contains("stats, list, show and report"), "{err}");
     assert!(show(&db.url, "s-1")["claimed_by"].is_null());
     // a console needs a terminal
     let (code, _, err) = s.exec("oper", &[]);

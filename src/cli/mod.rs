@@ -256,6 +256,17 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates (SPEC 18)
+    Report {
+        /// The window, ending now: e.g. 1d, 7d, 30d
+        #[arg(long, default_value = "7d", value_name = "DUR")]
+        since: String,
+        /// One workflow only
+        #[arg(long)]
+        workflow: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// The console over SSH for a team: operators log in with their keys (SPEC 17)
     Serve {
         /// Address for SSH (port 0 picks a free one; the first line printed says which)
@@ -365,10 +376,10 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
         return 2;
     }
     match &cli.command {
-        Some(Cmd::Stats { .. } | Cmd::List { .. } | Cmd::Show { .. }) => {}
+        Some(Cmd::Stats { .. } | Cmd::List { .. } | Cmd::Show { .. } | Cmd::Report { .. }) => {}
         _ => {
             crate::tell!(
-                "settle: over SSH this server answers stats, list and show; ssh -t opens the console for the rest"
+                "settle: over SSH this server answers stats, list, show and report; ssh -t opens the console for the rest"
             );
             return 2;
         }
@@ -956,6 +967,28 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 t.looked_up,
                 t.budget_waits
             );
+        }
+        Cmd::Report {
+            since,
+            workflow,
+            json,
+        } => {
+            let window = duration_arg(
+                "--since",
+                since,
+                Duration::from_secs(1),
+                crate::ledger::MAX_REVIEW_WINDOW,
+            )?;
+            let scope = crate::ledger::ReviewScope {
+                workflow: workflow.clone(),
+                destination: None,
+            };
+            let review = ledger.review(window, &scope).await?;
+            if *json {
+                output::json(&review);
+            } else {
+                output::review(&review, &scope);
+            }
         }
         Cmd::Init => {
             say!(

@@ -476,3 +476,77 @@ pub fn bulk_report(verb: &str, r: &crate::ledger::BulkReport, as_json: bool) {
         crate::tell!("  {}: {}", esc(why), esc(&keys.join(" ")));
     }
 }
+
+/// `settle report` as text (SPEC 18): what a person pastes into a post-release review.
+pub fn review(r: &crate::ledger::Review, scope: &crate::ledger::ReviewScope) {
+    let age = |s: Option<i64>| {
+        s.map_or("-".to_string(), |s| {
+            format_age(chrono::TimeDelta::seconds(s))
+        })
+    };
+    let of = match (&scope.workflow, &scope.destination) {
+        (Some(w), _) => format!("workflow {}", esc(w)),
+        (None, Some(d)) => format!("destination {}", esc(d)),
+        (None, None) => "all workflows".into(),
+    };
+    let window = match r.window_seconds {
+        86_400 => "day".to_string(),
+        s if s % 86_400 == 0 => format!("{} days", s / 86_400),
+        s => format_age(chrono::TimeDelta::seconds(s)),
+    };
+    say!(
+        "settle report: {of}, the last {window} to {}",
+        r.at.format("%Y-%m-%d %H:%M UTC")
+    );
+    say!();
+    say!("open exceptions {}", r.open_exceptions);
+    let buckets: Vec<String> = r
+        .age_buckets
+        .iter()
+        .map(|b| format!("{} {}", b.bucket, b.count))
+        .collect();
+    say!("  by age        {}", buckets.join(" · "));
+    say!();
+    say!("{:<12} {:>7} {:>9}", "day", "opened", "resolved");
+    for d in &r.per_day {
+        say!("{:<12} {:>7} {:>9}", d.day, d.opened, d.resolved);
+    }
+    for (title, table) in [
+        ("workflow", &r.by_workflow),
+        ("destination", &r.by_destination),
+    ] {
+        say!();
+        say!(
+            "{:<20} {:>5} {:>8} {:>7} {:>8} {:>8} {:>8} {:>11}",
+            title,
+            "open",
+            "oldest",
+            "unknown",
+            "resolved",
+            "p50",
+            "p90",
+            "auto pauses"
+        );
+        for (name, g) in table {
+            say!(
+                "{:<20} {:>5} {:>8} {:>7} {:>8} {:>8} {:>8} {:>11}",
+                esc(name),
+                g.open,
+                age(g.oldest_seconds),
+                g.unknown,
+                g.resolved,
+                age(g.resolve_p50_seconds),
+                age(g.resolve_p90_seconds),
+                g.auto_pauses
+            );
+        }
+    }
+    say!();
+    let d = &r.duplicates;
+    say!(
+        "duplicates: {} cleaned up (closed as duplicate_cleaned_up), {} conflicts (a key came with new contents), {} prevented (unknown outcomes found done by lookup or reconcile: a blind retry would have repeated them)",
+        d.cleaned_up,
+        d.conflicts,
+        d.prevented
+    );
+}

@@ -9,6 +9,7 @@ mod change;
 mod ingest;
 mod read;
 mod reveal;
+mod review;
 mod rounds;
 mod views;
 mod workflows;
@@ -32,6 +33,10 @@ pub use bulk::{BulkPreview, BulkReport};
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
 pub use reveal::redacted_paths;
+pub use review::{
+    AGE_BUCKETS, AgeBucket, DayCount, Duplicates, GroupReview, MAX_WINDOW as MAX_REVIEW_WINDOW,
+    Review, ReviewScope,
+};
 pub use rounds::{Finished, Round, StartedOp};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,

@@ -55,10 +55,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0008_counts_by_workflow.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0008_counts_by_workflow.sql"),
     },
+    Migration {
+        version: 9,
+        sqlite: include_str!("../../assets/migrations/sqlite/0009_exception_spans.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0009_exception_spans.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -24,6 +24,7 @@ mod migrate;
 mod open;
 mod ops;
 mod pages;
+pub mod review;
 mod sql;
 mod sqlite;
 mod work;
