@@ -231,6 +231,112 @@ impl Demo {
             // recorded, not yet attempted
             _ => {}
         }
+        // the week's staff work (SPEC 18's review): most exceptions older than a day and a half
+        // were settled; onboarding's wait on the projects team, days; the others', hours
+        if (70..=85).contains(&fate) && t < self.real_now - TimeDelta::hours(36) && i % 10 < 7 {
+            let after = if workflow == "onboarding" {
+                TimeDelta::hours(30 + (i % 40) as i64)
+            } else {
+                TimeDelta::minutes(40 + (i % 9) as i64 * 35)
+            };
+            self.at(t + after);
+            let unknown = fate < 80;
+            match (unknown, dest) {
+                // found by the dispatcher's lookup: a blind retry would have sent it twice
+                (true, "crm") => {
+                    let _ = self.ledger.lookup(&key, reference()).await;
+                }
+                (true, _) => {
+                    self.staff(&key, "erin", StaffAction::Claim { force_reason: None })
+                        .await;
+                    self.staff(
+                        &key,
+                        "erin",
+                        StaffAction::ReconcileFound {
+                            reference: reference().unwrap_or_default(),
+                            note: Some("found in the provider's log".into()),
+                        },
+                    )
+                    .await;
+                }
+                // the customer already existed: the duplicate record was merged away
+                (false, "crm") => {
+                    self.staff(&key, "bob", StaffAction::Claim { force_reason: None })
+                        .await;
+                    self.staff(
+                        &key,
+                        "bob",
+                        StaffAction::Close {
+                            resolution: Resolution::DuplicateCleanedUp,
+                            reference: None,
+                            superseded_by: None,
+                            note: "merged the duplicate customer record".into(),
+                        },
+                    )
+                    .await;
+                }
+                (false, _) => {
+                    self.staff(&key, "carol", StaffAction::Claim { force_reason: None })
+                        .await;
+                    self.staff(
+                        &key,
+                        "carol",
+                        StaffAction::Close {
+                            resolution: Resolution::DoneElsewhere,
+                            reference: Some(format!("MANUAL-{i}")),
+                            superseded_by: None,
+                            note: "done by hand after correcting the source".into(),
+                        },
+                    )
+                    .await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A bad day (SPEC 18's review shows it): the SMS provider reset connections after sending
+    /// for two hours four days ago; the next morning erin found most of them sent in its log.
+    async fn sms_spike(&mut self, at: DateTime<Utc>) -> Result<()> {
+        for n in 0..40usize {
+            let (name, _, phone) = PEOPLE[n % PEOPLE.len()];
+            let key = format!("notify-sms-spike-{n}");
+            let t = at + TimeDelta::seconds(n as i64 * 180);
+            self.at(t);
+            self.record(
+                &key,
+                "notifications",
+                "welcome-sms",
+                "sms",
+                "send_sms",
+                json!({"recipient": {"name": name, "phone": phone}, "template": "welcome", "locale": "en-GB"}),
+            )
+            .await?;
+            self.at(t + TimeDelta::seconds(2));
+            self.attempt(
+                &key,
+                Outcome::Unknown,
+                None,
+                Some(&format!("connection reset after sending to {phone}")),
+                None,
+            )
+            .await?;
+        }
+        for n in 0..32usize {
+            let key = format!("notify-sms-spike-{n}");
+            self.at(at + TimeDelta::hours(22) + TimeDelta::seconds(n as i64 * 60));
+            self.staff(&key, "erin", StaffAction::Claim { force_reason: None })
+                .await;
+            self.staff(
+                &key,
+                "erin",
+                StaffAction::ReconcileFound {
+                    reference: format!("SMS-spike-{n}"),
+                    note: Some("in the provider's delivery log".into()),
+                },
+            )
+            .await;
+        }
         Ok(())
     }
 
@@ -322,6 +428,10 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         demo.operation(i, t, fate).await?;
         i += 1;
         t += TimeDelta::seconds(demo.rng.random_range(600..3000));
+    }
+    let bad_day = (now - TimeDelta::days(4)).date_naive().and_hms_opt(10, 0, 0);
+    if let Some(at) = bad_day {
+        demo.sms_spike(at.and_utc()).await?;
     }
     // the last twenty minutes: work in progress, ages in seconds and minutes
     for k in 0..6 {
