@@ -429,7 +429,9 @@ async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         i += 1;
         t += TimeDelta::seconds(demo.rng.random_range(600..3000));
     }
-    let bad_day = (now - TimeDelta::days(4)).date_naive().and_hms_opt(10, 0, 0);
+    let bad_day = (now - TimeDelta::days(4))
+        .date_naive()
+        .and_hms_opt(10, 0, 0);
     if let Some(at) = bad_day {
         demo.sms_spike(at.and_utc()).await?;
     }

@@ -759,3 +759,59 @@ async fn an_outage_worked_in_bulk_on_postgres() {
         .await
         .unwrap();
 }
+
+/// SPEC 18's view 6 on the demo's week (issue 14 acceptance 3): `6`, then `]` `]`: the title,
+/// the chart and the table change with the window; `q` gives the terminal back.
+#[test]
+fn the_review_of_the_demo_week_follows_its_window() {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let t = Tmux::new("review");
+    let dir = t.dir.path().display().to_string();
+    t.shell(
+        "a",
+        (80, 24),
+        &format!(
+            "cd {dir} && env SETTLE_OPERATOR=alice SETTLE_LOG_FILE={dir}/settle.log XDG_CONFIG_HOME={dir} {BIN} demo; echo SETTLE-EXITED-$?; sleep 60"
+        ),
+    );
+    t.wait("a", "the demo's console", |s| s.contains("[1 Exc"));
+    t.keys("a", &["6"]);
+    let loaded = |days: &'static str| {
+        move |s: &str| s.contains(days) && s.contains("duplicates") && s.contains("workflow")
+    };
+    t.wait("a", "the week's review", loaded("last 7 days"));
+    let week = t.screen("a");
+    t.keys("a", &["]"]);
+    t.wait("a", "the month's review", loaded("last 30 days"));
+    let month = t.screen("a");
+    t.keys("a", &["]"]);
+    t.wait("a", "the day's review", loaded("last 1 day "));
+    let day = t.screen("a");
+    // the per-day chart: seven pairs of bars, a sparkline pair, one pair
+    let chart = |s: &str| s.lines().skip(3).take(7).collect::<Vec<_>>().join("\n");
+    assert_ne!(chart(&week), chart(&month), "{week}\n{month}");
+    assert_ne!(chart(&week), chart(&day), "{week}\n{day}");
+    // the table's resolved counts: the day's are fewer than the week's
+    // the table's resolved counts, read under the header's "resolved"
+    let resolved = |s: &str| -> i64 {
+        let mut lines = s.lines().skip_while(|l| !l.starts_with("workflow"));
+        let header = lines.next().unwrap_or_default();
+        let at = header.find("resolved").expect("a resolved column");
+        lines
+            .take_while(|l| !l.starts_with("destination"))
+            .filter_map(|l| l.get(at..at + 8).and_then(|n| n.trim().parse::<i64>().ok()))
+            .sum()
+    };
+    assert!(resolved(&day) < resolved(&week), "{day}\n{week}");
+    t.keys("a", &["q"]);
+    t.wait("a", "the console to exit", |s| {
+        s.contains("SETTLE-EXITED-0")
+    });
+    assert!(
+        !t.screen("a").contains("Review ·"),
+        "the shell's screen is back"
+    );
+}

@@ -1158,3 +1158,84 @@ async fn a_lead_reveals_a_field_on_the_detail_pane_only() {
     press(&mut app, &f, key('v')).await;
     assert!(app.status.as_ref().unwrap().0.contains("for a lead"));
 }
+
+/// Which cells carry a colour: per row, runs of columns with the same non-default foreground or
+/// background (what NO_COLOR takes away).
+fn render_colours(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| ui::draw(f, app, &Theme { color: true }))
+        .unwrap();
+    let buf = term.backend().buffer().clone();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let mut runs: Vec<(u16, u16, String)> = Vec::new();
+        for x in 0..buf.area.width {
+            let c = &buf[(x, y)];
+            let style = format!("{:?}/{:?}", c.fg, c.bg);
+            if style == "Reset/Reset" {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((_, end, s)) if *end + 1 == x && *s == style => *end = x,
+                _ => runs.push((x, x, style)),
+            }
+        }
+        if !runs.is_empty() {
+            let runs: Vec<String> = runs
+                .iter()
+                .map(|(a, b, s)| format!("{a}-{b} {s}"))
+                .collect();
+            out.push_str(&format!("{y}: {}\n", runs.join(", ")));
+        }
+    }
+    out
+}
+
+/// SPEC 18's view 6 (issue 14 acceptance 2): the review at 80x24 and 160x48, its colours (and
+/// the plain text NO_COLOR gives: every `render` here is without colour), the window keys, and
+/// the review following a workflow filter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_of_the_review() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('6')).await;
+    assert!(app.review.is_some() && app.review_seq.is_none(), "loaded");
+    let text = render(&app, 80, 24);
+    assert!(
+        text.contains("Review · last 7 days · all workflows"),
+        "{text}"
+    );
+    assert!(text.contains("duplicates"), "{text}");
+    insta::assert_snapshot!("review_80x24", text);
+    insta::assert_snapshot!("review_160x48", render(&app, 160, 48));
+    let colours = render_colours(&app, 80, 24);
+    assert!(!colours.is_empty(), "the bars and tables have colours");
+    insta::assert_snapshot!("review_80x24_colours", colours);
+    // ] and [ switch the window
+    press(&mut app, &f, key(']')).await;
+    assert!(render(&app, 80, 24).contains("last 30 days"));
+    press(&mut app, &f, key('[')).await;
+    press(&mut app, &f, key('[')).await;
+    assert!(render(&app, 80, 24).contains("last 1 day "));
+    // a workflow filter set on a list: the review follows it
+    let mut app = console(&f, "alice").await;
+    press(&mut app, &f, key('/')).await;
+    for c in "wf:onboarding".chars() {
+        press(&mut app, &f, key(c)).await;
+    }
+    press(
+        &mut app,
+        &f,
+        Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+    )
+    .await;
+    press(&mut app, &f, key('6')).await;
+    let review = app.review.as_ref().unwrap();
+    assert_eq!(
+        review.by_workflow.keys().collect::<Vec<_>>(),
+        vec!["onboarding"]
+    );
+    let text = render(&app, 80, 24);
+    assert!(text.contains("workflow onboarding"), "{text}");
+    insta::assert_snapshot!("review_onboarding_80x24", text);
+}

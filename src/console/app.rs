@@ -49,16 +49,28 @@ pub enum View {
     InProgress,
     Closed,
     Activity,
+    /// The review after a release (SPEC 18): exception age, opened against resolved, time to
+    /// resolve, duplicates.
+    Review,
 }
 
+/// The review's windows (`[` and `]`), in days; the second is the default.
+pub const REVIEW_WINDOWS: [u64; 3] = [1, 7, 30];
+
 impl View {
-    pub const ALL: [View; 5] = [
+    pub const ALL: [View; 6] = [
         View::Exceptions,
         View::Mine,
         View::InProgress,
         View::Closed,
         View::Activity,
+        View::Review,
     ];
+
+    /// Whether the view is a list of operations (the others: Activity and Review).
+    pub fn lists(self) -> bool {
+        !matches!(self, View::Activity | View::Review)
+    }
 
     pub fn title(self) -> &'static str {
         match self {
@@ -67,12 +79,13 @@ impl View {
             View::InProgress => "In progress",
             View::Closed => "Closed",
             View::Activity => "Activity",
+            View::Review => "Review",
         }
     }
 
     fn scope(self) -> Scope {
         match self {
-            View::Exceptions | View::Activity => Scope::Exceptions,
+            View::Exceptions | View::Activity | View::Review => Scope::Exceptions,
             View::Mine => Scope::Mine,
             View::InProgress => Scope::InProgress,
             View::Closed => Scope::Closed,
@@ -158,6 +171,12 @@ pub enum Effect {
         path: String,
         reason: String,
     },
+    /// The review of the last `days` days for `scope` (view 6).
+    Review {
+        seq: u64,
+        days: u64,
+        scope: crate::ledger::ReviewScope,
+    },
     Poll,
     Quit,
 }
@@ -242,6 +261,11 @@ pub enum Msg {
     },
     /// Another writer changed something (a PostgreSQL notification).
     Changed,
+    /// The review asked for by request `seq`.
+    Reviewed {
+        seq: u64,
+        review: Result<Box<crate::ledger::Review>, String>,
+    },
 }
 
 pub struct App {
@@ -267,6 +291,12 @@ pub struct App {
     pub activity: Vec<EventView>,
     /// Activity shows automation's events too (`a`).
     pub automation: bool,
+    /// View 6's review (the last one answered; kept on screen while the next loads).
+    pub review: Option<Box<crate::ledger::Review>>,
+    /// Its window: an index into [`REVIEW_WINDOWS`].
+    pub review_window: usize,
+    /// The review request whose answer is awaited (`None`: none).
+    pub review_seq: Option<u64>,
     pub detail: Option<OperationDetail>,
     /// How many items of the view the filter matches, once counted (for request `count_seq`).
     pub filter_count: Option<i64>,
@@ -322,6 +352,9 @@ impl App {
             more_after: false,
             activity: Vec::new(),
             automation: false,
+            review: None,
+            review_window: 1,
+            review_seq: None,
             detail: None,
             detail_scroll: 0,
             marks: Default::default(),
@@ -384,6 +417,30 @@ impl App {
         }
     }
 
+    /// The review's scope: the list filter's workflow or destination, when it names one (SPEC 18).
+    pub fn review_scope(&self) -> crate::ledger::ReviewScope {
+        use crate::domain::filter::Match;
+        let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());
+        let mut scope = crate::ledger::ReviewScope::default();
+        for t in query.terms.iter().filter(|t| !t.negated) {
+            match &t.matches {
+                Match::Workflow(w) => scope.workflow = Some(w.clone()),
+                Match::Destination(d) => scope.destination = Some(d.clone()),
+                _ => {}
+            }
+        }
+        scope
+    }
+
+    fn review_effect(&mut self, seq: u64) -> Effect {
+        self.review_seq = Some(seq);
+        Effect::Review {
+            seq,
+            days: REVIEW_WINDOWS[self.review_window],
+            scope: self.review_scope(),
+        }
+    }
+
     /// Activity's filter: what `/` holds, read as Activity reads it.
     pub fn activity_filter(&self) -> crate::domain::filter::ActivityFilter {
         crate::domain::filter::ActivityFilter::lenient(self.filter.value(), self.automation).0
@@ -396,6 +453,9 @@ impl App {
 
     fn reload(&mut self, position: Position, select_last: bool) -> Vec<Effect> {
         let seq = self.next_seq();
+        if self.view == View::Review {
+            return vec![self.review_effect(seq), Effect::Header];
+        }
         self.loading = true;
         if self.view == View::Activity {
             return vec![Effect::Activity {
@@ -426,7 +486,9 @@ impl App {
             _ => Position::First,
         };
         let seq = self.next_seq();
-        let mut fx = if self.view == View::Activity {
+        let mut fx = if self.view == View::Review {
+            vec![self.review_effect(seq)]
+        } else if self.view == View::Activity {
             vec![Effect::Activity {
                 seq,
                 filter: self.activity_filter(),
@@ -538,6 +600,19 @@ impl App {
                 self.refresh()
             }
             Msg::Changed => vec![Effect::Poll],
+            Msg::Reviewed { seq, review } => {
+                if self.review_seq == Some(seq) {
+                    self.review_seq = None;
+                    match review {
+                        Ok(r) => {
+                            self.review = Some(r);
+                            self.online = true;
+                        }
+                        Err(e) => self.set_status(format!("the review: {e}"), true),
+                    }
+                }
+                Vec::new()
+            }
             Msg::Marked { seq, keys } => self.on_marked(seq, keys),
             Msg::Previewed(preview) => self.on_previewed(preview),
             Msg::BulkProgress { done, total } => {
@@ -889,7 +964,18 @@ impl App {
                 self.status = None;
                 Vec::new()
             }
-            KeyCode::Char(c @ '1'..='5') => {
+            KeyCode::Char(c @ ('[' | ']')) if self.view == View::Review => {
+                // round and round: each press changes the window
+                let n = REVIEW_WINDOWS.len();
+                self.review_window = if c == '[' {
+                    (self.review_window + n - 1) % n
+                } else {
+                    (self.review_window + 1) % n
+                };
+                let seq = self.next_seq();
+                vec![self.review_effect(seq)]
+            }
+            KeyCode::Char(c @ '1'..='6') => {
                 let view = View::ALL[(c as usize) - ('1' as usize)];
                 if view == self.view {
                     return Vec::new();
@@ -950,8 +1036,9 @@ impl App {
         }
         match b.when {
             When::Activity => self.view == View::Activity,
+            When::Review => self.view == View::Review,
             When::Always => true,
-            _ => self.view != View::Activity,
+            _ => self.view.lists(),
         }
     }
 
@@ -964,7 +1051,7 @@ impl App {
             When::Offered if b.offers.iter().all(|o| *o == Offer::TakeOver) => self.role.leads(),
             When::Offered | When::Marks => self.role.acts(),
             When::Lead | When::Reveal => self.role.leads(),
-            When::Always | When::Row | When::Activity => true,
+            When::Always | When::Row | When::Activity | When::Review => true,
         }
     }
 
@@ -978,15 +1065,13 @@ impl App {
         let row = self.selected_row().filter(|_| self.online);
         match b.when {
             When::Always => true,
+            When::Review => self.view == View::Review,
             When::Row => row.is_some(),
             // with items marked, the keys that act on many (each item is checked at the preview)
             When::Offered if !self.marks.is_empty() => b.bulk && self.online && self.bulk.is_none(),
             When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
             When::Marks => {
-                self.view != View::Activity
-                    && self.online
-                    && self.bulk.is_none()
-                    && self.role.acts()
+                self.view.lists() && self.online && self.bulk.is_none() && self.role.acts()
             }
             When::Lead => row.is_some() && self.role.leads(),
             When::Reveal => {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::app::{App, BulkRun, Effect, Mode, StopFlag, View};
+use super::app::{App, BulkRun, Effect, Mode, StopFlag};
 use super::form::{Form, FormStep, first_step};
 use crate::ledger::{BulkPreview, BulkReport, StaffAction};
 
@@ -26,7 +26,7 @@ pub(super) fn pace(text: &str) -> Result<Option<Duration>, String> {
 impl App {
     /// `Space`: marks or unmarks the selected row and moves to the next.
     pub(super) fn toggle_mark(&mut self) -> Vec<Effect> {
-        if self.bulk.is_some() || self.view == View::Activity {
+        if self.bulk.is_some() || !self.view.lists() {
             return Vec::new();
         }
         let Some(key) = self.selected_row().map(|r| r.key.clone()) else {
@@ -40,7 +40,7 @@ impl App {
 
     /// `A`: marks every item the view and filter match; with items marked, unmarks them all.
     pub(super) fn mark_all(&mut self) -> Vec<Effect> {
-        if self.bulk.is_some() || self.view == View::Activity {
+        if self.bulk.is_some() || !self.view.lists() {
             return Vec::new();
         }
         if !self.marks.is_empty() {

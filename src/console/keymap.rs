@@ -18,6 +18,8 @@ pub enum When {
     Marks,
     /// The Activity view.
     Activity,
+    /// The Review view (6).
+    Review,
     /// An operation is selected and the operator is a lead (pause and resume, SPEC 17).
     Lead,
     /// The detail pane has focus, shows a redacted field, and the operator is a lead.
@@ -76,9 +78,9 @@ pub const KEYMAP: &[Binding] = &[
         bulk: false,
     },
     Binding {
-        keys: "1-5",
+        keys: "1-6",
         label: "views",
-        help: "Exceptions, Mine, In progress, Closed, Activity",
+        help: "Exceptions, Mine, In progress, Closed, Activity, Review",
         when: When::Always,
         footer: false,
         offers: &[],
@@ -161,6 +163,15 @@ pub const KEYMAP: &[Binding] = &[
         label: "automation",
         help: "show / hide automation's events (dispatcher, workflows)",
         when: When::Activity,
+        footer: true,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "[ ]",
+        label: "window",
+        help: "the review's window: 1, 7 or 30 days",
+        when: When::Review,
         footer: true,
         offers: &[],
         bulk: false,

@@ -8,6 +8,7 @@ pub mod app;
 mod form;
 mod incident;
 pub mod keymap;
+mod review;
 pub mod theme;
 pub mod ui;
 
@@ -376,6 +377,14 @@ async fn run_effect_with(
                 .map_err(s);
             Msg::Revealed { key, path, value }
         }
+        Effect::Review { seq, days, scope } => Msg::Reviewed {
+            seq,
+            review: ledger
+                .review(Duration::from_secs(days * 86_400), &scope)
+                .await
+                .map(Box::new)
+                .map_err(s),
+        },
         Effect::Poll => Msg::Polled(ledger.latest_event_id().await.map_err(s)),
         Effect::Quit => return None,
     })

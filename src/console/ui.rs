@@ -38,7 +38,9 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     .areas(area);
     draw_header(f, app, theme, header);
     draw_tabs(f, app, theme, tabs);
-    if app.view == View::Activity && app.focus == Focus::Detail {
+    if app.view == View::Review {
+        super::review::draw(f, app, theme, list.union(detail));
+    } else if app.view == View::Activity && app.focus == Focus::Detail {
         draw_detail(f, app, theme, list.union(detail));
     } else if app.view == View::Activity {
         draw_activity(f, app, theme, list.union(detail));
@@ -226,7 +228,7 @@ fn view_count(app: &App, v: View) -> Option<i64> {
         View::Mine => s.map(|_| app.header.mine),
         View::InProgress => count(&[State::Pending, State::InFlight, State::RetryWait]),
         View::Closed => count(&[State::Succeeded, State::Closed]),
-        View::Activity => None,
+        View::Activity | View::Review => None,
     }
 }
 
@@ -242,6 +244,7 @@ fn draw_tabs(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                     (true, View::Exceptions) => "Exc",
                     (true, View::InProgress) => "Prog",
                     (true, View::Activity) => "Act",
+                    (true, View::Review) => "Rev",
                     _ => v.title(),
                 };
                 match view_count(app, *v) {
