@@ -5,7 +5,8 @@
 //!
 //! Reports: start to first frame and to first data frame; p50/p99 from keystroke to the redrawn
 //! frame (target p99 within one 60 Hz frame, 16.7 ms) and to the frame with the key's data, for
-//! `j`, `G`, `/` filter typing (a word, and three of SPEC 12's qualifiers) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
+//! `j`, `G`, `/` filter typing (a word, and three of SPEC 12's qualifiers), view 6's review and its windows
+//! (SPEC 18: its data within 1 s) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
 
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,18 @@ async fn child(url: &str, started: Instant) {
         ),
         ("/typing", typing),
         ("/3-qualifiers", qualifiers),
+        // view 6 (SPEC 18): its frame at once, its data (the review) within a second
+        (
+            "review-6]]]",
+            (0..5)
+                .flat_map(|_| {
+                    "6]]]1"
+                        .chars()
+                        .map(|c| key(KeyCode::Char(c)))
+                        .collect::<Vec<_>>()
+                })
+                .collect(),
+        ),
         (
             "view-switch",
             (0..20)
