@@ -1211,6 +1211,16 @@ async fn snapshots_of_the_review() {
     let colours = render_colours(&app, 80, 24);
     assert!(!colours.is_empty(), "the bars and tables have colours");
     insta::assert_snapshot!("review_80x24_colours", colours);
+    // j scrolls the tables (SPEC 18: they may hold more than 80x24 fits), k back
+    press(&mut app, &f, key('j')).await;
+    let scrolled = render(&app, 80, 24);
+    assert!(scrolled.contains("workflow (↑1)"), "{scrolled}");
+    assert!(
+        !scrolled.contains("crm-sync   "),
+        "the first row scrolled away: {scrolled}"
+    );
+    press(&mut app, &f, key('k')).await;
+    assert_eq!(render(&app, 80, 24), text);
     // ] and [ switch the window
     press(&mut app, &f, key(']')).await;
     assert!(render(&app, 80, 24).contains("last 30 days"));

@@ -297,6 +297,11 @@ pub struct App {
     pub review_window: usize,
     /// The review request whose answer is awaited (`None`: none).
     pub review_seq: Option<u64>,
+    /// What the last review asked for covers (the filter's workflow or destination), read once
+    /// when it is asked, not at every frame.
+    pub review_of: crate::ledger::ReviewScope,
+    /// How many rows the review's tables are scrolled (`j`/`k` in view 6).
+    pub review_scroll: usize,
     pub detail: Option<OperationDetail>,
     /// How many items of the view the filter matches, once counted (for request `count_seq`).
     pub filter_count: Option<i64>,
@@ -355,6 +360,8 @@ impl App {
             review: None,
             review_window: 1,
             review_seq: None,
+            review_of: Default::default(),
+            review_scroll: 0,
             detail: None,
             detail_scroll: 0,
             marks: Default::default(),
@@ -434,10 +441,11 @@ impl App {
 
     fn review_effect(&mut self, seq: u64) -> Effect {
         self.review_seq = Some(seq);
+        self.review_of = self.review_scope();
         Effect::Review {
             seq,
             days: REVIEW_WINDOWS[self.review_window],
-            scope: self.review_scope(),
+            scope: self.review_of.clone(),
         }
     }
 
@@ -895,6 +903,19 @@ impl App {
             KeyCode::Char('q') => {
                 self.quit = true;
                 vec![Effect::Quit]
+            }
+            // the review's tables scroll (SPEC 18: at 80x24 they may hold more than fits)
+            KeyCode::Char('j') | KeyCode::Down if self.view == View::Review => {
+                let longest = self
+                    .review
+                    .as_ref()
+                    .map_or(0, |r| r.by_workflow.len().max(r.by_destination.len()));
+                self.review_scroll = (self.review_scroll + 1).min(longest.saturating_sub(1));
+                Vec::new()
+            }
+            KeyCode::Char('k') | KeyCode::Up if self.view == View::Review => {
+                self.review_scroll = self.review_scroll.saturating_sub(1);
+                Vec::new()
             }
             KeyCode::Char('j') | KeyCode::Down => self.move_by(1),
             KeyCode::Char('k') | KeyCode::Up => self.move_by(-1),

@@ -10,6 +10,7 @@ use ratatui::widgets::{Bar, BarChart, BarGroup, Block, Borders, Paragraph, Row, 
 
 use super::app::{App, REVIEW_WINDOWS};
 use super::theme::{Meaning, Theme};
+use super::ui::SPINNER;
 use crate::domain::{escape_text, format_age};
 use crate::ledger::{GroupReview, Review};
 
@@ -28,14 +29,14 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             }
         })
         .collect();
-    let scope = app.review_scope();
+    let scope = &app.review_of;
     let of = match (&scope.workflow, &scope.destination) {
         (Some(w), _) => format!("workflow {}", escape_text(w)),
         (None, Some(d)) => format!("destination {}", escape_text(d)),
         _ => "all workflows".into(),
     };
     let loading = if app.review_seq.is_some() {
-        format!(" {}", ["|", "/", "-", "\\"][app.spinner % 4])
+        format!(" {}", SPINNER[app.spinner % 4])
     } else {
         String::new()
     };
@@ -58,10 +59,7 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     );
     let Some(r) = &app.review else {
         f.render_widget(
-            Paragraph::new(format!(
-                " {} loading the review…",
-                ["|", "/", "-", "\\"][app.spinner % 4]
-            )),
+            Paragraph::new(format!(" {} loading the review…", SPINNER[app.spinner % 4])),
             rest,
         );
         return;
@@ -88,8 +86,22 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     } else {
         Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(tables)
     };
-    draw_table(f, theme, "workflow", &r.by_workflow, by_workflow);
-    draw_table(f, theme, "destination", &r.by_destination, by_destination);
+    draw_table(
+        f,
+        theme,
+        "workflow",
+        &r.by_workflow,
+        app.review_scroll,
+        by_workflow,
+    );
+    draw_table(
+        f,
+        theme,
+        "destination",
+        &r.by_destination,
+        app.review_scroll,
+        by_destination,
+    );
     let d = &r.duplicates;
     f.render_widget(
         Paragraph::new(Line::from(vec![
@@ -222,6 +234,7 @@ fn draw_table(
     theme: &Theme,
     title: &str,
     lines: &std::collections::BTreeMap<String, GroupReview>,
+    scroll: usize,
     area: Rect,
 ) {
     let age = |s: Option<i64>| {
@@ -229,8 +242,15 @@ fn draw_table(
             format_age(chrono::TimeDelta::seconds(s))
         })
     };
+    // scrolled by j/k; the title says what is above
+    let shown = scroll.min(lines.len().saturating_sub(1));
+    let title = if shown > 0 {
+        format!("{title} (↑{shown})")
+    } else {
+        title.to_string()
+    };
     let header = Row::new(vec![
-        title.to_string(),
+        title,
         "open".into(),
         "oldest".into(),
         "unk".into(),
@@ -242,6 +262,7 @@ fn draw_table(
     .style(theme.style(Meaning::Title));
     let rows: Vec<Row> = lines
         .iter()
+        .skip(shown)
         .map(|(name, g)| {
             Row::new(vec![
                 escape_text(name).into_owned(),

@@ -14,7 +14,7 @@ use super::theme::{Meaning, Theme};
 use crate::domain::{State, escape_text, format_age};
 use crate::ledger::OperationView;
 
-const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];
+pub(super) const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];
 
 fn esc(s: &str) -> String {
     escape_text(s).into_owned()
