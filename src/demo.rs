@@ -247,9 +247,7 @@ impl Demo {
                     let _ = self.ledger.lookup(&key, reference()).await;
                 }
                 (true, _) => {
-                    self.staff(&key, "erin", StaffAction::Claim { force_reason: None })
-                        .await;
-                    self.staff(
+                    self.claimed(
                         &key,
                         "erin",
                         StaffAction::ReconcileFound {
@@ -261,9 +259,7 @@ impl Demo {
                 }
                 // the customer already existed: the duplicate record was merged away
                 (false, "crm") => {
-                    self.staff(&key, "bob", StaffAction::Claim { force_reason: None })
-                        .await;
-                    self.staff(
+                    self.claimed(
                         &key,
                         "bob",
                         StaffAction::Close {
@@ -276,9 +272,7 @@ impl Demo {
                     .await;
                 }
                 (false, _) => {
-                    self.staff(&key, "carol", StaffAction::Claim { force_reason: None })
-                        .await;
-                    self.staff(
+                    self.claimed(
                         &key,
                         "carol",
                         StaffAction::Close {
@@ -325,9 +319,7 @@ impl Demo {
         for n in 0..32usize {
             let key = format!("notify-sms-spike-{n}");
             self.at(at + TimeDelta::hours(22) + TimeDelta::seconds(n as i64 * 60));
-            self.staff(&key, "erin", StaffAction::Claim { force_reason: None })
-                .await;
-            self.staff(
+            self.claimed(
                 &key,
                 "erin",
                 StaffAction::ReconcileFound {
@@ -338,6 +330,13 @@ impl Demo {
             .await;
         }
         Ok(())
+    }
+
+    /// `who` claims `key`, then takes `action` on it.
+    async fn claimed(&self, key: &str, who: &str, action: StaffAction) {
+        self.staff(key, who, StaffAction::Claim { force_reason: None })
+            .await;
+        self.staff(key, who, action).await;
     }
 
     async fn staff(&self, key: &str, who: &str, action: StaffAction) {

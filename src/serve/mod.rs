@@ -421,6 +421,41 @@ impl Conn {
     fn known(&self, key: &PublicKey) -> Option<(String, Role)> {
         self.shared.operators().lookup(&fingerprint(key)).cloned()
     }
+
+    /// A shell or exec request on `channel`: who asks and a handle to answer them, or `None`
+    /// (refused: nobody logged in, no such channel, or the channel already runs something).
+    fn begin(
+        &mut self,
+        channel: ChannelId,
+        session: &mut Session,
+    ) -> std::result::Result<Option<(Identity, Handle)>, ConnError> {
+        let (Some(who), Some(c)) = (self.who.clone(), self.channels.get_mut(&channel)) else {
+            session.channel_failure(channel)?;
+            return Ok(None);
+        };
+        if std::mem::replace(&mut c.started, true) {
+            session.channel_failure(channel)?;
+            return Ok(None);
+        }
+        session.channel_success(channel)?;
+        Ok(Some((who, session.handle())))
+    }
+
+    /// A place among the sessions, or the channel told why not and ended.
+    fn enter(
+        &self,
+        who: &Identity,
+        input: Option<UnboundedSender<Input>>,
+        handle: &Handle,
+        channel: ChannelId,
+    ) -> Option<SessionGuard> {
+        let limit = self.shared.max_sessions;
+        let guard = self.shared.sessions.enter(who, input, limit);
+        if guard.is_none() {
+            tokio::spawn(finish(handle.clone(), channel, too_many(limit), 1));
+        }
+        guard
+    }
 }
 
 /// The handler's error: russh's own (a session's failures are told on its channel).
@@ -581,16 +616,13 @@ impl russh::server::Handler for Conn {
         channel: ChannelId,
         session: &mut Session,
     ) -> std::result::Result<(), Self::Error> {
-        let (Some(who), Some(c)) = (self.who.clone(), self.channels.get_mut(&channel)) else {
-            session.channel_failure(channel)?;
+        let Some((who, handle)) = self.begin(channel, session)? else {
             return Ok(());
         };
-        if std::mem::replace(&mut c.started, true) {
-            session.channel_failure(channel)?;
+        let Some(c) = self.channels.get(&channel) else {
             return Ok(());
-        }
-        session.channel_success(channel)?;
-        let handle = session.handle();
+        };
+        let no_color = c.no_color;
         let Some((width, height)) = c.size else {
             tokio::spawn(finish(
                 handle,
@@ -601,24 +633,16 @@ impl russh::server::Handler for Conn {
             return Ok(());
         };
         let (tx, rx) = unbounded_channel();
-        let Some(guard) =
-            self.shared
-                .sessions
-                .enter(&who, Some(tx.clone()), self.shared.max_sessions)
-        else {
-            tokio::spawn(finish(
-                handle,
-                channel,
-                too_many(self.shared.max_sessions),
-                1,
-            ));
+        let Some(guard) = self.enter(&who, Some(tx.clone()), &handle, channel) else {
             return Ok(());
         };
-        c.input = Some(tx);
+        if let Some(c) = self.channels.get_mut(&channel) {
+            c.input = Some(tx);
+        }
         let screen = Screen {
             width,
             height,
-            no_color: c.no_color,
+            no_color,
         };
         tokio::spawn(console(
             self.shared.clone(),
@@ -638,27 +662,10 @@ impl russh::server::Handler for Conn {
         data: &[u8],
         session: &mut Session,
     ) -> std::result::Result<(), Self::Error> {
-        let (Some(who), Some(c)) = (self.who.clone(), self.channels.get_mut(&channel)) else {
-            session.channel_failure(channel)?;
+        let Some((who, handle)) = self.begin(channel, session)? else {
             return Ok(());
         };
-        if std::mem::replace(&mut c.started, true) {
-            session.channel_failure(channel)?;
-            return Ok(());
-        }
-        session.channel_success(channel)?;
-        let handle = session.handle();
-        let Some(guard) = self
-            .shared
-            .sessions
-            .enter(&who, None, self.shared.max_sessions)
-        else {
-            tokio::spawn(finish(
-                handle,
-                channel,
-                too_many(self.shared.max_sessions),
-                1,
-            ));
+        let Some(guard) = self.enter(&who, None, &handle, channel) else {
             return Ok(());
         };
         let command = String::from_utf8_lossy(data).into_owned();
