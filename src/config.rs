@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
+/// How long a request to a destination may take when its `timeout` is not set (SPEC 11a).
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
 const SECOND: Duration = Duration::from_secs(1);
 const MILLI: Duration = Duration::from_millis(1);
 const fn days(n: u64) -> Duration {
@@ -227,7 +230,30 @@ with_http_settings! {
     pub struct HttpSettings {}
 }
 
+/// Whether a template holds a placeholder that names the operation: `{key}` or `{payload...}`.
+fn names_the_operation(text: &str) -> bool {
+    text.contains("{key}") || text.contains("{payload.")
+}
+
 impl HttpSettings {
+    /// Whether the lookup's request names the operation (SPEC 11a): its URL, or a string of its
+    /// body, holds `{key}` or a `{payload...}` placeholder. A lookup that names nothing would
+    /// get the same answer for every key, so its "absent" would prove nothing.
+    pub fn lookup_names_the_operation(&self) -> bool {
+        fn in_value(v: &toml::Value) -> bool {
+            match v {
+                toml::Value::String(s) => names_the_operation(s),
+                toml::Value::Array(items) => items.iter().any(in_value),
+                toml::Value::Table(t) => {
+                    t.iter().any(|(k, v)| names_the_operation(k) || in_value(v))
+                }
+                _ => false,
+            }
+        }
+        self.lookup_url.as_deref().is_some_and(names_the_operation)
+            || self.lookup_body.as_ref().is_some_and(in_value)
+    }
+
     /// These settings with `over`'s wherever it sets one.
     pub fn overridden_by(&self, over: &HttpSettings) -> HttpSettings {
         macro_rules! pick {
@@ -391,12 +417,29 @@ impl Config {
                 )));
             }
             let at = format!("destinations.{name}");
-            let checked = d.http_settings().check(&at).and_then(|()| {
+            let base = d.http_settings();
+            let checked = base.check(&at).and_then(|()| {
                 d.actions
                     .iter()
                     .try_for_each(|(a, s)| s.check(&format!("{at}.actions.{a}")))
             });
             checked.map_err(|why| Error::Invalid(format!("{origin}: {why}")))?;
+            // SPEC 11a: a lookup is evidence only when its request names the operation
+            let unnamed = std::iter::once((None, base.clone()))
+                .chain(
+                    d.actions
+                        .iter()
+                        .map(|(a, over)| (Some(a.as_str()), base.overridden_by(over))),
+                )
+                .find(|(_, s)| s.lookup_url.is_some() && !s.lookup_names_the_operation());
+            if let Some((action, _)) = unnamed {
+                let of = action.map_or(String::new(), |a| format!(" (action {a})"));
+                return Err(Error::Invalid(format!(
+                    "{origin}: destination {name}{of}: the lookup names nothing of the operation: \
+                     lookup_url or lookup_body must hold {{key}} or a {{payload...}} placeholder, \
+                     else its answer cannot tell absent from not searched for"
+                )));
+            }
         }
         Redactor::new(&config.redaction.rules)
             .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
@@ -443,10 +486,22 @@ impl Config {
     pub fn destination(&self, name: &str) -> DestinationPolicy {
         let d = self.destinations.get(name).cloned().unwrap_or_default();
         let defaults = RetryPolicy::default();
+        let can_look_up =
+            d.lookup_url.is_some() || d.actions.values().any(|a| a.lookup_url.is_some());
         DestinationPolicy {
             dedupes: d.dedupes,
             key_retention: d.key_retention,
-            lookup: d.lookup,
+            // a configured lookup is a lookup, whether or not `lookup = true` says so too
+            lookup: d.lookup || can_look_up,
+            can_look_up,
+            // the longest any of its requests may take
+            timeout: d
+                .actions
+                .values()
+                .filter_map(|a| a.timeout)
+                .chain(d.timeout)
+                .max()
+                .unwrap_or(DEFAULT_HTTP_TIMEOUT),
             retry: RetryPolicy {
                 max_attempts: d.max_attempts.unwrap_or(defaults.max_attempts),
                 base: d.base.unwrap_or(defaults.base),
@@ -549,6 +604,38 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.starts_with("c.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_lookup_that_names_nothing_of_the_operation_is_refused() {
+        let named = [
+            "lookup_url = \"http://x/tasks?key={key}\"",
+            "lookup_url = \"http://x/tasks?ref={payload.client_ref}\"",
+            "lookup_url = \"http://x/search\"\nlookup_method = \"POST\"\nlookup_body = { q = [{ value = \"{key}\" }] }",
+        ];
+        for lookup in named {
+            let text = format!("[destinations.crm]\nurl = \"http://x/c\"\n{lookup}\n");
+            let c = Config::parse(&text, "t.toml").unwrap_or_else(|e| panic!("{lookup}: {e}"));
+            assert!(
+                c.destination("crm").lookup,
+                "a configured lookup is a lookup"
+            );
+        }
+        let unnamed = [
+            "[destinations.crm]\nlookup_url = \"http://x/search\"\nlookup_method = \"POST\"\n",
+            "[destinations.crm]\nlookup_url = \"http://x/search\"\nlookup_body = { limit = 1, q = \"{action}\" }\n",
+            "[destinations.crm]\nlookup_url = \"http://x/t?key={key}\"\n[destinations.crm.actions.sync]\nlookup_url = \"http://x/all\"\n",
+        ];
+        for text in unnamed {
+            let e = Config::parse(text, "t.toml").unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let e = e.to_string();
+            assert!(
+                e.starts_with("t.toml: destination crm")
+                    && e.contains("names nothing of the operation"),
+                "{text}: {e}"
+            );
+        }
     }
 
     #[test]

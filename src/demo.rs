@@ -244,7 +244,11 @@ impl Demo {
             match (unknown, dest) {
                 // found by the dispatcher's lookup: a blind retry would have sent it twice
                 (true, "crm") => {
-                    let _ = self.ledger.lookup(&key, reference()).await;
+                    let answer = crate::domain::LookupAnswer::Found {
+                        reference: reference().unwrap_or_default(),
+                        http_status: 200,
+                    };
+                    let _ = self.ledger.lookup(&key, answer).await;
                 }
                 (true, _) => {
                     self.claimed(

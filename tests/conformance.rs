@@ -444,11 +444,20 @@ async fn ingesting_twice_changes_nothing(db: &TestDb) {
     );
 }
 
+/// SPEC 3: the sweep treats an interrupted attempt as an unknown outcome: at a destination that
+/// deduplicates (projects) it goes to `retry_wait`, elsewhere to `unknown` (interrupted), whose
+/// next step is a lookup where the destination has one (crm), else a person's reconcile (sms).
 async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     let t0 = Utc::now();
     let (l, clock) = ledger_at(db, t0).await;
-    for key in ["sw-1", "sw-2", "sw-3"] {
-        l.record(&intent(key, "crm", json!({})), "bot")
+    for (key, dest) in [
+        ("sw-1", "crm"),
+        ("sw-2", "crm"),
+        ("sw-3", "crm"),
+        ("sw-4", "sms"),
+        ("sw-5", "projects"),
+    ] {
+        l.record(&intent(key, dest, json!({})), "bot")
             .await
             .unwrap();
         l.start_attempt(key, "dispatcher").await.unwrap();
@@ -463,8 +472,8 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     *clock.lock().unwrap() = t0 + TimeDelta::minutes(6);
     // in_flight past its timeout is an exception even before the sweep
     let queue = l.list(&ListFilter::default(), "t", None, 10).await.unwrap();
-    assert_eq!(queue.items.len(), 3);
-    assert_eq!(l.sweep().await.unwrap(), 2);
+    assert_eq!(queue.items.len(), 5);
+    assert_eq!(l.sweep().await.unwrap(), 4);
     assert_eq!(state(&l, "sw-1").await, State::Unknown);
     assert_eq!(
         state(&l, "sw-2").await,
@@ -474,9 +483,33 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     let d = l.show("sw-3", "t").await.unwrap();
     assert_eq!(
         d.op.next_step,
-        "Attempt interrupted: reconcile as an unknown outcome"
+        "Look up sw-3 in crm, then reconcile found/absent"
     );
     assert_eq!(d.attempt_log[0].outcome, Some(Outcome::Unknown));
+    let d = l.show("sw-4", "t").await.unwrap();
+    assert_eq!(
+        (d.op.state, d.op.next_step.as_str()),
+        (
+            State::Unknown,
+            "Attempt interrupted: reconcile as an unknown outcome"
+        )
+    );
+    let d = l.show("sw-5", "t").await.unwrap();
+    assert_eq!(
+        d.op.state,
+        State::RetryWait,
+        "the next attempt with the same key settles it"
+    );
+    assert_eq!(d.attempt_log[0].outcome, Some(Outcome::Unknown));
+    assert_eq!(
+        l.list(&ListFilter::default(), "t", None, 10)
+            .await
+            .unwrap()
+            .items
+            .len(),
+        4,
+        "no longer an exception"
+    );
 }
 
 async fn the_stopping_threshold_pauses_a_workflow(db: &TestDb) {
@@ -1639,7 +1672,11 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     .await
     .unwrap();
     at(d0 + TimeDelta::hours(5));
-    l.lookup("l-1", Some("CRM-9".into())).await.unwrap();
+    let found = settle::domain::LookupAnswer::Found {
+        reference: "CRM-9".into(),
+        http_status: 200,
+    };
+    l.lookup("l-1", found).await.unwrap();
     assert_eq!(state(&l, "l-1").await, State::Succeeded);
     // D1 02:00: r-1 closed as a duplicate cleaned up (25 h); c-1 conflicts; guarded pauses itself
     let t3 = d0 + TimeDelta::hours(26);

@@ -248,69 +248,214 @@ fn wait_for(what: &str, ok: impl FnMut() -> bool) {
     common::wait_until(what, Duration::from_secs(20), ok)
 }
 
-/// Interruption during recovery: kill -9 the dispatcher while attempts are in flight.
-#[test]
-fn drill_4_kill_9_while_attempts_are_in_flight() {
-    let db = common::sqlite();
-    for dedupes in [true, false] {
-        let sim = Sim::start(&if dedupes {
-            vec!["--fault", "late", "--late", "3s"]
-        } else {
-            vec!["--no-dedupe", "--fault", "late", "--late", "3s"]
-        });
-        let d = drill(&db, &sim, dedupes, false, "");
-        let cfg = std::fs::read_to_string(&d.config)
+/// Interruption during recovery (issue 23, acceptance 3; SPEC 3): a dispatcher is killed with
+/// SIGKILL while attempts are in flight at a deduplicating destination, at one with a lookup and
+/// at one with neither; each destination made the task, then answered late. Another dispatcher,
+/// running meanwhile, settles the first two kinds by itself: a retry with the same key that the
+/// destination answers with the original task, and a lookup that finds it, one task each, within
+/// two attempt timeouts of the attempt. Only the third kind waits in the queue as `unknown`, never
+/// retried blindly.
+fn kill_9_while_attempts_are_in_flight(db: &TestDb) {
+    let late = ["--fault", "late", "--late", "1500ms"];
+    let dedupe = Sim::start(&late);
+    let lookup = Sim::start(&[&["--no-dedupe"][..], &late].concat());
+    let neither = Sim::start(&[&["--no-dedupe"][..], &late].concat());
+    let timeout = Duration::from_secs(3);
+    let config = format!(
+        "attempt_timeout = \"3s\"\n\
+         [destinations.dedupe]\nurl = \"{}/tasks\"\ndedupes = true\nkey_retention = \"1h\"\ntimeout = \"10s\"\nbase = \"10ms\"\ncap = \"50ms\"\n\
+         [destinations.lookup]\nurl = \"{}/tasks\"\nlookup_url = \"{}/tasks?key={{key}}\"\ntimeout = \"10s\"\n\
+         [destinations.neither]\nurl = \"{}/tasks\"\ntimeout = \"10s\"\n",
+        dedupe.base, lookup.base, lookup.base, neither.base
+    );
+    let d = common::drill_with(&db.url, &config);
+    let sims = [
+        ("dedupe", &dedupe),
+        ("lookup", &lookup),
+        ("neither", &neither),
+    ];
+    let keys = |dest: &str| -> Vec<String> { (0..3).map(|i| format!("kill-{dest}-{i}")).collect() };
+    for (dest, _) in sims {
+        for k in keys(dest) {
+            d.run(&[
+                "record",
+                "--key",
+                &k,
+                "--workflow",
+                "onboarding",
+                "--destination",
+                dest,
+                "--action",
+                "create_task",
+                "--payload",
+                "{\"title\":\"Kickoff call\"}",
+            ]);
+        }
+    }
+    let spawn = || {
+        common::Killed(
+            d.cmd(&["dispatch"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut first = spawn();
+    // the requests must have reached the destinations (which make the task, then answer late)
+    // before the dispatcher dies: else there is nothing to be interrupted
+    wait_for("every simulator to hold its tasks", || {
+        sims.iter().all(|(dest, sim)| {
+            keys(dest)
+                .iter()
+                .all(|k| sim.tasks().1.contains_key(k.as_str()))
+        })
+    });
+    for (dest, _) in sims {
+        for k in keys(dest) {
+            assert_eq!(
+                d.show(&k)["state"],
+                "in_flight",
+                "{k}: in flight when the dispatcher dies"
+            );
+        }
+    }
+    let _second = spawn();
+    first.kill_9();
+    common::wait_until(
+        "the running dispatcher to settle them",
+        Duration::from_secs(60),
+        || {
+            ["dedupe", "lookup"]
+                .iter()
+                .flat_map(|dest| keys(dest))
+                .all(|k| d.show(&k)["state"] == "succeeded")
+                && keys("neither")
+                    .iter()
+                    .all(|k| d.show(k)["state"] == "unknown")
+        },
+    );
+    let time = |v: &Value| {
+        chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
             .unwrap()
-            .replace("timeout = \"1s\"", "timeout = \"10s\"");
-        std::fs::write(&d.config, cfg).unwrap();
-        let keys: Vec<String> = (0..5).map(|i| format!("kill-{dedupes}-{i}")).collect();
+            .to_utc()
+    };
+    for (dest, sim) in sims {
+        let (_, by_key) = sim.tasks();
+        for k in keys(dest) {
+            let v = d.show(&k);
+            assert_eq!(by_key.get(k.as_str()), Some(&1), "{k}: exactly one task");
+            let started = time(&v["attempt_log"][0]["started_at"]);
+            let history = v["history"].as_array().unwrap();
+            let last = history.last().unwrap();
+            match dest {
+                "dedupe" => {
+                    assert_eq!(
+                        v["reference"],
+                        v["attempt_log"].as_array().unwrap().last().unwrap()["reference"]
+                    );
+                    assert!(
+                        history
+                            .iter()
+                            .any(|e| e["kind"] == "swept" && e["to_state"] == "retry_wait"),
+                        "{v}"
+                    );
+                }
+                "lookup" => {
+                    assert_eq!(
+                        (last["kind"].as_str(), attempts(&v)),
+                        (Some("looked_up"), 1),
+                        "{v}"
+                    );
+                    assert!(v["reference"].as_str().unwrap().starts_with("T-"), "{v}");
+                }
+                _ => {
+                    assert_eq!(v["reason"], "interrupted", "{v}");
+                    assert_eq!(attempts(&v), 1, "{k}: never retried blindly");
+                    assert!(
+                        v["next_step"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("Attempt interrupted"),
+                        "{v}"
+                    );
+                    continue;
+                }
+            }
+            let settled = time(&last["at"]);
+            assert!(
+                settled - started <= chrono::TimeDelta::from_std(timeout * 2).unwrap(),
+                "{k}: settled {} after its attempt started: {v}",
+                settled - started
+            );
+        }
+    }
+}
+
+#[test]
+fn drill_4_kill_9_while_attempts_are_in_flight_on_sqlite() {
+    kill_9_while_attempts_are_in_flight(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn drill_4_kill_9_while_attempts_are_in_flight_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || kill_9_while_attempts_are_in_flight(&db))
+        .await
+        .unwrap();
+}
+
+/// The late-answer drill (issue 23, acceptance 2; SPEC 6): at a deduplicating destination whose
+/// first answer comes late (2.5 s, after the client gave up at 1 s), every repeat meanwhile gets
+/// `409` (the first request with this key is still running). The attempts after a 409 wait at
+/// least the destination's timeout, so a short policy (base 100 ms, cap 1 s, 6 attempts) is not
+/// spent before the first request's own answer is there: all four succeed with one task each,
+/// ten runs in a row, each on a database of its own (a fresh retry budget, as the trial had).
+fn late_first_answers(dbs: &[TestDb]) {
+    for (run, db) in dbs.iter().enumerate() {
+        let sim = Sim::start(&["--fault", "late", "--fault-first-only", "--late", "2500ms"]);
+        let config = format!(
+            "attempt_timeout = \"5s\"\n[destinations.tasks]\nurl = \"{}/tasks\"\ndedupes = true\n\
+             key_retention = \"1h\"\nmax_attempts = 6\nbase = \"100ms\"\ncap = \"1s\"\ntimeout = \"1s\"\n",
+            sim.base
+        );
+        let d = common::drill_with(&db.url, &config);
+        let keys: Vec<String> = (0..4).map(|i| format!("late-{run}-{i}")).collect();
         for k in &keys {
             d.record(k);
         }
-        let mut dispatcher = d
-            .cmd(&["dispatch"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // the requests must have reached the destination (which makes the task, then answers
-        // late) before the dispatcher dies: else there is nothing to be interrupted
-        wait_for("the simulator to hold every task", || {
-            let (_, by_key) = sim.tasks();
-            keys.iter().all(|k| by_key.contains_key(k.as_str()))
-        });
-        assert!(
-            keys.iter().all(|k| d.show(k)["state"] == "in_flight"),
-            "attempts in flight when the dispatcher dies"
-        );
-        Command::new("kill")
-            .arg("-9")
-            .arg(dispatcher.id().to_string())
-            .status()
-            .unwrap();
-        let _ = dispatcher.wait();
-        // once past the attempt timeout (2s) they are interrupted; the next start sweeps them
-        wait_for("the attempts to outlive their timeout", || {
-            keys.iter().all(|k| {
-                d.show(k)["next_step"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("Attempt interrupted")
-            })
-        });
-        d.dispatch_until_settled();
+        d.run(&["dispatch", "--until-settled", "--concurrency", "4"]);
         let (_, by_key) = sim.tasks();
         for k in &keys {
             let v = d.show(k);
-            assert_eq!(
-                v["state"], "unknown",
-                "{k}: interrupted, in the exception queue"
+            assert_eq!(v["state"], "succeeded", "run {run}: {k}: {v}");
+            assert_eq!(by_key.get(k.as_str()), Some(&1), "run {run}: {k}: one task");
+            let log = v["attempt_log"].as_array().unwrap();
+            assert!(
+                log.iter().any(|a| a["http_status"] == 409),
+                "run {run}: {k}: the first request was still running at a retry: {v}"
             );
-            assert_eq!(v["reason"], "interrupted");
-            assert_eq!(attempts(&v), 1, "{k}: never retried blindly");
-            assert_eq!(by_key.get(k.as_str()), Some(&1), "{k}: exactly one task");
         }
     }
+}
+
+#[test]
+fn drill_8_late_first_answers_on_sqlite() {
+    let dbs: Vec<TestDb> = (0..10).map(|_| common::sqlite()).collect();
+    late_first_answers(&dbs);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn drill_8_late_first_answers_on_postgres() {
+    let mut dbs = Vec::new();
+    for _ in 0..10 {
+        dbs.push(common::postgres().await);
+    }
+    tokio::task::spawn_blocking(move || late_first_answers(&dbs))
+        .await
+        .unwrap();
 }
 
 /// A number from the dispatcher's closing line, e.g. `settled by lookup` in

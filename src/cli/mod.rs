@@ -1,5 +1,6 @@
 //! The command line (SPEC section 12): clap definitions and one handler per command.
 
+mod lookup;
 mod output;
 
 use std::path::PathBuf;
@@ -248,6 +249,15 @@ enum Cmd {
     Resume {
         #[command(flatten)]
         what: PauseTarget,
+    },
+    /// Look operations up at their destination now (KEY... or --where FILTER), then with your
+    /// confirmation reconcile each found or absent one by what it answered
+    Lookup {
+        #[command(flatten)]
+        many: Many,
+        /// Space the lookups, e.g. 10/s (an incident's 400 lookups do not flood the destination)
+        #[arg(long, value_name = "N/s")]
+        rate: Option<String>,
     },
     /// Sweep attempts that outlived their timeout to unknown
     Sweep,
@@ -543,23 +553,7 @@ async fn act_on(
         output::applied(&a, what);
         return Ok(0);
     }
-    let keys = match &many.filter {
-        Some(text) => {
-            let query = crate::domain::filter::Filter::parse(text).map_err(invalid)?;
-            let scope = if names_states(&query) {
-                Scope::All
-            } else {
-                Scope::Exceptions
-            };
-            let filter = ListFilter {
-                query,
-                scope,
-                ..Default::default()
-            };
-            ledger.matching_keys(&filter, actor).await?
-        }
-        None => many.keys.clone(),
-    };
+    let keys = chosen_keys(ledger, many, actor).await?;
     let preview = ledger.bulk_preview(&keys, &action, actor).await?;
     if many.dry_run || !many.json {
         output::bulk_preview(verb, &preview, many.json && many.dry_run);
@@ -575,6 +569,28 @@ async fn act_on(
         json: many.json,
     };
     confirm_and_apply(ledger, &preview, &items, actor, verb, how, pace).await
+}
+
+/// The keys a staff action is for: those given, or every operation the filter matches now (the
+/// exceptions, or every state when the filter names states).
+async fn chosen_keys(ledger: &Ledger, many: &Many, actor: &str) -> Result<Vec<String>> {
+    Ok(match &many.filter {
+        Some(text) => {
+            let query = crate::domain::filter::Filter::parse(text).map_err(invalid)?;
+            let scope = if names_states(&query) {
+                Scope::All
+            } else {
+                Scope::Exceptions
+            };
+            let filter = ListFilter {
+                query,
+                scope,
+                ..Default::default()
+            };
+            ledger.matching_keys(&filter, actor).await?
+        }
+        None => many.keys.clone(),
+    })
 }
 
 /// How a bulk action goes on after its preview.
@@ -1314,9 +1330,14 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 say!("{noun} {n} was not paused; nothing changed");
             }
         }
+        Cmd::Lookup { many, rate } => {
+            return lookup::run(ledger, many, rate.as_deref(), required(operator)?).await;
+        }
         Cmd::Sweep => {
             let n = ledger.sweep().await?;
-            say!("swept {n} interrupted attempt(s) to unknown");
+            say!(
+                "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
+            );
         }
         Cmd::Stats { json } => {
             let stats = ledger.stats().await?;

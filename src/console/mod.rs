@@ -395,7 +395,7 @@ fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
     match a {
         Claim { .. } => "claimed",
         Release => "released",
-        ReconcileFound { .. } | ReconcileAbsent { .. } => "reconciled",
+        ReconcileFound { .. } | ReconcileAbsent { .. } | LookUp { .. } => "reconciled",
         Retry { .. } => "will be retried with the same key",
         Close { .. } => "closed",
         Note { .. } => "note added",

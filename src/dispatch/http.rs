@@ -11,7 +11,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use crate::config::{AnswerClass, BodyKind, DestinationConfig, HttpSettings, Method};
-use crate::domain::Outcome;
+use crate::domain::{LookupAnswer, Outcome};
 use crate::error::{Error, Result};
 use crate::ledger::StartedOp;
 
@@ -37,14 +37,16 @@ impl HttpDestination {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<HttpDestination> {
         let base = config.http_settings();
-        let default = match &base.url {
-            Some(_) => Some(Arc::new(Endpoint::resolve(name, None, &base, env)?)),
-            None => None,
+        // a lookup alone is an endpoint too: scripts may send, and settle look up
+        let reached = |s: &HttpSettings| s.url.is_some() || s.lookup_url.is_some();
+        let default = match reached(&base) {
+            true => Some(Arc::new(Endpoint::resolve(name, None, &base, env)?)),
+            false => None,
         };
         let mut actions = HashMap::new();
         for (action, over) in &config.actions {
             let settings = base.overridden_by(over);
-            if settings.url.is_some() {
+            if reached(&settings) {
                 let e = Endpoint::resolve(name, Some(action), &settings, env)?;
                 actions.insert(action.clone(), Arc::new(e));
             }
@@ -56,9 +58,23 @@ impl HttpDestination {
         })
     }
 
-    /// Where and how one action is sent; `None` when neither it nor the destination has a URL.
+    /// Whether it, or one of its actions, has a lookup the dispatcher can run.
+    pub fn has_lookup(&self) -> bool {
+        self.default
+            .iter()
+            .chain(self.actions.values())
+            .any(|e| e.has_lookup())
+    }
+
+    /// Where and how one action is sent or looked up; `None` when neither it nor the
+    /// destination has a URL or a lookup.
     pub fn endpoint(&self, action: &str) -> Option<&Arc<Endpoint>> {
         self.actions.get(action).or(self.default.as_ref())
+    }
+
+    /// Where and how one action is sent; `None` when neither it nor the destination has a URL.
+    pub fn sender(&self, action: &str) -> Option<&Arc<Endpoint>> {
+        self.endpoint(action).filter(|e| !e.url.is_empty())
     }
 }
 
@@ -176,7 +192,7 @@ impl Endpoint {
             reference: s.reference.clone().unwrap_or_else(|| "/id".into()),
             status,
             lookup,
-            timeout: s.timeout.unwrap_or(Duration::from_secs(10)),
+            timeout: s.timeout.unwrap_or(crate::config::DEFAULT_HTTP_TIMEOUT),
             secrets,
         })
     }
@@ -253,34 +269,68 @@ impl Endpoint {
         }
     }
 
-    /// Asks the destination whether the work for this key exists: `Some(Some(reference))`
-    /// found, `Some(None)` absent (404, or the `lookup_found` pointer absent or null), `None`
-    /// when the lookup itself failed (the outcome then stays unknown for a person).
-    pub async fn look_up(
-        &self,
-        client: &reqwest::Client,
-        op: &StartedOp,
-    ) -> Option<Option<String>> {
+    /// Asks the destination whether the work for this key exists (SPEC 11a). Absent only from
+    /// a 404, or a 2xx without the `lookup_found` value (the config check made sure the request
+    /// names the operation); any other answer proves nothing. `None`: no lookup is configured.
+    pub async fn look_up(&self, client: &reqwest::Client, op: &StartedOp) -> Option<LookupAnswer> {
         let lookup = self.lookup.as_ref()?;
+        let no_answer = |why: String| LookupAnswer::NoAnswer { why };
         let payload = Payload::new(&op.payload);
-        let url = fill(&lookup.url, op, &payload, Encode::Url).ok()?;
+        let url = match fill(&lookup.url, op, &payload, Encode::Url) {
+            Ok(u) => u,
+            Err(why) => return Some(no_answer(format!("not asked: {why}"))),
+        };
         let mut req = client
             .request(lookup.method.clone(), url)
             .headers(self.headers.clone())
             .timeout(self.timeout);
         if let Some(body) = &lookup.body {
-            req = req.json(&fill_json(body, op, &payload).ok()?);
+            match fill_json(body, op, &payload) {
+                Ok(b) => req = req.json(&b),
+                Err(why) => return Some(no_answer(format!("not asked: {why}"))),
+            }
         }
-        let resp = req.send().await.ok()?;
-        let status = resp.status();
-        if status == reqwest::StatusCode::NOT_FOUND {
-            return Some(None);
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return Some(no_answer(
+                    transport_failure(&e, self.timeout)
+                        .error
+                        .unwrap_or_default(),
+                ));
+            }
+        };
+        let status = resp.status().as_u16();
+        if status == 404 {
+            return Some(LookupAnswer::Absent {
+                http_status: status,
+            });
         }
-        if !status.is_success() {
-            return None;
+        if !(200..300).contains(&status) {
+            return Some(no_answer(format!("HTTP {status}")));
         }
-        let body: Value = serde_json::from_slice(&read_capped(resp).await?).ok()?;
-        Some(pointed(&body, &lookup.found))
+        let Some(body) = read_capped(resp).await else {
+            return Some(no_answer(format!(
+                "HTTP {status}, but the connection broke before the answer"
+            )));
+        };
+        let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+            return Some(no_answer(format!(
+                "HTTP {status}, but the answer is not JSON"
+            )));
+        };
+        Some(match pointed(&body, &lookup.found) {
+            Some(r) if r.trim().is_empty() => {
+                no_answer(format!("HTTP {status}, but {} is empty", lookup.found))
+            }
+            Some(reference) => LookupAnswer::Found {
+                reference,
+                http_status: status,
+            },
+            None => LookupAnswer::Absent {
+                http_status: status,
+            },
+        })
     }
 }
 

@@ -8,18 +8,20 @@
 //! and paused workflows or destinations are never started: the due query leaves them out and
 //! the rules check again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod http;
+mod lookups;
 
 pub use http::{Answer, Endpoint, HttpDestination, Observed, classify};
+pub use lookups::Lookups;
 
-use crate::domain::Outcome;
 use crate::domain::redact::OperationRedaction;
 use crate::domain::redact::redact_text;
+use crate::domain::{LookupAnswer, Outcome};
 use crate::error::{Error, Result};
 use crate::ledger::{AttemptReport, Finished, Ledger, StartedOp};
 
@@ -76,6 +78,20 @@ fn kept(scrub: &OperationRedaction, text: &str) -> String {
     }
 }
 
+/// A lookup's answer as settle keeps it: its reference scrubbed like any text of the destination.
+pub(crate) fn kept_answer(answer: LookupAnswer, keep: &dyn Fn(String) -> String) -> LookupAnswer {
+    match answer {
+        LookupAnswer::Found {
+            reference,
+            http_status,
+        } => LookupAnswer::Found {
+            reference: keep(reference),
+            http_status,
+        },
+        other => other,
+    }
+}
+
 /// Sends one started attempt and, where the outcome is unknown and the destination has a lookup,
 /// asks whether the work exists. What the destination said is kept only scrubbed (of this
 /// operation's sensitive values and of the secrets read from the environment).
@@ -85,7 +101,7 @@ async fn send(
     row: StartedOp,
     scrub: OperationRedaction,
 ) -> Sent {
-    let endpoint = dest.endpoint(&row.action);
+    let endpoint = dest.sender(&row.action);
     let mut seen = match endpoint {
         Some(e) => e.send(&client, &row).await,
         None => Observed {
@@ -107,9 +123,10 @@ async fn send(
     seen.error = seen.error.map(keep);
     seen.reference = seen.reference.map(keep);
     let lookup = match endpoint {
-        Some(e) if seen.outcome == Outcome::Unknown && e.has_lookup() => {
-            e.look_up(&client, &row).await.map(|found| found.map(keep))
-        }
+        Some(e) if seen.outcome == Outcome::Unknown && e.has_lookup() => e
+            .look_up(&client, &row)
+            .await
+            .map(|a| kept_answer(a, &keep)),
         _ => None,
     };
     Sent {
@@ -131,14 +148,81 @@ async fn send(
     }
 }
 
+/// What a task spawned by the dispatcher hands back.
+enum Done {
+    /// An attempt sent and answered.
+    Attempt(Sent),
+    /// An interrupted attempt looked up at its destination.
+    LookedUp { key: String, answer: LookupAnswer },
+}
+
 /// Runs until interrupted (SIGINT/SIGTERM: finishes the attempts in flight, starts no more), or
 /// with `until_settled` until nothing automation may move is left.
 ///
-/// Up to `concurrency` attempts are in flight. Each round records every attempt that finished
-/// since the last one and starts as many new ones as there are free places, in one transaction:
-/// under load many operations share a commit, and an idle dispatcher still records at once.
+/// Up to `concurrency` attempts (and lookups) are in flight. Each round records every attempt
+/// that finished since the last one and starts as many new ones as there are free places, in one
+/// transaction: under load many operations share a commit, and an idle dispatcher still records
+/// at once. Between rounds it waits for an answer, or for the moment the next retry is due (so
+/// that retries start at their drawn moments, however short), or for the next sweep: at least
+/// every half `attempt_timeout` it sweeps interrupted attempts (SPEC 3) and looks up those at
+/// destinations with a lookup.
 pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     // the environment is read once, here: a missing variable stops the run before anything
+    let destinations = resolve_destinations(&ledger)?;
+    // After a crash nothing stays in flight forever.
+    ledger.sweep().await?;
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopping = Arc::new(AtomicBool::new(false));
+    {
+        let (stop, stopping) = (stop.clone(), stopping.clone());
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            stopping.store(true, Ordering::SeqCst);
+            stop.notify_waiters();
+        });
+    }
+    let (done, answers) = tokio::sync::mpsc::unbounded_channel::<Done>();
+    let mut d = Dispatcher {
+        names: destinations.keys().cloned().collect(),
+        lookup_names: destinations
+            .iter()
+            .filter(|(_, d)| d.has_lookup())
+            .map(|(n, _)| n.clone())
+            .collect(),
+        destinations,
+        name: format!("{}-{}", hostname(), std::process::id()),
+        concurrency: options.concurrency.max(1),
+        sweep_every: (ledger.config().attempt_timeout / 2).max(Duration::from_millis(50)),
+        ledger,
+        options,
+        client,
+        stop,
+        stopping,
+        done,
+        answers,
+        in_flight: 0,
+        answered: Vec::new(),
+        looked_up: Vec::new(),
+        looking: HashSet::new(),
+        sending: HashSet::new(),
+        cannot_look_up: HashSet::new(),
+        totals: Totals::default(),
+        beat: None,
+        swept: None,
+        outage: None,
+        paused_here: HashSet::new(),
+        deferred: HashSet::new(),
+    };
+    d.run().await?;
+    d.totals.budget_waits = d.deferred.len() as u64;
+    Ok(d.totals)
+}
+
+/// The HTTP destinations of the config, resolved (their `${NAME}`s read from the environment).
+fn resolve_destinations(ledger: &Ledger) -> Result<HashMap<String, Arc<HttpDestination>>> {
     let env = |name: &str| std::env::var(name).ok();
     let destinations: HashMap<String, Arc<HttpDestination>> = ledger
         .config()
@@ -156,101 +240,216 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
             "no destination in the config has a `url`: nothing to dispatch".into(),
         ));
     }
-    // After a crash nothing stays in flight forever.
-    ledger.sweep().await?;
-    let names: Vec<String> = destinations.keys().cloned().collect();
-    let client = reqwest::Client::builder()
-        .build()
-        .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopping = Arc::new(AtomicBool::new(false));
-    {
-        let (stop, stopping) = (stop.clone(), stopping.clone());
-        tokio::spawn(async move {
-            shutdown_signal().await;
-            stopping.store(true, Ordering::SeqCst);
-            stop.notify_waiters();
-        });
-    }
-    let name = format!("{}-{}", hostname(), std::process::id());
-    let concurrency = options.concurrency.max(1);
-    let (done, mut answers) = tokio::sync::mpsc::unbounded_channel::<Sent>();
-    let mut in_flight = 0usize;
-    let mut answered: Vec<Sent> = Vec::new();
-    let mut totals = Totals::default();
-    let mut beat: Option<Instant> = None;
-    let mut outage: Option<Instant> = None;
-    // A database call in the loop. An outage is waited out: the answers in hand are kept and
-    // recorded once the database is back (only a stop request gives up on them; the next start's
-    // sweep then makes those attempts `unknown`). Any other error ends the run.
-    macro_rules! db {
-        ($call:expr) => {
-            match $call.await {
-                Ok(v) => {
-                    if let Some(since) = outage.take() {
-                        tracing::info!(after_ms = since.elapsed().as_millis() as u64, "database reachable again");
-                        crate::tell!("settle: database reachable again");
-                    }
-                    v
-                }
-                Err(Error::Unavailable(why)) if !stopping.load(Ordering::SeqCst) => {
-                    if outage.is_none() {
-                        tracing::warn!(error = %why, kept = answered.len(), "database unreachable");
-                        crate::tell!("settle: {}: keeping {} answer(s) in hand, retrying", crate::domain::escape_text(&why), answered.len());
-                        outage = Some(Instant::now());
-                    }
-                    idle(&stop, OUTAGE_PAUSE).await;
-                    continue;
-                }
-                Err(e) => return Err(e),
+    Ok(destinations)
+}
+
+/// A running dispatcher's state between rounds.
+struct Dispatcher {
+    ledger: Ledger,
+    options: Options,
+    client: reqwest::Client,
+    destinations: HashMap<String, Arc<HttpDestination>>,
+    names: Vec<String>,
+    /// The destinations whose lookup the dispatcher can run.
+    lookup_names: Vec<String>,
+    /// This dispatcher's name in the heartbeats.
+    name: String,
+    concurrency: usize,
+    sweep_every: Duration,
+    stop: Arc<tokio::sync::Notify>,
+    stopping: Arc<AtomicBool>,
+    done: tokio::sync::mpsc::UnboundedSender<Done>,
+    answers: tokio::sync::mpsc::UnboundedReceiver<Done>,
+    /// Attempts and lookups sent and not yet answered.
+    in_flight: usize,
+    /// Attempts answered, to be recorded by the next round.
+    answered: Vec<Sent>,
+    /// Lookups of interrupted attempts answered, to be recorded.
+    looked_up: Vec<(String, LookupAnswer)>,
+    /// Keys whose lookup is in flight.
+    looking: HashSet<String>,
+    /// Keys whose attempt this dispatcher sent and has not recorded yet: its own sweep spares
+    /// them (they are not interrupted: their answer, or their request's timeout, will come).
+    sending: HashSet<String>,
+    /// Keys whose action has no lookup this dispatcher can run (left to a person).
+    cannot_look_up: HashSet<String>,
+    totals: Totals,
+    beat: Option<Instant>,
+    /// When it last swept (`None`: sweep now).
+    swept: Option<Instant>,
+    outage: Option<Instant>,
+    /// Destinations this run paused on an `auth` answer (said once each).
+    paused_here: HashSet<String>,
+    /// Operations that waited for the retry budget at least once.
+    deferred: HashSet<String>,
+}
+
+/// A database call in the dispatcher's loop. An outage is waited out: the answers in hand are
+/// kept and recorded once the database is back (only a stop request gives up on them; the next
+/// start's sweep then makes those attempts `unknown`). Any other error ends the run.
+macro_rules! db {
+    ($d:ident, $call:expr) => {
+        match $call.await {
+            Ok(v) => {
+                $d.reachable();
+                v
             }
-        };
-    }
-    // destinations this run paused on an `auth` answer (said once each)
-    let mut paused_here: std::collections::HashSet<String> = std::collections::HashSet::new();
-    // operations that waited for the retry budget at least once
-    let mut deferred: std::collections::HashSet<String> = std::collections::HashSet::new();
-    loop {
-        while let Ok(s) = answers.try_recv() {
-            answered.push(s);
-            in_flight -= 1;
-        }
-        if beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
-            db!(ledger.heartbeat(&name));
-            beat = Some(Instant::now());
-        }
-        let stopping_now = stopping.load(Ordering::SeqCst);
-        let free = if stopping_now {
-            0
-        } else {
-            concurrency - in_flight
-        };
-        let worth_a_round = !answered.is_empty() || (free > 0 && db!(ledger.anything_due(&names)));
-        if !worth_a_round {
-            if in_flight > 0 {
-                in_flight -= wait_for_answer(&mut answers, &mut answered).await;
+            Err(Error::Unavailable(why)) if !$d.stopping() => {
+                $d.unreachable(&why).await;
                 continue;
             }
-            if stopping_now || (options.until_settled && db!(ledger.unsettled(&names)) == 0) {
-                break;
-            }
-            idle(&stop, options.idle).await;
-            db!(ledger.sweep());
-            continue;
+            Err(e) => return Err(e),
         }
-        let finished: Vec<Finished> = answered.iter().map(|s| s.finished.clone()).collect();
-        let round = match ledger.round(&finished, &names, free, DISPATCHER).await {
+    };
+}
+
+impl Dispatcher {
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    fn reachable(&mut self) {
+        if let Some(since) = self.outage.take() {
+            tracing::info!(
+                after_ms = since.elapsed().as_millis() as u64,
+                "database reachable again"
+            );
+            crate::tell!("settle: database reachable again");
+        }
+    }
+
+    async fn unreachable(&mut self, why: &str) {
+        if self.outage.is_none() {
+            let kept = self.answered.len() + self.looked_up.len();
+            tracing::warn!(error = %why, kept, "database unreachable");
+            crate::tell!(
+                "settle: {}: keeping {kept} answer(s) in hand, retrying",
+                crate::domain::escape_text(why)
+            );
+            self.outage = Some(Instant::now());
+        }
+        idle(&self.stop, OUTAGE_PAUSE).await;
+    }
+
+    /// Takes what finished tasks handed back.
+    fn take(&mut self, done: Done) {
+        self.in_flight -= 1;
+        match done {
+            Done::Attempt(s) => self.answered.push(s),
+            Done::LookedUp { key, answer } => self.looked_up.push((key, answer)),
+        }
+    }
+
+    /// Waits up to `wait` for the next answer (or a stop request).
+    async fn wait_for_answer(&mut self, wait: Duration) {
+        let got = tokio::select! {
+            got = tokio::time::timeout(wait, self.answers.recv()) => got.ok().flatten(),
+            _ = self.stop.notified() => None,
+        };
+        if let Some(done) = got {
+            self.take(done);
+        }
+    }
+
+    async fn run(&mut self) -> Result<()> {
+        loop {
+            while let Ok(done) = self.answers.try_recv() {
+                self.take(done);
+            }
+            if self.beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
+                db!(self, self.ledger.heartbeat(&self.name));
+                self.beat = Some(Instant::now());
+            }
+            if !self.looked_up.is_empty() {
+                db!(
+                    self,
+                    record_lookups(&self.ledger, &mut self.looked_up, &mut self.looking)
+                );
+            }
+            let stopping = self.stopping();
+            if !stopping
+                && self.answered.is_empty()
+                && self.swept.is_none_or(|t| t.elapsed() >= self.sweep_every)
+            {
+                db!(self, self.ledger.sweep_sparing(&self.sending));
+                self.swept = Some(Instant::now());
+                db!(self, self.look_up_interrupted());
+            }
+            let free = if stopping {
+                0
+            } else {
+                self.concurrency - self.in_flight
+            };
+            let due = if free > 0 {
+                db!(self, self.ledger.next_due(&self.names, HEARTBEAT))
+            } else {
+                None
+            };
+            let now = self.ledger.now();
+            let until_due = due.map(|t| (t - now).to_std().unwrap_or_default());
+            let due_now = until_due.is_some_and(|d| d.is_zero());
+            if self.answered.is_empty() && !due_now {
+                let until_sweep = self.swept.map_or(Duration::ZERO, |t| {
+                    self.sweep_every.saturating_sub(t.elapsed())
+                });
+                if self.in_flight > 0 {
+                    let wait = HEARTBEAT
+                        .min(until_sweep)
+                        .min(until_due.unwrap_or(HEARTBEAT));
+                    self.wait_for_answer(wait).await;
+                    continue;
+                }
+                if stopping
+                    || (self.options.until_settled
+                        && self.looked_up.is_empty()
+                        && db!(self, self.ledger.unsettled(&self.names)) == 0)
+                {
+                    return Ok(());
+                }
+                let wait = self
+                    .options
+                    .idle
+                    .min(until_due.unwrap_or(self.options.idle));
+                idle(&self.stop, wait).await;
+                if until_due.is_none() {
+                    // nothing due soon: sweep after a whole idle wait, as at a start
+                    self.swept = None;
+                }
+                continue;
+            }
+            let (launched, recorded) = db!(self, self.round(free));
+            if launched == 0 && recorded == 0 {
+                // everything due waits for the retry budget, or another dispatcher took it
+                if self.in_flight > 0 {
+                    self.wait_for_answer(self.options.idle).await;
+                } else {
+                    idle(&self.stop, self.options.idle).await;
+                }
+            }
+        }
+    }
+
+    /// One round: records the answers in hand and starts up to `free` due attempts. Returns how
+    /// many it started and recorded.
+    async fn round(&mut self, free: usize) -> Result<(usize, usize)> {
+        let finished: Vec<Finished> = self.answered.iter().map(|s| s.finished.clone()).collect();
+        let round = match self
+            .ledger
+            .round(&finished, &self.names, free, DISPATCHER)
+            .await
+        {
             // an answer the database would not store must not hold back the others
             Err(Error::Unstorable(why)) if !finished.is_empty() => {
-                db!(one_by_one(&ledger, &finished, &names, &why))
+                one_by_one(&self.ledger, &finished, &self.names, &why).await?
             }
-            other => db!(async { other }),
+            other => other?,
         };
-        let recorded = answered.len();
-        for (sent, applied) in answered.drain(..).zip(round.finished) {
+        let recorded = self.answered.len();
+        for (sent, applied) in self.answered.drain(..).zip(round.finished) {
             log_attempt(&sent, &applied);
+            self.sending.remove(&sent.finished.report.key);
             if let Some(reason) = &sent.finished.pause_destination
-                && paused_here.insert(sent.destination.clone())
+                && self.paused_here.insert(sent.destination.clone())
             {
                 let d = crate::domain::escape_text(&sent.destination);
                 tracing::warn!(destination = %sent.destination, reason = %reason, "destination paused");
@@ -259,38 +458,104 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
                     crate::domain::escape_text(reason)
                 );
             }
-            totals.attempts += 1;
-            totals.retries += u64::from(sent.retry);
-            totals.succeeded += u64::from(applied.is_ok_and(|a| a.to == crate::State::Succeeded));
+            self.totals.attempts += 1;
+            self.totals.retries += u64::from(sent.retry);
+            self.totals.succeeded +=
+                u64::from(applied.is_ok_and(|a| a.to == crate::State::Succeeded));
         }
-        totals.looked_up += round.looked_up as u64;
+        self.totals.looked_up += round.looked_up as u64;
         // a long-running dispatcher keeps at most this many keys for its closing line
-        if deferred.len() < 100_000 {
-            deferred.extend(round.waiting_for_budget);
+        if self.deferred.len() < 100_000 {
+            self.deferred.extend(round.waiting_for_budget);
         }
         let launched = round.started.len();
         for op in round.started {
-            let Some(dest) = destinations.get(&op.destination).cloned() else {
+            let Some(dest) = self.destinations.get(&op.destination).cloned() else {
                 continue;
             };
-            let (client, done) = (client.clone(), done.clone());
-            let scrub = ledger.answer_scrubber(&op);
-            in_flight += 1;
+            let (client, done) = (self.client.clone(), self.done.clone());
+            let scrub = self.ledger.answer_scrubber(&op);
+            self.in_flight += 1;
+            self.sending.insert(op.key.clone());
             tokio::spawn(async move {
-                let _ = done.send(send(client, dest, op, scrub).await);
+                let _ = done.send(Done::Attempt(send(client, dest, op, scrub).await));
             });
         }
-        if launched == 0 && recorded == 0 {
-            // everything due waits for the retry budget, or another dispatcher took it
-            if in_flight > 0 {
-                in_flight -= wait_for_answer(&mut answers, &mut answered).await;
-            } else {
-                idle(&stop, options.idle).await;
+        Ok((launched, recorded))
+    }
+
+    /// Sends a lookup for each interrupted attempt at a destination with a lookup that nobody has
+    /// looked up yet (SPEC 3), as many as there are free places.
+    async fn look_up_interrupted(&mut self) -> Result<()> {
+        let free = self.concurrency - self.in_flight;
+        if self.lookup_names.is_empty() || free == 0 {
+            return Ok(());
+        }
+        let skip = self.looking.len() + self.cannot_look_up.len();
+        let ops = self
+            .ledger
+            .interrupted_to_look_up(&self.lookup_names, free + skip)
+            .await?;
+        for op in ops {
+            if self.in_flight >= self.concurrency
+                || self.looking.contains(&op.key)
+                || self.cannot_look_up.contains(&op.key)
+            {
+                continue;
+            }
+            let endpoint = self
+                .destinations
+                .get(&op.destination)
+                .and_then(|d| d.endpoint(&op.action))
+                .filter(|e| e.has_lookup())
+                .cloned();
+            let Some(endpoint) = endpoint else {
+                self.cannot_look_up.insert(op.key.clone());
+                continue;
+            };
+            let (client, done) = (self.client.clone(), self.done.clone());
+            let scrub = self.ledger.answer_scrubber(&op);
+            self.looking.insert(op.key.clone());
+            self.in_flight += 1;
+            tokio::spawn(async move {
+                let keep = |text: String| kept(&scrub, &endpoint.scrub_secrets(text));
+                let answer = match endpoint.look_up(&client, &op).await {
+                    Some(a) => kept_answer(a, &keep),
+                    None => LookupAnswer::NoAnswer {
+                        why: "no lookup configured".into(),
+                    },
+                };
+                let _ = done.send(Done::LookedUp {
+                    key: op.key,
+                    answer,
+                });
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Records the lookups of interrupted attempts (each its own change, as `settle`). One that
+/// another writer settled meanwhile is left as it is; an outage keeps the rest in hand.
+async fn record_lookups(
+    ledger: &Ledger,
+    looked_up: &mut Vec<(String, LookupAnswer)>,
+    looking: &mut HashSet<String>,
+) -> Result<()> {
+    while let Some((key, answer)) = looked_up.last() {
+        match ledger.lookup(key, answer.clone()).await {
+            Ok(a) => {
+                tracing::info!(key = %key, answer = answer.as_str(), state = a.to.as_str(), "looked up")
+            }
+            Err(e @ Error::Unavailable(_)) => return Err(e),
+            Err(e) => {
+                tracing::info!(key = %key, refused = %redact_text(&e.to_string()), "lookup not recorded")
             }
         }
+        looking.remove(key.as_str());
+        looked_up.pop();
     }
-    totals.budget_waits = deferred.len() as u64;
-    Ok(totals)
+    Ok(())
 }
 
 /// Records finished attempts a round each, starting nothing: after the database refused a round
@@ -318,21 +583,6 @@ async fn one_by_one(
         }
     }
     Ok(round)
-}
-
-/// Waits for the next answer, for at most a heartbeat's interval (the heartbeat goes on while a
-/// slow destination answers). Returns how many answers arrived (0 or 1).
-async fn wait_for_answer(
-    answers: &mut tokio::sync::mpsc::UnboundedReceiver<Sent>,
-    answered: &mut Vec<Sent>,
-) -> usize {
-    match tokio::time::timeout(HEARTBEAT, answers.recv()).await {
-        Ok(Some(s)) => {
-            answered.push(s);
-            1
-        }
-        _ => 0,
-    }
 }
 
 /// How long to wait before trying an unreachable database again.

@@ -6,6 +6,7 @@
 pub mod filter;
 pub mod fingerprint;
 pub mod key;
+pub mod lookup;
 pub mod names;
 pub mod next_step;
 pub mod patterns;
@@ -19,6 +20,7 @@ pub mod transition;
 
 pub use fingerprint::fingerprint;
 pub use key::validate_key;
+pub use lookup::LookupAnswer;
 pub use names::{validate_name, validate_operator};
 pub use next_step::{NextStep, safe_next_step};
 pub use policy::{DestinationPolicy, RetryPolicy};

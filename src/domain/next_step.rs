@@ -77,16 +77,36 @@ pub fn safe_next_step(
         );
     }
     let stuck = op.is_stuck(now, attempt_timeout);
+    let dedupes_until = || policy.horizon(op.first_sent_at).unwrap_or(now);
+    // An interrupted attempt is an unknown outcome (SPEC 3): where the destination can settle
+    // it (a retry with the same key, or a lookup) that is the step; else a person reconciles.
     match op.state {
         State::InFlight if !stuck => step(StepKind::Wait, "Attempt running: wait".into()),
+        State::InFlight if policy.dedupes_at(op.first_sent_at, now) => step(
+            StepKind::Wait,
+            format!(
+                "Attempt interrupted: the sweep retries it with the same key ({dest} deduplicates until {})",
+                at(dedupes_until(), now)
+            ),
+        ),
+        State::InFlight if policy.lookup => step(
+            StepKind::LookUp,
+            format!("Attempt interrupted: look up {key} in {dest}, then reconcile found/absent"),
+        ),
         State::InFlight => step(
             StepKind::ReconcileInterrupted,
             "Attempt interrupted: reconcile as an unknown outcome".into(),
         ),
-        State::Unknown if op.reason.as_deref() == Some("interrupted") => step(
-            StepKind::ReconcileInterrupted,
-            "Attempt interrupted: reconcile as an unknown outcome".into(),
-        ),
+        State::Unknown
+            if op.reason.as_deref() == Some("interrupted")
+                && !policy.lookup
+                && !policy.dedupes_at(op.first_sent_at, now) =>
+        {
+            step(
+                StepKind::ReconcileInterrupted,
+                "Attempt interrupted: reconcile as an unknown outcome".into(),
+            )
+        }
         State::Unknown if policy.dedupes_at(op.first_sent_at, now) => {
             let until = policy.horizon(op.first_sent_at).unwrap_or(now);
             step(

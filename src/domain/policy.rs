@@ -46,6 +46,12 @@ pub struct DestinationPolicy {
     pub key_retention: Option<Duration>,
     /// Can be asked whether the work for a key exists.
     pub lookup: bool,
+    /// settle itself can run that lookup (a `lookup_url` is configured): the dispatcher does for
+    /// its own unknowns, and a person can ask for it (`settle lookup`, `L`).
+    pub can_look_up: bool,
+    /// How long an attempt may take before its outcome is unknown (SPEC 11a `timeout`): after a
+    /// `409` from a deduplicating destination the next attempt waits at least this long.
+    pub timeout: Duration,
     pub retry: RetryPolicy,
 }
 

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::lookup::LookupAnswer;
 use super::policy::DestinationPolicy;
 use super::state::{Outcome, Resolution, State};
 use super::time::{after, format_duration};
@@ -146,11 +147,10 @@ pub enum Command {
         http_status: Option<u16>,
         retry_after: Option<Duration>,
     },
-    /// An open attempt past its timeout.
+    /// An open attempt past its timeout: swept as an attempt whose outcome is unknown.
     Sweep,
-    /// The dispatcher asked a destination with lookup whether the work for the key exists:
-    /// `Some(reference)` found, `None` absent.
-    Lookup { found: Option<String> },
+    /// The dispatcher asked a destination with lookup whether the work for the key exists.
+    Lookup { answer: LookupAnswer },
     /// A person works the item (SPEC section 5).
     Staff(StaffAction),
 }
@@ -193,6 +193,11 @@ pub enum StaffAction {
     },
     Note {
         text: String,
+    },
+    /// Reconcile by what the destination's lookup, run at a person's request, answered (SPEC
+    /// 16): found or absent, with the lookup named as the evidence. No answer reconciles nothing.
+    LookUp {
+        answer: LookupAnswer,
     },
 }
 
@@ -396,7 +401,10 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                     *outcome,
                     reference,
                     error,
-                    *retry_after,
+                    Answered {
+                        http_status: *http_status,
+                        retry_after: *retry_after,
+                    },
                     ctx,
                 );
             }
@@ -405,47 +413,67 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
             if !op.is_stuck(now, ctx.attempt_timeout) {
                 return Ok(None);
             }
+            // SPEC 3: by the rule of any unknown outcome. At a destination that deduplicates,
+            // inside its horizon, the next attempt with the same key settles it; elsewhere it
+            // waits as `unknown` (interrupted), for the dispatcher's lookup or a person.
             let error = format!(
                 "interrupted: no outcome within {}",
                 format_duration(ctx.attempt_timeout)
             );
-            next.state = State::Unknown;
-            next.reason = Some("interrupted".into());
-            next.ambiguous = true;
             next.attempt_started_at = None;
             next.last_error = Some(error.clone());
+            let error = Some(error);
+            finish_attempt(
+                op,
+                &mut next,
+                op.attempts,
+                Outcome::Unknown,
+                &None,
+                &error,
+                Answered::default(),
+                ctx,
+            );
+            if next.state == State::Unknown {
+                next.reason = Some("interrupted".into());
+            }
             attempt = AttemptEffect::Finish {
                 n: op.attempts,
                 whole: false,
                 outcome: Outcome::Unknown,
                 http_status: None,
                 reference: None,
-                error: Some(error),
+                error,
             };
             kind = "swept";
             detail = json!({ "attempt": op.attempts, "reason": "interrupted" });
         }
-        Command::Lookup { found } => {
+        Command::Lookup { answer } => {
             if op.state != State::Unknown {
                 return refuse(format!(
                     "{key} is {}: a lookup settles only an unknown outcome",
                     op.state
                 ));
             }
-            match found {
-                Some(reference) => {
+            let dest = &op.destination;
+            match answer {
+                LookupAnswer::Found { reference, .. } => {
                     next.state = State::Succeeded;
                     next.reference = Some(reference.clone());
                     next.reason = None;
                 }
-                None => {
+                LookupAnswer::Absent { .. } => {
                     next.state = State::Failed;
-                    next.reason = Some(format!("looked up: not at {}", op.destination));
+                    next.reason = Some(format!("looked up: not at {dest}"));
                     next.ambiguous = false;
+                }
+                // it proves nothing: still unknown, now for a person (who can look again)
+                LookupAnswer::NoAnswer { why } => {
+                    next.reason = Some(format!("looked up at {dest}: no answer ({why})"));
                 }
             }
             kind = "looked_up";
-            detail = json!({ "found": found.is_some(), "reference": found });
+            detail = json!({ "found": answer.reference().is_some(), "reference": answer.reference(),
+                             "evidence": answer.evidence() });
         }
         Command::Staff(action @ StaffAction::Claim { force_reason }) => {
             staff_check(op, action, ctx).map_err(Why::refusal)?;
@@ -536,6 +564,28 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                              "superseded_by": superseded_by, "note": note });
         }
         Command::Staff(StaffAction::Note { .. }) => return note(op, cmd, ctx).map(Some),
+        Command::Staff(action @ StaffAction::LookUp { answer }) => {
+            claimed = staff_check(op, action, ctx).map_err(Why::refusal)?;
+            next.attempt_started_at = None;
+            match answer {
+                LookupAnswer::Found { reference, .. } => {
+                    attempt = close_open_attempt(op, "interrupted; found by a lookup");
+                    next.state = State::Succeeded;
+                    next.reference = Some(reference.clone());
+                    next.reason = None;
+                }
+                _ => {
+                    attempt = close_open_attempt(op, "interrupted; not found by a lookup");
+                    next.state = State::Failed;
+                    next.reason = Some(format!("looked up: not at {}", op.destination));
+                    next.ambiguous = false;
+                    next.claim = held(op, ctx, claimed);
+                }
+            }
+            kind = "reconciled";
+            detail = json!({ "found": answer.reference().is_some(), "reference": answer.reference(),
+                             "evidence": answer.evidence() });
+        }
     }
 
     if claimed && let Some(d) = detail.as_object_mut() {
@@ -552,6 +602,13 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
     }))
 }
 
+/// What the destination's answer said beside its outcome class.
+#[derive(Clone, Copy, Debug, Default)]
+struct Answered {
+    http_status: Option<u16>,
+    retry_after: Option<Duration>,
+}
+
 /// The automatic rules for an attempt's outcome (SPEC section 3 and 6).
 #[allow(clippy::too_many_arguments)]
 fn finish_attempt(
@@ -561,12 +618,19 @@ fn finish_attempt(
     outcome: Outcome,
     reference: &Option<String>,
     error: &Option<String>,
-    retry_after: Option<Duration>,
+    answered: Answered,
     ctx: &Ctx,
 ) {
     let policy = ctx.policy;
     let used = n.saturating_sub(op.budget_start);
     let spent = used >= policy.retry.max_attempts;
+    let retry_after = answered.retry_after;
+    // SPEC 6: a 409 from a deduplicating destination says its first request with this key is
+    // still running: the next attempt waits at least the destination's timeout (or its
+    // Retry-After, if longer), so that the attempts are not spent before that request's own
+    // answer could have arrived. Not capped: the wait is the point.
+    let still_running = (answered.http_status == Some(409) && policy.dedupes)
+        .then(|| policy.timeout.max(retry_after.unwrap_or_default()));
     match outcome {
         Outcome::Accepted => {
             next.state = State::Succeeded;
@@ -591,7 +655,8 @@ fn finish_attempt(
             } else {
                 let delay = policy
                     .retry
-                    .delay(used.saturating_sub(1), ctx.jitter, retry_after);
+                    .delay(used.saturating_sub(1), ctx.jitter, retry_after)
+                    .max(still_running.unwrap_or_default());
                 next.state = State::RetryWait;
                 next.next_attempt_at = Some(after(ctx.now, delay));
                 next.reason = None;
@@ -880,6 +945,40 @@ pub fn staff_check<'a, R: Reason<'a>>(
             }
             Ok(false)
         }
+        StaffAction::LookUp { answer } => {
+            let claims = hold()?;
+            if !ctx.policy.can_look_up {
+                return deny("no lookup configured", move || {
+                    format!(
+                        "{} has no lookup settle can run (no lookup_url in the config): check it there, then reconcile",
+                        op.destination
+                    )
+                });
+            }
+            let applies = match answer {
+                LookupAnswer::Found { .. } => {
+                    matches!(op.state, State::Unknown | State::Failed) || stuck()
+                }
+                _ => op.state == State::Unknown || stuck(),
+            };
+            if !applies {
+                return deny("not in a state it applies to", move || {
+                    format!(
+                        "{key} is {}: a lookup settles an unknown outcome, a stuck in_flight or (when found) a failed one",
+                        op.state
+                    )
+                });
+            }
+            if let LookupAnswer::NoAnswer { why } = answer {
+                return deny("no answer", move || {
+                    format!(
+                        "{key}: the lookup at {} gave no answer ({why}): nothing to reconcile, it stays {}",
+                        op.destination, op.state
+                    )
+                });
+            }
+            Ok(claims)
+        }
     }
 }
 
@@ -945,10 +1044,12 @@ pub enum Offer {
     Retry,
     Close,
     Note,
+    /// Look the item up at its destination now, then reconcile by the answer (SPEC 16).
+    LookUp,
 }
 
 impl Offer {
-    pub const ALL: [Offer; 8] = [
+    pub const ALL: [Offer; 9] = [
         Offer::Claim,
         Offer::TakeOver,
         Offer::Release,
@@ -957,6 +1058,7 @@ impl Offer {
         Offer::Retry,
         Offer::Close,
         Offer::Note,
+        Offer::LookUp,
     ];
 
     /// The command this action becomes with well-formed details: what [`offered`] tries.
@@ -982,13 +1084,19 @@ impl Offer {
             Offer::Note => StaffAction::Note {
                 text: "note".into(),
             },
+            Offer::LookUp => StaffAction::LookUp {
+                answer: LookupAnswer::Found {
+                    reference: "REF".into(),
+                    http_status: 200,
+                },
+            },
         }
     }
 }
 
 /// A set of offers, one bit each: carried on every listed row, so it costs no allocation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Offers(u8);
+pub struct Offers(u16);
 
 impl Offers {
     pub fn contains(self, o: Offer) -> bool {
@@ -1020,7 +1128,7 @@ impl Serialize for Offers {
 }
 
 /// Each offer's sample, in `Offer::ALL`'s order: made once (the list asks for every row).
-static SAMPLES: std::sync::LazyLock<[StaffAction; 8]> =
+static SAMPLES: std::sync::LazyLock<[StaffAction; 9]> =
     std::sync::LazyLock::new(|| Offer::ALL.map(Offer::sample));
 
 /// The staff actions `ctx.actor` may take on `op` now (SPEC 5 and 13): exactly those

@@ -428,6 +428,57 @@ fn outcomes_follow_the_retry_rules() {
     );
 }
 
+/// SPEC 6: a 409 from a deduplicating destination (its first request with this key still runs)
+/// makes the next attempt wait at least the destination's timeout, or its Retry-After if longer,
+/// and not capped by the backoff's cap; elsewhere a 409 is a plain transient answer.
+#[test]
+fn a_409_from_a_deduplicating_destination_waits_out_the_first_request() {
+    let dedupe = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(Duration::from_secs(3600)),
+        timeout: Duration::from_secs(1),
+        retry: crate::domain::RetryPolicy {
+            max_attempts: 6,
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(500),
+        },
+        ..Default::default()
+    };
+    let plain = DestinationPolicy {
+        dedupes: false,
+        ..dedupe.clone()
+    };
+    let op = op_in(State::InFlight, false);
+    let fin = |status, retry_after| Command::FinishAttempt {
+        n: 1,
+        outcome: Outcome::Transient,
+        reference: None,
+        error: Some("HTTP 409: not done, try later".into()),
+        http_status: Some(status),
+        retry_after,
+    };
+    let next_at = |policy: &DestinationPolicy, cmd: &Command| {
+        let t = apply(&op, cmd, &ctx(policy, "settle")).unwrap().unwrap();
+        assert_eq!(t.op.state, State::RetryWait);
+        t.op.next_attempt_at.unwrap() - t0()
+    };
+    assert_eq!(next_at(&dedupe, &fin(409, None)), TimeDelta::seconds(1));
+    assert_eq!(
+        next_at(&dedupe, &fin(409, Some(Duration::from_secs(3)))),
+        TimeDelta::seconds(3),
+        "a longer Retry-After wins, past the cap"
+    );
+    // jitter as drawn (0.5 of base): no floor for a 409 elsewhere, nor another status here
+    assert_eq!(
+        next_at(&plain, &fin(409, None)),
+        TimeDelta::milliseconds(50)
+    );
+    assert_eq!(
+        next_at(&dedupe, &fin(503, None)),
+        TimeDelta::milliseconds(50)
+    );
+}
+
 #[test]
 fn attempts_are_numbered_and_gaps_refused() {
     let policy = DestinationPolicy::default();
@@ -671,6 +722,48 @@ fn a_conflict_keeps_both_contents_and_its_exception_age() {
     );
 }
 
+/// SPEC 3: an interrupted attempt is swept by the rule of any unknown outcome: at a destination
+/// that deduplicates, inside its horizon and with attempts left, to `retry_wait` (the next attempt
+/// with the same key settles it); elsewhere to `unknown`, reason interrupted.
+#[test]
+fn sweep_retries_an_interrupted_attempt_where_the_destination_deduplicates() {
+    let dedupe = DestinationPolicy {
+        dedupes: true,
+        key_retention: Some(Duration::from_secs(86_400)),
+        ..Default::default()
+    };
+    let stuck = op_in(State::InFlight, true);
+    let t = apply(&stuck, &Command::Sweep, &ctx(&dedupe, "settle"))
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.op.state, t.op.ambiguous), (State::RetryWait, true));
+    assert!(t.op.next_attempt_at.is_some_and(|at| at >= t0()));
+    assert_eq!(t.op.exception_since, None, "no longer an exception");
+    assert_eq!(t.kind, "swept");
+    assert!(matches!(
+        t.attempt,
+        AttemptEffect::Finish {
+            n: 1,
+            outcome: Outcome::Unknown,
+            ..
+        }
+    ));
+    // past the horizon, or with its attempts spent: an unknown for a person
+    let mut old = stuck.clone();
+    old.first_sent_at = Some(t0() - TimeDelta::hours(23));
+    let mut spent = stuck.clone();
+    spent.attempts = dedupe.retry.max_attempts;
+    for op in [old, spent] {
+        let t = apply(&op, &Command::Sweep, &ctx(&dedupe, "settle"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.op.state, t.op.reason.as_deref()),
+            (State::Unknown, Some("interrupted"))
+        );
+    }
+}
+
 #[test]
 fn sweep_turns_a_stuck_attempt_into_an_interrupted_unknown() {
     let policy = DestinationPolicy::default();
@@ -761,27 +854,64 @@ fn step_in_flight_live() {
     );
 }
 
+/// SPEC 4: an interrupted attempt asks a person to reconcile it only where the destination
+/// neither deduplicates nor can be looked up; elsewhere the destination settles it.
 #[test]
 fn step_in_flight_stuck_or_interrupted() {
-    let p = DestinationPolicy {
+    let dedupes = DestinationPolicy {
         dedupes: true,
+        key_retention: Some(Duration::from_secs(10 * 3600)),
+        ..Default::default()
+    };
+    let lookup = DestinationPolicy {
         lookup: true,
         ..Default::default()
     };
-    assert_eq!(
-        next(&op_in(State::InFlight, true), &p, false).0,
-        StepKind::ReconcileInterrupted
-    );
-    let mut op = op_in(State::Unknown, false);
-    op.reason = Some("interrupted".into());
-    let (k, text) = next(&op, &p, false);
-    assert_eq!(
-        (k, text.as_str()),
+    let neither = DestinationPolicy::default();
+    let stuck = op_in(State::InFlight, true);
+    let mut interrupted = op_in(State::Unknown, false);
+    interrupted.reason = Some("interrupted".into());
+    let cases = [
         (
+            &stuck,
+            &dedupes,
+            StepKind::Wait,
+            "Attempt interrupted: the sweep retries it with the same key (projects deduplicates until 18:00 UTC)",
+        ),
+        (
+            &stuck,
+            &lookup,
+            StepKind::LookUp,
+            "Attempt interrupted: look up onb-42-task in projects, then reconcile found/absent",
+        ),
+        (
+            &stuck,
+            &neither,
             StepKind::ReconcileInterrupted,
-            "Attempt interrupted: reconcile as an unknown outcome"
-        )
-    );
+            "Attempt interrupted: reconcile as an unknown outcome",
+        ),
+        (
+            &interrupted,
+            &dedupes,
+            StepKind::RetrySameKey,
+            "Retry with the same key: projects deduplicates until 18:00 UTC",
+        ),
+        (
+            &interrupted,
+            &lookup,
+            StepKind::LookUp,
+            "Look up onb-42-task in projects, then reconcile found/absent",
+        ),
+        (
+            &interrupted,
+            &neither,
+            StepKind::ReconcileInterrupted,
+            "Attempt interrupted: reconcile as an unknown outcome",
+        ),
+    ];
+    for (op, policy, kind, text) in cases {
+        assert_eq!(next(op, policy, false), (kind, text.to_string()), "{op:?}");
+    }
 }
 
 #[test]
@@ -913,62 +1043,161 @@ fn step_terminal() {
     }
 }
 
-/// The dispatcher's lookup, against every state: only an unknown outcome is settled by it.
+/// The dispatcher's lookup, against every state: only an unknown outcome is settled by it, and
+/// only a real answer settles it (SPEC 11a: no answer leaves it unknown, saying why).
 #[test]
 fn a_lookup_settles_only_an_unknown_outcome() {
     let policy = DestinationPolicy {
         lookup: true,
         ..Default::default()
     };
+    let found = || Command::Lookup {
+        answer: LookupAnswer::Found {
+            reference: "T-5".into(),
+            http_status: 200,
+        },
+    };
+    let absent = || Command::Lookup {
+        answer: LookupAnswer::Absent { http_status: 404 },
+    };
+    let none = || Command::Lookup {
+        answer: LookupAnswer::NoAnswer {
+            why: "HTTP 503".into(),
+        },
+    };
     for state in State::ALL {
         for stuck in [false, true] {
             let op = op_in(state, stuck);
-            let found = run(
-                &op,
-                &Command::Lookup {
-                    found: Some("T-5".into()),
-                },
-                &ctx(&policy, "settle"),
-            );
-            let absent = run(
-                &op,
-                &Command::Lookup { found: None },
-                &ctx(&policy, "settle"),
+            let c = ctx(&policy, "settle");
+            let got = (
+                run(&op, &found(), &c),
+                run(&op, &absent(), &c),
+                run(&op, &none(), &c),
             );
             if state == State::Unknown {
                 assert_eq!(
-                    (found, absent),
-                    (To(State::Succeeded), To(State::Failed)),
+                    got,
+                    (To(State::Succeeded), To(State::Failed), To(State::Unknown)),
                     "{state}"
                 );
             } else {
-                assert_eq!((found, absent), (Refused, Refused), "{state}");
+                assert_eq!(got, (Refused, Refused, Refused), "{state}");
             }
         }
     }
     let claimed = with_claim(op_in(State::Unknown, false), "alice");
     assert_eq!(
-        run(
-            &claimed,
-            &Command::Lookup { found: None },
-            &ctx(&policy, "settle")
-        ),
+        run(&claimed, &absent(), &ctx(&policy, "settle")),
         Refused,
         "a live claim keeps it away"
     );
-    let t = apply(
-        &op_in(State::Unknown, false),
-        &Command::Lookup {
-            found: Some("T-5".into()),
-        },
-        &ctx(&policy, "settle"),
-    )
-    .unwrap()
-    .unwrap();
+    let c = ctx(&policy, "settle");
+    let t = apply(&op_in(State::Unknown, false), &found(), &c)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (t.kind, t.op.reference.as_deref(), t.op.exception_since),
         ("looked_up", Some("T-5"), None)
     );
+    let t = apply(&op_in(State::Unknown, false), &none(), &c)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            t.op.state,
+            t.op.reason.as_deref(),
+            t.detail["evidence"]["why"].as_str()
+        ),
+        (
+            State::Unknown,
+            Some("looked up at projects: no answer (HTTP 503)"),
+            Some("HTTP 503")
+        )
+    );
+    assert_eq!(
+        t.op.exception_since,
+        op_in(State::Unknown, false).exception_since
+    );
+}
+
+/// A lookup a person asks for (SPEC 16) reconciles by its answer, names the lookup as the
+/// evidence, and needs what a reconcile needs; no answer reconciles nothing and says why.
+#[test]
+fn a_lookup_a_person_asks_for_reconciles_by_its_answer() {
+    let policy = DestinationPolicy {
+        lookup: true,
+        can_look_up: true,
+        ..Default::default()
+    };
+    let look = |answer| Command::Staff(StaffAction::LookUp { answer });
+    let found = || {
+        look(LookupAnswer::Found {
+            reference: "T-5".into(),
+            http_status: 200,
+        })
+    };
+    let absent = || look(LookupAnswer::Absent { http_status: 404 });
+    let c = ctx(&policy, "alice");
+    let unknown = op_in(State::Unknown, false);
+    let t = apply(&unknown, &found(), &c).unwrap().unwrap();
+    assert_eq!(
+        (t.op.state, t.op.reference.as_deref(), t.kind),
+        (State::Succeeded, Some("T-5"), "reconciled")
+    );
+    assert_eq!(t.detail["evidence"]["by"], "lookup");
+    assert_eq!(t.detail["evidence"]["http_status"], 200);
+    assert_eq!(
+        t.detail["claimed"], true,
+        "nobody held it: claimed in the same event"
+    );
+    let t = apply(&unknown, &absent(), &c).unwrap().unwrap();
+    assert_eq!(
+        (t.op.state, t.op.claim.as_ref().map(|c| c.by.as_str())),
+        (State::Failed, Some("alice"))
+    );
+    // a stuck attempt is closed by it; a failed one only changes when it is found
+    let stuck = op_in(State::InFlight, true);
+    assert_eq!(run(&stuck, &found(), &c), To(State::Succeeded));
+    assert_eq!(run(&stuck, &absent(), &c), To(State::Failed));
+    let failed = op_in(State::Failed, false);
+    assert_eq!(run(&failed, &found(), &c), To(State::Succeeded));
+    assert_eq!(run(&failed, &absent(), &c), Refused);
+    for state in [
+        State::Pending,
+        State::RetryWait,
+        State::Rejected,
+        State::Conflict,
+    ] {
+        assert_eq!(run(&op_in(state, false), &found(), &c), Refused, "{state}");
+    }
+    let err = apply(
+        &unknown,
+        &look(LookupAnswer::NoAnswer {
+            why: "no answer within 1s".into(),
+        }),
+        &c,
+    )
+    .unwrap_err();
+    assert!(
+        err.0.contains("gave no answer (no answer within 1s)"),
+        "{err}"
+    );
+    // roles and claims as for a reconcile; a destination settle cannot ask is refused
+    let viewer = Ctx {
+        role: crate::domain::Role::Viewer,
+        ..c.clone()
+    };
+    assert_eq!(run(&unknown, &found(), &viewer), Refused);
+    assert_eq!(
+        run(&with_claim(unknown.clone(), "bob"), &found(), &c),
+        Refused
+    );
+    let by_hand = DestinationPolicy {
+        lookup: true,
+        ..Default::default()
+    };
+    let err = apply(&unknown, &found(), &ctx(&by_hand, "alice")).unwrap_err();
+    assert!(err.0.contains("no lookup settle can run"), "{err}");
 }
 
 /// `offered` asks `staff_check` with each offer's sample by its position in `Offer::ALL`.
@@ -989,6 +1218,11 @@ fn offered_equals_what_apply_accepts() {
         DestinationPolicy {
             dedupes: true,
             key_retention: Some(Duration::from_secs(86_400)),
+            ..Default::default()
+        },
+        DestinationPolicy {
+            lookup: true,
+            can_look_up: true,
             ..Default::default()
         },
     ];

@@ -151,6 +151,7 @@ fn staff_texts(action: &StaffAction) -> Vec<(&'static str, Option<&str>)> {
             ("the note", Some(note.as_str())),
         ],
         StaffAction::Note { text } => vec![("the note", Some(text.as_str()))],
+        StaffAction::LookUp { answer } => vec![("the reference", answer.reference())],
     }
 }
 
@@ -345,9 +346,11 @@ impl Ledger {
         self.act(&report.key, actor, Ask::Attempt(report)).await
     }
 
-    /// Settles an unknown outcome by what the destination's lookup said (actor `settle`).
-    pub async fn lookup(&self, key: &str, found: Option<String>) -> Result<Applied> {
-        self.act(key, SYSTEM_ACTOR, Ask::Cmd(Command::Lookup { found }))
+    /// Settles an unknown outcome by what the destination's lookup said (actor `settle`): found
+    /// or absent; no answer leaves it unknown, with the reason said.
+    pub async fn lookup(&self, key: &str, answer: crate::domain::LookupAnswer) -> Result<Applied> {
+        validate_key(key).map_err(Error::Invalid)?;
+        self.act(key, SYSTEM_ACTOR, Ask::Cmd(Command::Lookup { answer }))
             .await
     }
 
@@ -433,9 +436,15 @@ impl Ledger {
     /// Sweeps attempts that outlived their timeout to `unknown` and applies the stopping thresholds.
     /// Returns how many attempts were swept.
     pub async fn sweep(&self) -> Result<usize> {
+        self.sweep_sparing(&std::collections::HashSet::new()).await
+    }
+
+    /// [`Ledger::sweep`], leaving alone the operations in `spare`: a running dispatcher's own
+    /// attempts, whose answers it is waiting for or holds.
+    pub async fn sweep_sparing(&self, spare: &std::collections::HashSet<String>) -> Result<usize> {
         let keys = self.store.stuck_keys(self.now(), 100_000).await?;
         let mut swept = 0;
-        for key in keys {
+        for key in keys.into_iter().filter(|k| !spare.contains(k)) {
             match self.act(&key, SYSTEM_ACTOR, Ask::Cmd(Command::Sweep)).await {
                 Ok(a) if a.kind.is_some() => swept += 1,
                 Ok(_) | Err(Error::Refused(_)) | Err(Error::NotFound(_)) => {}

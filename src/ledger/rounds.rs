@@ -18,9 +18,8 @@ use crate::store::{self, Tx};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Finished {
     pub report: AttemptReport,
-    /// Where the outcome was unknown and the destination has a lookup: what the lookup said
-    /// (`Some(reference)` found, `None` absent).
-    pub lookup: Option<Option<String>>,
+    /// Where the outcome was unknown and the destination has a lookup: what the lookup said.
+    pub lookup: Option<crate::domain::LookupAnswer>,
     /// The destination refused the credentials (an `auth` answer, SPEC 11a): the round pauses
     /// the destination, with this reason, and starts nothing more there.
     pub pause_destination: Option<String>,
@@ -237,9 +236,9 @@ impl Ledger {
                 Ok(Decided::Change(c)) => {
                     let mut applied = c.applied.clone();
                     let lookup = match &f.lookup {
-                        Some(found) if c.op.state == State::Unknown => {
+                        Some(answer) if c.op.state == State::Unknown => {
                             let ask = Ask::Cmd(Command::Lookup {
-                                found: found.clone(),
+                                answer: answer.clone(),
                             });
                             match self
                                 .decide(conn, id, &c.op, SYSTEM_ACTOR, &ask, None, None)
@@ -261,7 +260,8 @@ impl Ledger {
                     }
                     changes.push(c);
                     if let Some(l) = lookup {
-                        round.looked_up += 1;
+                        // settled by it: found or absent (no answer leaves it unknown)
+                        round.looked_up += usize::from(l.op.state != State::Unknown);
                         applied = Applied {
                             from: applied.from,
                             ..l.applied.clone()

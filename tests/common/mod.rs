@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod scripted;
 pub mod tmux;
 
 use settle::Config;
@@ -432,6 +433,27 @@ impl Sim {
             "/stats: the per-key counts add up to the total"
         );
         (total, by_key)
+    }
+}
+
+/// A child process killed (SIGKILL) and reaped when the guard goes, whatever the test did.
+pub struct Killed(pub std::process::Child);
+
+impl Killed {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// `kill -9` now, and wait for it.
+    pub fn kill_9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        self.kill_9();
     }
 }
 
