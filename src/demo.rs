@@ -398,6 +398,7 @@ pub async fn run(
         );
     }
     // From here on the real clock: the week is written, the console shows it live.
+    let live_config = with_lookups_to_ask(&ledger, live_config, operator).await?;
     ledger.close().await;
     let ledger = Ledger::open_console(url, live_config).await?;
     if live {
@@ -592,6 +593,53 @@ async fn incident(demo: &mut Demo, now: DateTime<Utc>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The demo's destinations with a lookup can be asked (`L`, `settle lookup`): a simulated
+/// destination in this process holds the records of two in three of their unknown outcomes (their
+/// answers were lost; the others never arrived), and the console's config looks keys up there.
+async fn with_lookups_to_ask(
+    ledger: &Ledger,
+    mut config: Config,
+    operator: &str,
+) -> Result<Config> {
+    let asked: Vec<String> = config
+        .destinations
+        .iter()
+        .filter(|(_, d)| d.lookup && d.lookup_url.is_none())
+        .map(|(name, _)| name.clone())
+        .collect();
+    if asked.is_empty() {
+        return Ok(config);
+    }
+    let mut held = Vec::new();
+    for name in &asked {
+        let filter = crate::ledger::ListFilter {
+            query: crate::domain::filter::Filter::parse(&format!("dest:{name} state:unknown"))
+                .map_err(Error::Invalid)?,
+            ..Default::default()
+        };
+        let unknown = ledger.matching_keys(&filter, operator).await?;
+        held.extend(
+            unknown
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % 3 != 2)
+                .map(|(_, k)| k),
+        );
+    }
+    let profile = crate::sim::Profile {
+        dedupe: false,
+        ..Default::default()
+    };
+    let base = crate::sim::spawn_holding(profile, &held).await?;
+    for name in asked {
+        if let Some(d) = config.destinations.get_mut(&name) {
+            d.lookup_url = Some(format!("{base}/tasks?key={{key}}"));
+            d.timeout = Some(std::time::Duration::from_secs(2));
+        }
+    }
+    Ok(config)
 }
 
 /// `settle demo --live`: two simulated destinations (one deduplicating), a dispatcher and a

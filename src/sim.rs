@@ -596,7 +596,13 @@ pub async fn run(listen: &str, state_file: Option<PathBuf>, profile: Profile) ->
 /// Starts a simulator in this process on a free local port (`settle demo --live`); returns its
 /// base URL. It serves until the process ends.
 pub async fn spawn(profile: Profile) -> Result<String> {
-    let (listener, app) = bind("127.0.0.1:0", None, profile).await?;
+    spawn_holding(profile, &[]).await
+}
+
+/// [`spawn`], already holding a task for each of these keys, as if their requests had arrived
+/// earlier (the demo's CRM: the records whose answers were lost).
+pub async fn spawn_holding(profile: Profile, keys: &[String]) -> Result<String> {
+    let (listener, app) = bind_holding("127.0.0.1:0", None, profile, keys).await?;
     let addr = listener
         .local_addr()
         .map_err(|e| Error::Invalid(e.to_string()))?;
@@ -611,7 +617,16 @@ async fn bind(
     state_file: Option<PathBuf>,
     profile: Profile,
 ) -> Result<(tokio::net::TcpListener, axum::Router)> {
-    let records = match &state_file {
+    bind_holding(listen, state_file, profile, &[]).await
+}
+
+async fn bind_holding(
+    listen: &str,
+    state_file: Option<PathBuf>,
+    profile: Profile,
+    keys: &[String],
+) -> Result<(tokio::net::TcpListener, axum::Router)> {
+    let mut records: Records = match &state_file {
         Some(p) if p.exists() => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| Error::Invalid(format!("cannot read {}: {e}", p.display())))?;
@@ -621,6 +636,16 @@ async fn bind(
         }
         _ => Records::default(),
     };
+    for key in keys {
+        let id = format!("T-{}", records.tasks.len() + 1);
+        records.tasks.push(Task {
+            id,
+            key: Some(key.clone()),
+            body: json!({}),
+            received: String::new(),
+            created_at: Utc::now(),
+        });
+    }
     let sim = Arc::new(Sim {
         rng: Mutex::new(StdRng::seed_from_u64(profile.seed)),
         profile,

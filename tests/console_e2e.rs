@@ -815,3 +815,172 @@ fn the_review_of_the_demo_week_follows_its_window() {
         "the shell's screen is back"
     );
 }
+
+/// Issue 23, acceptance 4 (the console) and 3 (the filter in the header): at 80x24, `L` asks
+/// `settle sim`'s GET lookup. Found becomes succeeded with the destination's reference, absent
+/// becomes failed, no answer leaves the item as it was and says why; marked items are looked
+/// up together, their answers tallied, and reconciled one event each. With a filter on, the
+/// header holds the filter's text and its "N of M".
+fn look_up_with_l_at_80x24(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    let sim = common::Sim::start(&["--no-dedupe"]);
+    let t = Tmux::new("lookup");
+    let config = t.dir.path().join("settle.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[destinations.tasks]\nlookup_url = \"{}/tasks?key={{key}}\"\ntimeout = \"2s\"\n\
+             [destinations.down]\nlookup_url = \"http://127.0.0.1:9/t?key={{key}}\"\ntimeout = \"1s\"\n",
+            sim.base
+        ),
+    )
+    .unwrap();
+    let cfg = config.to_str().unwrap();
+    let mut lines = String::new();
+    let mut unknown = |key: &str, dest: &str| {
+        lines.push_str(&format!(
+            "{{\"type\":\"intent\",\"key\":\"{key}\",\"workflow\":\"onboarding\",\"destination\":\"{dest}\",\"action\":\"create_task\",\"payload\":{{\"title\":\"Kickoff\"}}}}\n\
+             {{\"type\":\"attempt\",\"key\":\"{key}\",\"attempt\":1,\"outcome\":\"unknown\",\"error\":\"read timeout after 30s\"}}\n"
+        ));
+    };
+    for key in ["lk-found", "lk-absent"] {
+        unknown(key, "tasks");
+    }
+    unknown("lk-down", "down");
+    for i in 0..6 {
+        unknown(&format!("many-{i}"), "tasks");
+    }
+    let file = t.dir.path().join("unknowns.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    settle(url, &["--config", cfg, "ingest", file.to_str().unwrap()]);
+    for key in ["lk-found", "many-0", "many-2", "many-4"] {
+        let ok = Command::new("curl")
+            .args(["-sf", "-o", "/dev/null", "-X", "POST", "-H"])
+            .arg(format!("Idempotency-Key: {key}"))
+            .args([
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                "{\"title\":\"Kickoff\"}",
+            ])
+            .arg(format!("{}/tasks", sim.base))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    let log = t.dir.path().join("settle.log");
+    t.shell(
+        "a",
+        (80, 24),
+        &format!(
+            "env SETTLE_OPERATOR=alice SETTLE_LOG_FILE={} XDG_CONFIG_HOME={} {BIN} --db '{url}' --config {cfg}; echo SETTLE-EXITED-$?; sleep 60",
+            log.display(),
+            t.dir.path().display()
+        ),
+    );
+    t.wait("a", "the first data frame", |s| s.contains("lk-found"));
+    let filter = |text: &str| {
+        t.keys("a", &["Escape", "/"]);
+        t.literal("a", text);
+        t.keys("a", &["Enter"]);
+    };
+    // found: the answer, then the reconcile
+    filter("key:lk-found");
+    t.wait("a", "the filter and its count in the header", |s| {
+        s.lines()
+            .next()
+            .is_some_and(|h| h.contains("/key:lk-found 1 of 9"))
+    });
+    t.keys("a", &["L"]);
+    t.wait("a", "the lookup's answer", |s| {
+        s.contains("found at tasks: T-1 (HTTP 200)") && s.contains("reference T-1?")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the reconcile", |s| s.contains("lk-found: reconciled"));
+    let v = json(url, "lk-found");
+    assert_eq!(
+        (v["state"].as_str(), v["reference"].as_str()),
+        (Some("succeeded"), Some("T-1"))
+    );
+    // absent
+    filter("key:lk-absent");
+    t.wait("a", "the filtered row", |s| {
+        s.contains("lk-absent") && !s.contains("lk-down")
+    });
+    t.keys("a", &["L"]);
+    t.wait("a", "the lookup's answer", |s| {
+        s.contains("not at tasks (HTTP 404)")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the reconcile", |s| {
+        s.contains("lk-absent: reconciled")
+    });
+    assert_eq!(json(url, "lk-absent")["state"], "failed");
+    // no answer: left as it was, and why
+    filter("key:lk-down");
+    t.wait("a", "the filtered row", |s| {
+        s.contains("lk-down") && !s.contains("lk-absent")
+    });
+    t.keys("a", &["L"]);
+    t.wait("a", "no answer, and why", |s| {
+        s.contains("no answer from down") && s.contains("left as it was")
+    });
+    let v = json(url, "lk-down");
+    assert_eq!(v["state"], "unknown");
+    assert_eq!(v["history"].as_array().unwrap().len(), 2, "nothing written");
+    // marked items: looked up together, tallied, reconciled one event each
+    filter("key:many-*");
+    t.wait("a", "the six", |s| {
+        s.lines()
+            .next()
+            .is_some_and(|h| h.contains("/key:many-* 6 of 8"))
+    });
+    t.keys("a", &["A"]);
+    t.wait("a", "all marked", |s| s.contains("6 marked"));
+    t.keys("a", &["L"]);
+    t.wait("a", "the preview", |s| {
+        s.contains("look up 6: 6 will be done")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the answers", |s| {
+        s.contains("looked up 6: 3 found, 3 absent") && s.contains("reconcile 6: 6 will be done")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the summary", |s| {
+        s.contains("reconcile by lookup: 6 done")
+    });
+    for i in 0..6 {
+        let v = json(url, &format!("many-{i}"));
+        let want = if i % 2 == 0 { "succeeded" } else { "failed" };
+        assert_eq!(v["state"], want, "many-{i}: {v}");
+        let last = v["history"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(
+            (
+                last["kind"].as_str(),
+                last["detail"]["evidence"]["by"].as_str()
+            ),
+            (Some("reconciled"), Some("lookup"))
+        );
+    }
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+}
+
+#[test]
+fn look_up_with_l_at_80x24_on_sqlite() {
+    look_up_with_l_at_80x24(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn look_up_with_l_at_80x24_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || look_up_with_l_at_80x24(&db))
+        .await
+        .unwrap();
+}

@@ -586,6 +586,7 @@ fn every_refresh_recounts_the_tabs() {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),
         mine: 1,
         dispatcher_seen: None,
+        at: None,
     })));
     app.update(Msg::Polled(Ok(1)));
     let fx = app.update(Msg::Polled(Ok(2)));
@@ -594,6 +595,7 @@ fn every_refresh_recounts_the_tabs() {
         stats: Some(stats(&[(State::Closed, 181), (State::Unknown, 6)], 22)),
         mine: 2,
         dispatcher_seen: None,
+        at: None,
     })));
     let s = app.header.stats.as_ref().unwrap();
     assert_eq!(

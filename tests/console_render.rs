@@ -763,10 +763,11 @@ async fn a_filter_shows_in_the_header_with_n_of_m() {
         header.contains(&format!("filter: dest:crm {crm} of {total}")),
         "{header}"
     );
+    // at 80x24 too, the filter itself stays (issue 23): the rest abbreviates first
     let narrow = render(&app, 80, 24);
     let header = narrow.lines().next().unwrap();
     assert!(
-        header.contains(&format!("filtered {crm} of {total}")),
+        header.contains(&format!("/dest:crm {crm} of {total}")),
         "{header}"
     );
     // bare words are not counted (a match inside a redacted value must not count): "shown"
@@ -1248,4 +1249,42 @@ async fn snapshots_of_the_review() {
     let text = render(&app, 80, 24);
     assert!(text.contains("workflow onboarding"), "{text}");
     insta::assert_snapshot!("review_onboarding_80x24", text);
+}
+
+/// SPEC 13: a refusal is shown whole, wrapped: at 80x24 a status too long for its line takes the
+/// footer's line too, until it clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_refusal_is_shown_whole_at_80x24() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    let held = app
+        .rows
+        .iter()
+        .position(|r| r.claimed_by.as_deref().is_some_and(|b| b != "alice"))
+        .expect("the fixture has an item another holds");
+    for _ in 0..held {
+        press(&mut app, &f, key('j')).await;
+    }
+    let row = app.rows[held].clone();
+    press(&mut app, &f, key('x')).await;
+    let (text, error) = app.status.clone().expect("a refusal");
+    assert!(error && text.chars().count() > 80, "{text}");
+    let screen = render(&app, 80, 24);
+    let bottom: Vec<&str> = screen.lines().skip(22).take(2).collect();
+    let joined = bottom
+        .iter()
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        joined.contains(&row.key) && joined.ends_with(text.split_whitespace().last().unwrap()),
+        "the whole refusal on the last two lines:\n{screen}"
+    );
+    // once it clears, the footer is back
+    app.status = None;
+    let screen = render(&app, 80, 24);
+    assert!(
+        screen.lines().nth(23).unwrap().contains("q quit"),
+        "{screen}"
+    );
 }

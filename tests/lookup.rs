@@ -265,7 +265,10 @@ fn settle_lookup_against_the_simulator(db: &TestDb) {
     let down = unknowns(&d, "down", "down", 1);
     let (code, out, _) = d.output(&["lookup", &down[0], "--yes"]);
     assert_eq!(code, 3, "no answer: nothing reconciled: {out}");
-    assert!(out.contains("no answer from down: connect error"), "{out}");
+    assert!(
+        out.contains("no answer from down (could not connect)"),
+        "{out}"
+    );
     assert_eq!(d.show(&down[0])["state"], "unknown", "left as it was");
     assert_eq!(
         d.show(&down[0])["history"].as_array().unwrap().len(),

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -156,38 +156,22 @@ pub(super) async fn run(
     Ok(if all && left_alone == 0 { 0 } else { 3 })
 }
 
-/// Asks each item's destination, one after the other, `pace` apart (the first at once), until
-/// all are asked or Ctrl-C; prints each answer as it comes when `say` is set.
+/// Asks each item's destination, `pace` apart, until all are asked or Ctrl-C; prints each
+/// answer as it comes when `say` is set.
 async fn look_up_each(
     ledger: &Ledger,
     keys: &[String],
     pace: Option<Duration>,
     stop: &AtomicBool,
     say: bool,
-) -> Result<Vec<(String, String, LookupAnswer)>> {
-    let requests = ledger.lookup_requests(keys).await?;
-    let lookups = Lookups::new(ledger.config());
-    let start = Instant::now();
-    let mut answers = Vec::with_capacity(requests.len());
-    for (i, op) in requests.iter().enumerate() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if let Some(p) = pace {
-            let at = start + p.saturating_mul(u32::try_from(i).unwrap_or(u32::MAX));
-            tokio::time::sleep_until(at.into()).await;
-        }
-        let answer = lookups.look_up(ledger, op).await;
-        if say {
-            say!(
-                "{}: {}",
-                esc(&op.key),
-                esc(&answer.describe(&op.destination))
-            );
-        }
-        answers.push((op.key.clone(), op.destination.clone(), answer));
-    }
-    Ok(answers)
+) -> Result<Vec<crate::dispatch::Looked>> {
+    Lookups::new(ledger.config())
+        .each(ledger, keys, pace, stop, |_, _, (key, dest, answer)| {
+            if say {
+                say!("{}: {}", esc(key), esc(&answer.describe(dest)));
+            }
+        })
+        .await
 }
 
 /// `--yes`, or `y` at a terminal.

@@ -165,6 +165,23 @@ pub enum Effect {
         pace: Option<std::time::Duration>,
         stop: StopFlag,
     },
+    /// Ask the destinations of these operations whether their work exists, `pace` apart, until
+    /// `stop` (SPEC 16); progress comes back as `Msg::BulkProgress`, the answers as
+    /// `Msg::LookedUp`.
+    LookUp {
+        keys: Vec<String>,
+        pace: Option<std::time::Duration>,
+        stop: StopFlag,
+    },
+    /// The frozen preview of an action per key (the reconciles a bulk lookup's answers allow).
+    BulkPreviewEach {
+        items: Vec<(String, StaffAction)>,
+    },
+    /// An action per key, one transaction and one event each, as `BulkApply`.
+    BulkApplyEach {
+        items: Vec<(String, StaffAction)>,
+        stop: StopFlag,
+    },
     /// A lead's reveal of one redacted field (SPEC 8): the event is written, the value returned.
     Reveal {
         key: String,
@@ -198,6 +215,8 @@ pub struct Header {
     pub mine: i64,
     /// Seconds since a dispatcher last said it was alive (`None`: none ever ran here).
     pub dispatcher_seen: Option<i64>,
+    /// When these were read: the oldest exception's age goes on from there between two reads.
+    pub at: Option<DateTime<Utc>>,
 }
 
 /// How long a row another writer changed stays highlighted.
@@ -253,6 +272,8 @@ pub enum Msg {
         total: usize,
     },
     BulkDone(Result<BulkReport, String>),
+    /// What the destinations' lookups answered: (key, destination, answer).
+    LookedUp(Result<Vec<(String, String, crate::domain::LookupAnswer)>, String>),
     /// The revealed value of `path` of `key` (shown on the detail pane only).
     Revealed {
         key: String,
@@ -630,6 +651,7 @@ impl App {
                 Vec::new()
             }
             Msg::BulkDone(report) => self.on_bulk_done(report),
+            Msg::LookedUp(answers) => self.on_looked_up(answers),
             Msg::Revealed { key, path, value } => {
                 match value {
                     Ok(v) => {
@@ -1038,7 +1060,7 @@ impl App {
             }
             KeyCode::Char(' ') => self.toggle_mark(),
             KeyCode::Char('A') => self.mark_all(),
-            KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P')) => {
+            KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P' | 'L')) => {
                 if self.marks.is_empty() {
                     self.begin_action(c)
                 } else {

@@ -43,6 +43,8 @@ pub enum ActionKind {
     Resume,
     /// Reveal one redacted field of the detail pane (a lead; SPEC 8).
     Reveal,
+    /// Look the item up at its destination now, then reconcile by its answer (SPEC 16).
+    LookUp,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +59,8 @@ pub enum FormStep {
     Confirm,
     /// A bulk action's preview is being asked of the ledger.
     Checking,
+    /// The item's destination is being asked (a lookup).
+    LookingUp,
 }
 
 #[derive(Clone, Debug)]
@@ -84,6 +88,8 @@ pub struct Form {
     /// `pausing` names the one.
     pub pause_choices: Vec<(char, crate::ledger::Pausable, String, bool)>,
     pub pausing: Option<crate::ledger::Pausable>,
+    /// A lookup's answers, once they came: (key, destination, what it said).
+    pub answers: Vec<(String, String, crate::domain::LookupAnswer)>,
 }
 
 impl ActionKind {
@@ -100,6 +106,7 @@ impl ActionKind {
             ActionKind::Pause => "pause",
             ActionKind::Resume => "resume",
             ActionKind::Reveal => "reveal",
+            ActionKind::LookUp => "look up",
         }
     }
 }
@@ -123,6 +130,7 @@ impl Form {
             field: None,
             pause_choices: Vec::new(),
             pausing: None,
+            answers: Vec::new(),
         }
     }
 }
@@ -184,6 +192,16 @@ pub(super) fn first_step(
                 required: true,
             },
         ),
+        // one item: asked at once, its answer confirmed; many: a preview first, paced past 20
+        'L' if bulk.is_none() => (ActionKind::LookUp, FormStep::LookingUp),
+        'L' if bulk.is_some_and(|n| n > 20) => (
+            ActionKind::LookUp,
+            FormStep::Text {
+                label: "pace, lookups per second (Enter: one after another)",
+                required: false,
+            },
+        ),
+        'L' => (ActionKind::LookUp, FormStep::Confirm),
         _ => return None,
     })
 }
@@ -259,6 +277,14 @@ impl App {
             return Vec::new();
         };
         let target = row.key.clone();
+        if kind == ActionKind::LookUp {
+            self.mode = Mode::Form(Box::new(Form::new(kind, target.clone(), step)));
+            return vec![Effect::LookUp {
+                keys: vec![target],
+                pace: None,
+                stop: super::app::StopFlag::default(),
+            }];
+        }
         let hint = (kind == ActionKind::Retry && row.state == State::Rejected).then(|| {
             format!(
                 "{} rejected it before and may reject it again",
@@ -389,13 +415,15 @@ impl App {
                     form.hint = None;
                     let asked_note = label.starts_with("note");
                     match (&form.kind, form.resolution) {
-                        (ActionKind::Retry, _) => match super::incident::pace(&value) {
-                            Ok(pace) => {
-                                form.pace = pace;
-                                form.step = FormStep::Confirm;
+                        (ActionKind::Retry | ActionKind::LookUp, _) => {
+                            match super::incident::pace(&value) {
+                                Ok(pace) => {
+                                    form.pace = pace;
+                                    form.step = FormStep::Confirm;
+                                }
+                                Err(why) => form.hint = Some(why),
                             }
-                            Err(why) => form.hint = Some(why),
-                        },
+                        }
                         (ActionKind::Close, Some(Resolution::DoneElsewhere)) if !asked_note => {
                             form.reference = Some(value);
                             form.step = FormStep::Text {
@@ -433,7 +461,7 @@ impl App {
                 }
                 _ => {}
             },
-            FormStep::Checking => {}
+            FormStep::Checking | FormStep::LookingUp => {}
         }
         self.show_form(form)
     }
@@ -451,6 +479,7 @@ impl App {
                 what: form.pausing.unwrap_or(crate::ledger::Pausable::Workflow),
                 name: key,
             }],
+            (ActionKind::LookUp, _) => self.submit_lookup(form),
             (ActionKind::Reveal, _) => {
                 self.set_status("revealing…", false);
                 vec![Effect::Reveal {
@@ -493,6 +522,13 @@ impl Form {
                 reference: self.reference.clone(),
                 superseded_by: self.new_key.clone(),
                 note: text,
+            },
+            // what the preview asks of the rules; each item's own answer is reconciled after
+            ActionKind::LookUp => StaffAction::LookUp {
+                answer: crate::domain::LookupAnswer::Found {
+                    reference: "REF".into(),
+                    http_status: 200,
+                },
             },
             ActionKind::Pause | ActionKind::Resume | ActionKind::Reveal => return None,
         })

@@ -123,6 +123,15 @@ pub const KEYMAP: &[Binding] = &[
         bulk: false,
     },
     Binding {
+        keys: "L",
+        label: "look up",
+        help: "look up at the destination now, then reconcile by its answer",
+        when: When::Offered,
+        footer: true,
+        offers: &[Offer::LookUp],
+        bulk: true,
+    },
+    Binding {
         keys: "R",
         label: "retry",
         help: "retry with the same key and a fresh budget",

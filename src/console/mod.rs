@@ -8,6 +8,7 @@ pub mod app;
 mod form;
 mod incident;
 pub mod keymap;
+mod lookup;
 mod review;
 pub mod theme;
 pub mod ui;
@@ -295,6 +296,7 @@ async fn run_effect_with(
                     stats: Some(ledger.stats().await?),
                     mine: ledger.count_mine(operator).await?,
                     dispatcher_seen: ledger.dispatcher_seen().await?,
+                    at: Some(ledger.now()),
                 })
             };
             Msg::Header(header.await.map_err(s))
@@ -363,6 +365,25 @@ async fn run_effect_with(
             let step = (keys.len() / 100).max(1);
             let report = ledger
                 .bulk_apply(&keys, &action, operator, &stop.0, pace, |done, total| {
+                    if done % step == 0 || done == total {
+                        progress(Msg::BulkProgress { done, total });
+                    }
+                })
+                .await;
+            Msg::BulkDone(report.map_err(s))
+        }
+        Effect::LookUp { keys, pace, stop } => Msg::LookedUp(
+            lookup::look_up_each(ledger, &keys, pace, &stop.0, progress)
+                .await
+                .map_err(s),
+        ),
+        Effect::BulkPreviewEach { items } => {
+            Msg::Previewed(ledger.bulk_preview_each(&items, operator).await.map_err(s))
+        }
+        Effect::BulkApplyEach { items, stop } => {
+            let step = (items.len() / 100).max(1);
+            let report = ledger
+                .bulk_apply_each(&items, operator, &stop.0, None, |done, total| {
                     if done % step == 0 || done == total {
                         progress(Msg::BulkProgress { done, total });
                     }

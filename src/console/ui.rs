@@ -27,13 +27,22 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     } else {
         (area.height.saturating_sub(6)) / 2
     };
+    // a status too long for its line (a refusal, a lookup's answer) is shown whole: it wraps
+    // onto the footer's line until it clears (SPEC 13)
+    let long_status = app.bulk.is_none()
+        && !matches!(app.mode, Mode::Filter)
+        && app
+            .status
+            .as_ref()
+            .is_some_and(|(text, _)| esc(text).chars().count() + 1 > area.width as usize);
+    let status_height = if long_status { 2 } else { 1 };
     let [header, tabs, list, detail, status, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(1),
         Constraint::Min(3),
         Constraint::Length(detail_height),
-        Constraint::Length(1),
-        Constraint::Length(1),
+        Constraint::Length(status_height),
+        Constraint::Length(2 - status_height),
     ])
     .areas(area);
     draw_header(f, app, theme, header);
@@ -60,22 +69,32 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
 }
 
 /// The header's right side at `level` 0 (words in full) to 3 (shortest): it abbreviates before it
-/// drops anything (SPEC 13: at 80 columns it still holds the exceptions, the unknown ones, the
-/// oldest age, what is paused and the dispatcher's health).
-fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
+/// drops anything (SPEC 13: at 80 columns it still holds the filter and its count, the
+/// exceptions, the unknown ones, the oldest age, what is paused and the dispatcher's health).
+/// The filter's text is cut last: to `filter_room` characters when given (with `…`).
+fn header_right<'a>(
+    app: &App,
+    theme: &Theme,
+    level: u8,
+    filter_room: Option<usize>,
+) -> Vec<Span<'a>> {
     let mut right: Vec<Span> = Vec::new();
     let sep = if level < 2 { " · " } else { "·" };
-    // a filter that is on says so, with how many of the view it keeps
-    if !app.filter.value().trim().is_empty() && app.view != View::Activity {
+    // a filter that is on says so, itself, with how many of the view it keeps
+    if let Some(text) = shown_filter(app) {
         let of = match (app.filter_count, view_count(app, app.view)) {
             (Some(n), Some(m)) => format!("{n} of {m}"),
             (Some(n), None) => format!("{n}"),
             _ => format!("{} shown", app.rows.len()),
         };
+        let text = match filter_room {
+            Some(room) => cut_text(&text, room),
+            None => text,
+        };
         let text = if level == 0 {
-            format!("filter: {} {of}", esc(app.filter.value().trim()))
+            format!("filter: {text} {of}")
         } else {
-            format!("filtered {of}")
+            format!("/{text} {of}")
         };
         right.push(Span::styled(text, theme.style(Meaning::Accent)));
         right.push(Span::raw(sep));
@@ -111,6 +130,12 @@ fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
         ));
         right.push(Span::raw(format!("{sep}{unknown} {unk}")));
         if let Some(secs) = s.oldest_exception_seconds {
+            // as old as it is now, not as it was when the header was read
+            let since = app
+                .header
+                .at
+                .map_or(0, |at| (app.now - at).num_seconds().max(0));
+            let secs = secs + since;
             right.push(Span::raw(format!("{sep}{old}")));
             let age = format_age(TimeDelta::seconds(secs));
             let age = if level < 2 { age } else { age.replace(' ', "") };
@@ -165,21 +190,43 @@ fn header_right<'a>(app: &App, theme: &Theme, level: u8) -> Vec<Span<'a>> {
     right
 }
 
+/// The filter as the header shows it (escaped), when one is on in a list view.
+fn shown_filter(app: &App) -> Option<String> {
+    let text = app.filter.value().trim();
+    (!text.is_empty() && app.view != View::Activity).then(|| esc(text))
+}
+
+/// `text` in at most `room` characters, ending in `…` when cut.
+fn cut_text(text: &str, room: usize) -> String {
+    if text.chars().count() <= room {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(room.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 fn draw_header(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let width = area.width as usize;
-    let fits = |spans: &[Span], left: usize| {
-        spans.iter().map(|s| s.width()).sum::<usize>() + left + 2 <= width
-    };
-    // The right side gives way first, down to what matters most; then the left side.
+    let spans_width = |spans: &[Span]| spans.iter().map(|s| s.width()).sum::<usize>();
+    let fits = |spans: &[Span], left: usize| spans_width(spans) + left + 2 <= width;
+    let with_operator = " settle · ".len() + app.operator.chars().count();
+    // The right side gives way first, down to what matters most; then the left side; the
+    // filter's own text is cut last of all.
     let right = (0..4)
-        .map(|d| header_right(app, theme, d))
-        .find(|r| fits(r, " settle · ".len() + app.operator.chars().count()))
+        .map(|d| header_right(app, theme, d, None))
+        .find(|r| fits(r, with_operator))
         .or_else(|| {
             (0..4)
-                .map(|d| header_right(app, theme, d))
+                .map(|d| header_right(app, theme, d, None))
                 .find(|r| fits(r, " settle".len()))
         })
-        .unwrap_or_else(|| header_right(app, theme, 3));
+        .unwrap_or_else(|| {
+            let text = shown_filter(app).map_or(0, |t| t.chars().count());
+            let rest = spans_width(&header_right(app, theme, 3, Some(0)));
+            let room = (width + 1).saturating_sub(rest + " settle".len() + 2);
+            header_right(app, theme, 3, Some(room.min(text)))
+        });
     let right_width: usize = right.iter().map(|s| s.width()).sum();
     let candidates = [
         format!(" settle · {} · {}", esc(&app.database), esc(&app.operator)),
@@ -787,7 +834,14 @@ fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .into(),
         _ => Line::default(),
     };
-    f.render_widget(Paragraph::new(line), area);
+    let line = Paragraph::new(line);
+    // wrapped only where it was given the room (see `draw`)
+    let line = if area.height > 1 {
+        line.wrap(Wrap { trim: false })
+    } else {
+        line
+    };
+    f.render_widget(line, area);
 }
 
 fn draw_footer(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -835,10 +889,8 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 }
 
 fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let mut lines = vec![Line::from(Span::styled(
-        "Keys",
-        theme.style(Meaning::Title),
-    ))];
+    // the box's title names it: every row of 24 is a key's
+    let mut lines = Vec::new();
     for b in KEYMAP.iter().filter(|b| app.in_view(b)) {
         let applies = app.applies(b);
         let style = if applies {
@@ -860,7 +912,11 @@ fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let r = centered(area, 76, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(Span::styled(" keys ", theme.style(Meaning::Title))),
+        ),
         r,
     );
 }
@@ -881,6 +937,35 @@ fn preview_lines<'a>(p: &crate::ledger::BulkPreview, verb: &str, theme: &Theme) 
         )));
     }
     lines
+}
+
+/// What a lookup answered, for its confirmation: one item's answer and what confirming does, or
+/// marked items' answers in a tally (SPEC 16).
+fn answer_lines<'a>(form: &super::app::Form, theme: &Theme) -> Vec<Line<'a>> {
+    use crate::domain::LookupAnswer;
+    match form.answers.as_slice() {
+        [] => Vec::new(),
+        [(_, dest, answer)] if form.bulk.is_none() => {
+            let does = match answer {
+                LookupAnswer::Found { reference, .. } => {
+                    format!("reconcile as found, reference {}?", esc(reference))
+                }
+                _ => "reconcile as absent (confirmed not done)?".to_string(),
+            };
+            vec![
+                Line::from(Span::styled(
+                    esc(&answer.describe(dest)),
+                    theme.style(Meaning::Good),
+                )),
+                Line::from(does),
+            ]
+        }
+        answers => vec![Line::from(format!(
+            "looked up {}: {}",
+            answers.len(),
+            super::lookup::tally(answers)
+        ))],
+    }
 }
 
 fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
@@ -905,6 +990,7 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             Some(_) => "Resume destination",
         },
         super::app::ActionKind::Reveal => "Reveal a field of",
+        super::app::ActionKind::LookUp => "Look up",
     };
     let mut lines = vec![Line::from(Span::styled(
         format!("{verb} {}", esc(&form.target)),
@@ -958,17 +1044,37 @@ fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             )));
         }
         FormStep::Checking => {
+            lines.extend(answer_lines(form, theme));
             lines.push(Line::from(Span::styled(
                 format!("{} checking every item…", SPINNER[app.spinner % 4]),
                 theme.style(Meaning::Muted),
             )));
         }
+        FormStep::LookingUp => {
+            lines.push(Line::from(Span::styled(
+                format!("{} asking its destination…", SPINNER[app.spinner % 4]),
+                theme.style(Meaning::Muted),
+            )));
+            lines.push(Line::from(Span::styled(
+                "Esc cancels",
+                theme.style(Meaning::Muted),
+            )));
+        }
         FormStep::Confirm => {
+            lines.extend(answer_lines(form, theme));
             if let Some(p) = &form.preview {
-                lines.extend(preview_lines(p, form.kind.verb(), theme));
+                let verb = match form.kind {
+                    super::app::ActionKind::LookUp if !form.answers.is_empty() => "reconcile",
+                    _ => form.kind.verb(),
+                };
+                lines.extend(preview_lines(p, verb, theme));
                 if let Some(pace) = form.pace {
+                    let what = match form.kind {
+                        super::app::ActionKind::LookUp => "lookups",
+                        _ => "next attempts",
+                    };
                     lines.push(Line::from(format!(
-                        "paced: next attempts {} ms apart",
+                        "paced: {what} {} ms apart",
                         pace.as_millis()
                     )));
                 }

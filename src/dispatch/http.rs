@@ -292,13 +292,12 @@ impl Endpoint {
         }
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => {
-                return Some(no_answer(
-                    transport_failure(&e, self.timeout)
-                        .error
-                        .unwrap_or_default(),
-                ));
+            Err(e) if e.is_connect() => return Some(no_answer("could not connect".into())),
+            Err(e) if e.is_timeout() => {
+                let secs = self.timeout.as_secs_f32();
+                return Some(no_answer(format!("no answer within {secs}s")));
             }
+            Err(_) => return Some(no_answer("the connection broke".into())),
         };
         let status = resp.status().as_u16();
         if status == 404 {
@@ -311,7 +310,7 @@ impl Endpoint {
         }
         let Some(body) = read_capped(resp).await else {
             return Some(no_answer(format!(
-                "HTTP {status}, but the connection broke before the answer"
+                "HTTP {status}, then the connection broke"
             )));
         };
         let Ok(body) = serde_json::from_slice::<Value>(&body) else {

@@ -5,12 +5,18 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use super::http::HttpDestination;
 use super::{kept, kept_answer};
 use crate::config::Config;
 use crate::domain::LookupAnswer;
+use crate::error::Result;
 use crate::ledger::{Ledger, StartedOp};
+
+/// One operation's lookup: its key, its destination, what the destination said.
+pub type Looked = (String, String, LookupAnswer);
 
 /// The lookups of every destination that has one, and the client that asks them.
 #[derive(Clone)]
@@ -52,6 +58,35 @@ impl Lookups {
             client: reqwest::Client::new(),
             destinations: Arc::new(destinations),
         }
+    }
+
+    /// Asks each operation's destination, one after the other, `pace` apart (the first at
+    /// once), until all are asked or `stop` is set; `told` hears of each answer as it comes
+    /// (how many so far, of how many, and the answer).
+    pub async fn each(
+        &self,
+        ledger: &Ledger,
+        keys: &[String],
+        pace: Option<Duration>,
+        stop: &AtomicBool,
+        mut told: impl FnMut(usize, usize, &Looked),
+    ) -> Result<Vec<Looked>> {
+        let requests = ledger.lookup_requests(keys).await?;
+        let start = Instant::now();
+        let mut answers = Vec::with_capacity(requests.len());
+        for (i, op) in requests.iter().enumerate() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if let Some(p) = pace {
+                let at = start + p.saturating_mul(u32::try_from(i).unwrap_or(u32::MAX));
+                tokio::time::sleep_until(at.into()).await;
+            }
+            let answer = self.look_up(ledger, op).await;
+            answers.push((op.key.clone(), op.destination.clone(), answer));
+            told(i + 1, requests.len(), answers.last().expect("pushed"));
+        }
+        Ok(answers)
     }
 
     /// Asks the operation's destination whether its work exists. Anything that keeps the

@@ -17,7 +17,7 @@ mod http;
 mod lookups;
 
 pub use http::{Answer, Endpoint, HttpDestination, Observed, classify};
-pub use lookups::Lookups;
+pub use lookups::{Looked, Lookups};
 
 use crate::domain::redact::OperationRedaction;
 use crate::domain::redact::redact_text;

@@ -27,7 +27,7 @@ impl LookupAnswer {
             LookupAnswer::Absent { http_status } => {
                 format!("not at {destination} (HTTP {http_status})")
             }
-            LookupAnswer::NoAnswer { why } => format!("no answer from {destination}: {why}"),
+            LookupAnswer::NoAnswer { why } => format!("no answer from {destination} ({why})"),
         }
     }
 
