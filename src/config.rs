@@ -82,6 +82,10 @@ pub struct Config {
     /// The most items an `operator` acts on in one bulk action (SPEC 17; a lead has no limit).
     #[serde(default = "default_bulk_limit")]
     pub bulk_limit: usize,
+    /// The largest payload any entrance takes (SPEC 14), in bytes of its canonical JSON:
+    /// bytes, or a text like `256KiB`, `1MiB`.
+    #[serde(default = "default_max_payload", deserialize_with = "payload_size")]
+    pub max_payload: usize,
     /// Who may log in to `settle serve`, by name: their role and public keys (SPEC 17).
     #[serde(default)]
     pub operators: BTreeMap<String, OperatorConfig>,
@@ -99,6 +103,32 @@ pub struct OperatorConfig {
 
 fn default_bulk_limit() -> usize {
     100
+}
+
+fn default_max_payload() -> usize {
+    crate::domain::payload::DEFAULT_MAX_PAYLOAD
+}
+
+/// `max_payload`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
+fn payload_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    let bytes = match Size::deserialize(d)? {
+        Size::Bytes(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        Size::Text(t) => {
+            crate::domain::payload::parse_size(&t).map_err(serde::de::Error::custom)?
+        }
+    };
+    if !(1024..=16 * 1024 * 1024).contains(&bytes) {
+        return Err(serde::de::Error::custom(
+            "max_payload is from 1KiB to 16MiB",
+        ));
+    }
+    Ok(bytes)
 }
 
 fn default_lease() -> Duration {
@@ -127,6 +157,7 @@ impl Default for Config {
             workflows: BTreeMap::new(),
             redaction: RedactionConfig::default(),
             bulk_limit: default_bulk_limit(),
+            max_payload: default_max_payload(),
             operators: BTreeMap::new(),
         }
     }

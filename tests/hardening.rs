@@ -762,7 +762,170 @@ async fn stopping_threshold_at_concurrency_8(db: &TestDb) {
     blocking(db, threshold_drills_concurrent).await;
 }
 
+/// Issue 23, acceptance 5 (SPEC 14, 8): a payload over `max_payload` (300 KiB against 256 KiB)
+/// is refused by `record`, by `ingest` (its line, the others kept) and by the library, each with
+/// its size and the limit, and nothing of it is stored; a 100 MB line is read past, never held.
+/// A payload whose keys are themselves redacted (emails as keys) shows every field.
+fn payloads_over_the_limit_and_redacted_keys(url: &str) {
+    let sim = Sim::start(&[]);
+    let d = drill_on(url, &sim, true, false, "");
+    let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(300 * 1024));
+    // too large for an argument (Linux takes at most 128 KiB): from a file
+    let big_file = d.config.with_extension("big.json");
+    std::fs::write(&big_file, &big).unwrap();
+    let from_file = format!("@{}", big_file.display());
+    let (code, out, err) = d.output(&[
+        "record",
+        "--key",
+        "big-1",
+        "--workflow",
+        "w",
+        "--destination",
+        "tasks",
+        "--action",
+        "a",
+        "--payload",
+        &from_file,
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("the payload is 300.0 KiB; the limit is 256.0 KiB (max_payload)"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // ingest: the big line refused with its size, the small ones on either side kept; a line of
+    // 100 MB is read past
+    let line = |key: &str, payload: &str| {
+        format!(
+            "{{\"type\":\"intent\",\"key\":\"{key}\",\"workflow\":\"w\",\"destination\":\"tasks\",\"action\":\"a\",\"payload\":{payload}}}\n"
+        )
+    };
+    let huge = format!("{{\"blob\":\"{}\"}}", "y".repeat(100 * 1024 * 1024));
+    let text = [
+        line("small-1", "{}"),
+        line("big-2", &big),
+        line("huge-3", &huge),
+        line("small-4", "{}"),
+    ]
+    .concat();
+    let file = d.config.with_extension("jsonl");
+    std::fs::write(&file, text).unwrap();
+    let (code, _, err) = d.output(&["ingest", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("line 2: big-2: the payload is 300.0 KiB; the limit is 256.0 KiB"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 3: the line is 100.0 MiB; a payload may be at most 256.0 KiB"),
+        "{err}"
+    );
+    for k in ["small-1", "small-4"] {
+        assert_eq!(d.show(k)["state"], "pending", "{k}: kept");
+    }
+    for k in ["big-1", "big-2", "huge-3"] {
+        let (code, _, _) = d.output(&["show", k]);
+        assert_eq!(code, 3, "{k}: nothing of it is stored");
+    }
+    let stored_blobs = stored(
+        url,
+        "SELECT payload FROM operations WHERE payload LIKE '%xxxx%' OR payload LIKE '%yyyy%'",
+    );
+    assert!(stored_blobs.is_empty(), "nothing of it is stored");
+    // the library
+    let url = url.to_string();
+    let refused = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let l = settle::Ledger::open(&url, settle::Config::default())
+                    .await
+                    .unwrap();
+                let intent = settle::Intent {
+                    key: "big-5".into(),
+                    workflow: "w".into(),
+                    step: String::new(),
+                    destination: "tasks".into(),
+                    action: "a".into(),
+                    payload: serde_json::json!({ "blob": "z".repeat(300 * 1024) }),
+                };
+                let e = l.record(&intent, "bot").await.unwrap_err();
+                let exists = l.show("big-5", "t").await.is_ok();
+                (e.to_string(), e.exit_code(), exists)
+            })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        refused,
+        (
+            "big-5: the payload is 300.0 KiB; the limit is 256.0 KiB (max_payload): nothing of it is stored".to_string(),
+            2,
+            false
+        )
+    );
+    // a payload that fits, from stdin (kept off the command line, where `ps` shows it)
+    let mut child = d
+        .cmd(&[
+            "record",
+            "--key",
+            "stdin-1",
+            "--workflow",
+            "w",
+            "--destination",
+            "tasks",
+            "--action",
+            "a",
+            "--payload",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"title\": \"Kickoff call\"}")
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(d.show("stdin-1")["payload"]["title"], "Kickoff call");
+    // emails as keys: both fields stay in view, neither address does
+    d.run(&[
+        "record",
+        "--key",
+        "keys-1",
+        "--workflow",
+        "w",
+        "--destination",
+        "tasks",
+        "--action",
+        "a",
+        "--payload",
+        "{\"members\":{\"ada@example.com\":\"owner\",\"zed@example.org\":\"viewer\"}}",
+    ]);
+    let v = d.show("keys-1");
+    assert_eq!(
+        v["payload"]["members"],
+        serde_json::json!({"[redacted 1]": "owner", "[redacted 2]": "viewer"})
+    );
+    let shown = d.run(&["show", "keys-1"]);
+    assert!(
+        shown.contains("[redacted 1]") && shown.contains("[redacted 2]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("example"), "{shown}");
+}
+
+async fn refusing_payloads_over_the_limit(db: &TestDb) {
+    blocking(db, payloads_over_the_limit_and_redacted_keys).await;
+}
+
 both_backends!(
+    refusing_payloads_over_the_limit,
     dispatching_answers_with_nul_and_secrets,
     ingesting_bad_lines,
     redacting_every_class,

@@ -109,8 +109,9 @@ enum Cmd {
         destination: String,
         #[arg(long)]
         action: String,
-        /// The request's contents, as JSON
-        #[arg(long)]
+        /// The request's contents: JSON, or @FILE to read it from a file, or - from stdin (a
+        /// payload on the command line is visible to other users in `ps`)
+        #[arg(long, value_name = "JSON|@FILE|-")]
         payload: String,
         #[arg(long)]
         json: bool,
@@ -791,6 +792,41 @@ fn parse_rate(text: &str) -> Result<Duration> {
     }
 }
 
+/// `--payload`'s text: as given, or read from `@FILE` or `-` (stdin). A file or input much larger
+/// than any payload within `limit` could be is refused before it is read whole.
+fn payload_text(arg: &str, limit: usize) -> Result<std::borrow::Cow<'_, str>> {
+    use std::io::Read as _;
+    // whitespace and escapes may make the text larger than the payload it holds
+    let most = limit.saturating_mul(4) + 64 * 1024;
+    let too_big = |bytes: usize| {
+        invalid(format!(
+            "--payload: the input is {}; a payload may be at most {} (max_payload)",
+            crate::domain::payload::size_text(bytes),
+            crate::domain::payload::size_text(limit)
+        ))
+    };
+    let (reader, what): (Box<dyn std::io::Read>, String) = if arg == "-" {
+        (Box::new(std::io::stdin()), "stdin".into())
+    } else if let Some(path) = arg.strip_prefix('@') {
+        let file = std::fs::File::open(path)
+            .map_err(|e| invalid(format!("--payload: cannot read {path}: {e}")))?;
+        (Box::new(file), path.to_string())
+    } else {
+        return Ok(std::borrow::Cow::Borrowed(arg));
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(most as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| invalid(format!("--payload: cannot read {what}: {e}")))?;
+    if bytes.len() > most {
+        return Err(too_big(bytes.len()));
+    }
+    String::from_utf8(bytes)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|_| invalid(format!("--payload: {what} is not UTF-8")))
+}
+
 /// A filter naming states looks beyond the exceptions.
 fn names_states(query: &crate::domain::filter::Filter) -> bool {
     query
@@ -1022,7 +1058,8 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             payload,
             json,
         } => {
-            let payload = crate::domain::payload::parse_payload(payload)
+            let text = payload_text(payload, ledger.config().max_payload)?;
+            let payload = crate::domain::payload::parse_payload(&text)
                 .map_err(|e| invalid(format!("--payload is not valid JSON: {e}")))?;
             let intent = Intent {
                 key: key.clone(),

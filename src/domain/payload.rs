@@ -35,6 +35,61 @@ pub fn check_payload(value: &Value) -> Result<(), String> {
     }
 }
 
+/// The most a payload may hold when the config does not say (SPEC 14: `max_payload`).
+pub const DEFAULT_MAX_PAYLOAD: usize = 256 * 1024;
+
+/// A payload of `bytes` (its canonical JSON, as it would be stored) within `limit`, or why not:
+/// its size and the limit, in one line.
+pub fn check_size(bytes: usize, limit: usize) -> Result<(), String> {
+    if bytes <= limit {
+        return Ok(());
+    }
+    Err(format!(
+        "the payload is {}; the limit is {} (max_payload): nothing of it is stored",
+        size_text(bytes),
+        size_text(limit)
+    ))
+}
+
+/// A size for a person: `300.0 KiB`, `1.5 MiB`, `512 B`.
+pub fn size_text(bytes: usize) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if b >= KIB * KIB {
+        format!("{:.1} MiB", b / (KIB * KIB))
+    } else if b >= KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// A size as the config writes it: a number of bytes, or a text like `256KiB`, `1 MiB`, `300KB`.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let times: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1000.0,
+        "kib" | "k" => 1024.0,
+        "mb" => 1_000_000.0,
+        "mib" | "m" => 1024.0 * 1024.0,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a size: write bytes, or e.g. 256KiB, 1MiB"
+            ));
+        }
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size: write bytes, or e.g. 256KiB, 1MiB"))?;
+    Ok((n * times).round() as usize)
+}
+
 /// A text given to settle (an error, a reference, a note, a reason): no NUL.
 pub fn check_text(what: &str, text: &str) -> Result<(), String> {
     if text.contains('\0') {
@@ -130,6 +185,26 @@ impl<'de> Visitor<'de> for Strict {
 /// For `#[serde(deserialize_with)]`: a payload field of a larger document, parsed strictly.
 pub fn deserialize_strict<'de, D: de::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
     Strict.deserialize(d)
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_and_said() {
+        assert_eq!(parse_size("256KiB"), Ok(262_144));
+        assert_eq!(parse_size("1 MiB"), Ok(1_048_576));
+        assert_eq!(parse_size("300KB"), Ok(300_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err() && parse_size("3 GB").is_err());
+        assert_eq!(size_text(300 * 1024), "300.0 KiB");
+        assert!(check_size(256 * 1024, DEFAULT_MAX_PAYLOAD).is_ok());
+        assert_eq!(
+            check_size(300 * 1024, DEFAULT_MAX_PAYLOAD).unwrap_err(),
+            "the payload is 300.0 KiB; the limit is 256.0 KiB (max_payload): nothing of it is stored"
+        );
+    }
 }
 
 #[cfg(test)]

@@ -515,6 +515,9 @@ fn redact_value(
     match v {
         Value::Object(map) => {
             let old = std::mem::take(map);
+            // keys that are themselves sensitive (an email used as a key) stay distinct
+            // (SPEC 8): `[redacted 1]`, `[redacted 2]`, so that no field disappears from view
+            let mut hidden = 0;
             for (k, mut child) in old {
                 path.push(PathSeg::Key(k.clone()));
                 if sensitive_key(&k) || rules.iter().any(|r| r.matches(path)) {
@@ -524,7 +527,12 @@ fn redact_value(
                     redact_value(&mut child, path, rules, secrets, marker);
                 }
                 path.pop();
-                map.insert(redact_text(&k), child);
+                let mut shown = redact_text(&k);
+                if shown != k && (shown == REDACTED || map.contains_key(&shown)) {
+                    hidden += 1;
+                    shown = format!("[redacted {hidden}]");
+                }
+                map.insert(shown, child);
             }
         }
         Value::Array(items) => {
@@ -650,6 +658,28 @@ mod tests {
         assert_eq!(
             full,
             "[redacted] at [redacted], [redacted], [redacted], [redacted], kept"
+        );
+    }
+
+    /// SPEC 8: object keys that are themselves redacted stay distinct, so no field disappears.
+    #[test]
+    fn redacted_keys_stay_distinct() {
+        let r = Redactor::default();
+        let payload = serde_json::json!({
+            "ada@example.com": {"role": "owner"},
+            "bob@example.org": {"role": "viewer"},
+            "team": "cs",
+        });
+        let red = r.for_operation("crm", "upsert", &payload.to_string());
+        let shown = red.payload.as_object().unwrap();
+        assert_eq!(shown.len(), 3, "{}", red.payload);
+        assert_eq!(shown["[redacted 1]"]["role"], "owner");
+        assert_eq!(shown["[redacted 2]"]["role"], "viewer");
+        assert_eq!(shown["team"], "cs");
+        assert!(
+            !red.payload.to_string().contains("example"),
+            "{}",
+            red.payload
         );
     }
 

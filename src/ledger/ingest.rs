@@ -264,11 +264,12 @@ impl Ledger {
         let mut bytes = Vec::new();
         let mut batch: Vec<(usize, Parsed)> = Vec::with_capacity(BATCH);
         let mut number = 0;
+        // room for the largest payload, written out with escapes, and the line's other fields
+        let line_limit = self.config.max_payload.saturating_mul(2) + 64 * 1024;
         loop {
             // Bytes, line by line: a line that is not UTF-8 is that line's problem, not the run's.
             bytes.clear();
-            let read = reader
-                .read_until(b'\n', &mut bytes)
+            let (read, whole) = read_line_within(&mut reader, &mut bytes, line_limit)
                 .await
                 .map_err(|e| Error::Invalid(format!("cannot read input: {e}")))?;
             if read == 0 {
@@ -276,6 +277,19 @@ impl Ledger {
             }
             number += 1;
             report.lines = number;
+            if !whole {
+                // read past, never held: a line this long holds a payload over the limit
+                report.problems.push(IngestProblem {
+                    line: number,
+                    refused: false,
+                    message: format!(
+                        "the line is {}; a payload may be at most {} (max_payload): nothing of it is stored",
+                        crate::domain::payload::size_text(read),
+                        crate::domain::payload::size_text(self.config.max_payload)
+                    ),
+                });
+                continue;
+            }
             if bytes.last() == Some(&b'\n') {
                 bytes.pop();
                 if bytes.last() == Some(&b'\r') {
@@ -592,5 +606,39 @@ fn tally(
             refused: !matches!(e, Error::Invalid(_) | Error::Unstorable(_)),
             message: e.to_string(),
         }),
+    }
+}
+
+/// Reads one line (up to and with its `\n`) into `out`, keeping at most `limit` bytes of it; the
+/// rest of a longer line is read past and dropped. Returns the bytes read and whether the whole
+/// line was kept.
+async fn read_line_within<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<(usize, bool)> {
+    let (mut read, mut whole) = (0, true);
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok((read, whole));
+        }
+        let (n, end) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if whole {
+            if out.len() + n > limit {
+                whole = false;
+                out.clear();
+            } else {
+                out.extend_from_slice(&buf[..n]);
+            }
+        }
+        reader.consume(n);
+        read += n;
+        if end {
+            return Ok((read, whole));
+        }
     }
 }

@@ -301,6 +301,8 @@ impl Ledger {
         check_name("action", &intent.action, false)?;
         crate::domain::payload::check_payload(&intent.payload).map_err(Error::Invalid)?;
         let canonical = canonical_json(&intent.payload);
+        crate::domain::payload::check_size(canonical.len(), self.config.max_payload)
+            .map_err(|why| Error::Invalid(format!("{}: {why}", intent.key)))?;
         let fp = fingerprint_of_canonical(&intent.destination, &intent.action, &canonical);
         Ok(Op::new(
             &intent.key,
