@@ -950,3 +950,94 @@ fn the_report_says_what_the_review_holds() {
         one_line(&settle(url, d, &["report", "--since", bad]), 2, bad);
     }
 }
+
+/// Issue 23, acceptance 6: the command line is its own reference. `settle completions bash` is
+/// a script bash accepts; `settle man` renders; `list --limit N` stops at N rows; a global option
+/// given to a command it means nothing to is one clear line.
+#[test]
+fn completions_man_page_and_list_limit() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url) = (dir.path(), db.url.as_str());
+    // what needs no database is run without one
+    let plain = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into(),
+            stderr: String::from_utf8_lossy(&out.stderr).into(),
+        }
+    };
+    let bash = plain(&["completions", "bash"]);
+    ok(&bash);
+    let script = d.join("settle.bash");
+    std::fs::write(&script, &bash.stdout).unwrap();
+    let checked = Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "bash -n: {}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(bash.stdout.contains("lookup") && bash.stdout.contains("--where"));
+    for shell in ["zsh", "fish"] {
+        let r = plain(&["completions", shell]);
+        ok(&r);
+        assert!(r.stdout.contains("settle"), "{shell}");
+    }
+    let man = plain(&["man"]);
+    ok(&man);
+    assert!(man.stdout.starts_with(".ie") && man.stdout.contains(".SH SYNOPSIS"));
+    let pages = d.join("man");
+    std::fs::create_dir(&pages).unwrap();
+    ok(&plain(&["man", "--dir", pages.to_str().unwrap()]));
+    let record = std::fs::read_to_string(pages.join("settle-record.1")).unwrap();
+    assert!(record.contains("idempotency"), "{record}");
+    // list --limit
+    for i in 0..5 {
+        let key = format!("lim-{i}");
+        ok(&settle(
+            url,
+            d,
+            &[
+                "record",
+                "--key",
+                &key,
+                "--workflow",
+                "w",
+                "--destination",
+                "crm",
+                "--action",
+                "a",
+                "--payload",
+                "{}",
+            ],
+        ));
+    }
+    let r = settle(url, d, &["list", "--all", "--json", "--limit", "3"]);
+    ok(&r);
+    let rows: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 3, "{}", r.stdout);
+    let r = settle(url, d, &["list", "--all", "--limit", "2"]);
+    assert_eq!(
+        r.stdout.lines().count(),
+        3,
+        "a header and two rows: {}",
+        r.stdout
+    );
+    // a global option where it means nothing
+    let r = plain(&["sim", "--as", "bob"]);
+    one_line(&r, 2, "sim --as");
+    assert!(
+        r.stderr.contains("unexpected argument '--as'"),
+        "{}",
+        r.stderr
+    );
+    let r = settle(url, d, &["stats", "--as", "bob"]);
+    one_line(&r, 2, "stats --as");
+    // before the command it is the context of any command (an alias's), ignored where unused
+    ok(&settle(url, d, &["--as", "bob", "stats"]));
+}

@@ -1,302 +1,20 @@
 //! The command line (SPEC section 12): clap definitions and one handler per command.
 
+mod args;
 mod lookup;
 mod output;
 
-use std::path::PathBuf;
+pub use args::command;
+use args::{Cli, Cmd, Many};
+
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
 use tokio::io::AsyncBufRead;
 
 use crate::config::{Config, DEFAULT_DATABASE};
 use crate::domain::{Outcome, Resolution, State};
 use crate::error::{Error, Result};
 use crate::ledger::{AttemptReport, Intent, Ledger, ListFilter, Recorded, Scope, StaffAction};
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "settle",
-    version,
-    about = "Operations ledger and exception queue for automations that may have done something twice, or not at all"
-)]
-pub struct Cli {
-    /// Database URL (sqlite://FILE or postgres://...); else $SETTLE_DATABASE_URL, the config, sqlite://settle.db
-    #[arg(long, global = true, value_name = "URL")]
-    db: Option<String>,
-    /// Config file; else $SETTLE_CONFIG, else $XDG_CONFIG_HOME/settle/settle.toml
-    #[arg(long, global = true, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Operator name for staff actions; else $SETTLE_OPERATOR, else $USER
-    #[arg(long = "as", global = true, value_name = "NAME")]
-    operator: Option<String>,
-    #[command(subcommand)]
-    command: Option<Cmd>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Cmd {
-    /// Fill a database with a realistic week of demo data (default sqlite://settle-demo.db)
-    Demo {
-        /// Start from an empty demo database
-        #[arg(long)]
-        reset: bool,
-        /// Also run two simulated destinations and a dispatcher, with new work every 2 seconds
-        #[arg(long)]
-        live: bool,
-    },
-    /// A task system that misbehaves on purpose, for recovery drills (needs no database)
-    Sim {
-        /// Address to listen on (port 0 picks a free one; the first line printed says which)
-        #[arg(long, default_value = "127.0.0.1:8787")]
-        listen: String,
-        /// Keep the created tasks in this file, across restarts
-        #[arg(long)]
-        state: Option<PathBuf>,
-        /// Do not honour Idempotency-Key (every request creates a task)
-        #[arg(long)]
-        no_dedupe: bool,
-        /// How long a key is remembered, e.g. 24h
-        #[arg(long, default_value = "24h")]
-        key_retention: String,
-        /// A fault for every create: reject, drop, late, unavailable or error
-        #[arg(long)]
-        fault: Option<String>,
-        /// Chance of a random fault per create (0 to 1), from a schedule seeded by --seed
-        #[arg(long, default_value_t = 0.0)]
-        fault_rate: f64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// How long a `late` answer waits
-        #[arg(long, default_value = "10s")]
-        late: String,
-        /// Apply the fault only to the first request of each key
-        #[arg(long)]
-        fault_first_only: bool,
-        /// How long every create takes, e.g. 20ms
-        #[arg(long, default_value = "0s")]
-        latency: String,
-        /// Answer 401 to any request without this header, e.g. 'Authorization: Bearer X'
-        #[arg(long, value_name = "'NAME: VALUE'")]
-        require_header: Option<String>,
-        /// The status of a successful create: 201, 200 or 204 (no body)
-        #[arg(long, default_value_t = 201)]
-        answer: u16,
-        /// A repeated key answers 409 "already exists" (as HubSpot does) instead of the task
-        #[arg(long)]
-        exists_409: bool,
-    },
-    /// Run due operations of the HTTP destinations in the config (Ctrl-C stops cleanly)
-    Dispatch {
-        /// Requests in flight at once
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        /// Stop when nothing automation may move is left
-        #[arg(long)]
-        until_settled: bool,
-    },
-    /// Create or migrate the database
-    Init,
-    /// Record an intended operation
-    Record {
-        #[arg(long)]
-        key: String,
-        #[arg(long)]
-        workflow: String,
-        #[arg(long, default_value = "")]
-        step: String,
-        #[arg(long)]
-        destination: String,
-        #[arg(long)]
-        action: String,
-        /// The request's contents: JSON, or @FILE to read it from a file, or - from stdin (a
-        /// payload on the command line is visible to other users in `ps`)
-        #[arg(long, value_name = "JSON|@FILE|-")]
-        payload: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Start the next attempt of an operation you send yourself: prints its number when you may
-    /// send now, exits 3 with why when you may not
-    Start {
-        #[arg(long)]
-        key: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Record an attempt's outcome
-    Attempt {
-        #[arg(long)]
-        key: String,
-        #[arg(long, value_parser = ["accepted", "rejected", "transient", "unknown"])]
-        outcome: String,
-        /// The attempt's number (default: the open attempt, else the next)
-        #[arg(long)]
-        attempt: Option<u32>,
-        #[arg(long)]
-        reference: Option<String>,
-        #[arg(long)]
-        error: Option<String>,
-        #[arg(long)]
-        http_status: Option<u16>,
-        /// The destination's Retry-After, e.g. 30s
-        #[arg(long)]
-        retry_after: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Record intents and attempts from JSON lines (a file, or - for stdin)
-    Ingest { file: String },
-    /// List exceptions, oldest first (or everything with --all)
-    List {
-        #[arg(long)]
-        all: bool,
-        #[arg(long)]
-        state: Option<String>,
-        #[arg(long)]
-        workflow: Option<String>,
-        /// Only items at least this old, e.g. 2h
-        #[arg(long)]
-        older_than: Option<String>,
-        /// SPEC 12's filter, e.g. 'dest:sms state:unknown age>2h -claimed:any'
-        #[arg(long = "where", value_name = "FILTER")]
-        filter: Option<String>,
-        #[arg(long, conflicts_with = "csv")]
-        json: bool,
-        /// One CSV row per operation, with a header line
-        #[arg(long)]
-        csv: bool,
-    },
-    /// Show one operation: payload (redacted), attempts, history, safe next step
-    Show {
-        key: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Claim operations to work them (KEY... or --where FILTER)
-    Claim {
-        #[command(flatten)]
-        many: Many,
-        /// Take over another operator's live claim (needs --reason)
-        #[arg(long, requires = "reason")]
-        force: bool,
-        #[arg(long)]
-        reason: Option<String>,
-    },
-    /// Release your claims (KEY... or --where FILTER)
-    Release {
-        #[command(flatten)]
-        many: Many,
-    },
-    /// Settle an unknown outcome: found at the destination (with its reference) or absent
-    Reconcile {
-        #[arg(required_unless_present = "from", conflicts_with = "from")]
-        key: Option<String>,
-        #[arg(
-            long,
-            value_name = "REF",
-            conflicts_with = "absent",
-            required_unless_present_any = ["absent", "from"]
-        )]
-        found: Option<String>,
-        #[arg(long)]
-        absent: bool,
-        #[arg(long)]
-        note: Option<String>,
-        /// Reconcile many from the destination's own records: CSV (key,outcome,reference) or
-        /// JSON lines
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["found", "absent"])]
-        from: Option<PathBuf>,
-        #[arg(long, requires = "from")]
-        dry_run: bool,
-        #[arg(long, requires = "from")]
-        yes: bool,
-        #[arg(long, requires = "from")]
-        json: bool,
-    },
-    /// Send again with the same key and a fresh attempt budget (KEY... or --where FILTER)
-    Retry {
-        #[command(flatten)]
-        many: Many,
-        #[arg(long)]
-        note: Option<String>,
-        /// Space the items' next attempts, e.g. 10/s (a recovering destination is not flooded)
-        #[arg(long, value_name = "N/s")]
-        rate: Option<String>,
-    },
-    /// Close with a resolution and a note (KEY... or --where FILTER)
-    Close {
-        #[command(flatten)]
-        many: Many,
-        #[arg(long, value_parser = ["done_elsewhere", "superseded", "abandoned", "duplicate_cleaned_up"])]
-        resolution: String,
-        #[arg(long)]
-        reference: Option<String>,
-        #[arg(long, value_name = "KEY2")]
-        superseded_by: Option<String>,
-        #[arg(long)]
-        note: String,
-    },
-    /// Add a note to an operation's history
-    Note { key: String, text: String },
-    /// Pause a workflow (or with --destination a destination): no attempt of it starts
-    Pause {
-        #[command(flatten)]
-        what: PauseTarget,
-        #[arg(long)]
-        reason: String,
-    },
-    /// Resume a paused workflow (or with --destination a destination)
-    Resume {
-        #[command(flatten)]
-        what: PauseTarget,
-    },
-    /// Look operations up at their destination now (KEY... or --where FILTER), then with your
-    /// confirmation reconcile each found or absent one by what it answered
-    Lookup {
-        #[command(flatten)]
-        many: Many,
-        /// Space the lookups, e.g. 10/s (an incident's 400 lookups do not flood the destination)
-        #[arg(long, value_name = "N/s")]
-        rate: Option<String>,
-    },
-    /// Sweep attempts that outlived their timeout to unknown
-    Sweep,
-    /// Totals by state, exceptions, oldest exception, paused workflows
-    Stats {
-        #[arg(long)]
-        json: bool,
-    },
-    /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates (SPEC 18)
-    Report {
-        /// The window, ending now: e.g. 1d, 7d, 30d
-        #[arg(long, default_value = "7d", value_name = "DUR")]
-        since: String,
-        /// One workflow only
-        #[arg(long)]
-        workflow: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// The console over SSH for a team: operators log in with their keys (SPEC 17)
-    Serve {
-        /// Address for SSH (port 0 picks a free one; the first line printed says which)
-        #[arg(long, default_value = "0.0.0.0:2222")]
-        listen: String,
-        /// The server's host key (made on first start); else $XDG_STATE_HOME/settle/host_key
-        #[arg(long, value_name = "FILE")]
-        host_key: Option<PathBuf>,
-        /// Also serve Prometheus metrics at http://ADDR/metrics and /healthz
-        #[arg(long, value_name = "ADDR")]
-        metrics: Option<String>,
-        /// The most sessions open at once
-        #[arg(long, default_value_t = 32)]
-        max_sessions: usize,
-        /// A console without a key for this long ends (warned a minute before), e.g. 30m
-        #[arg(long, default_value = "30m")]
-        idle_timeout: String,
-    },
-}
 
 pub fn print_stats(stats: &crate::ledger::Stats) {
     output::stats(stats);
@@ -328,7 +46,7 @@ fn usage_error(e: &clap::Error) -> String {
 
 /// Parses the arguments and runs the command; returns the process exit code.
 pub async fn run(args: Vec<String>) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match args::parse(args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -364,8 +82,22 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
             return 2;
         }
     };
+    // wherever they are written, and whatever the command takes
+    let global = |w: &String| {
+        ["--db", "--config", "--as"]
+            .iter()
+            .any(|g| w == g || w.starts_with(&format!("{g}=")))
+    };
+    if words.iter().any(global) {
+        crate::tell!(
+            "settle: --db, --config and --as are not taken over SSH: you are {} ({}), on this server's database",
+            who.name,
+            who.role
+        );
+        return 2;
+    }
     let args = std::iter::once("settle".to_string()).chain(words);
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match args::parse(args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -378,14 +110,6 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
             return 2;
         }
     };
-    if cli.db.is_some() || cli.config.is_some() || cli.operator.is_some() {
-        crate::tell!(
-            "settle: --db, --config and --as are not taken over SSH: you are {} ({}), on this server's database",
-            who.name,
-            who.role
-        );
-        return 2;
-    }
     match &cli.command {
         Some(Cmd::Stats { .. } | Cmd::List { .. } | Cmd::Show { .. } | Cmd::Report { .. }) => {}
         _ => {
@@ -461,7 +185,7 @@ fn split_words(line: &str) -> Result<Vec<String>> {
 /// (the log's first line names it). `None` when none is set.
 fn operator(cli: &Cli) -> Result<Option<String>> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let (name, from) = match &cli.operator {
+    let (name, from) = match &cli.globals.operator {
         Some(n) => (n.clone(), "--as"),
         None => match env("SETTLE_OPERATOR") {
             Some(n) => (n, "SETTLE_OPERATOR"),
@@ -473,67 +197,6 @@ fn operator(cli: &Cli) -> Result<Option<String>> {
     };
     crate::domain::validate_operator(&name).map_err(|e| invalid(format!("{from}: {e}")))?;
     Ok(Some(name))
-}
-
-/// A command that writes names who did it.
-/// What `pause`/`resume` act on: a workflow, or with `--destination` a destination.
-#[derive(clap::Args, Debug)]
-pub struct PauseTarget {
-    #[arg(
-        required_unless_present = "destination",
-        conflicts_with = "destination"
-    )]
-    workflow: Option<String>,
-    #[arg(long, value_name = "D")]
-    destination: Option<String>,
-}
-
-impl PauseTarget {
-    fn get(&self) -> (crate::ledger::Pausable, &str) {
-        match (&self.workflow, &self.destination) {
-            (_, Some(d)) => (crate::ledger::Pausable::Destination, d),
-            (Some(w), None) => (crate::ledger::Pausable::Workflow, w),
-            // clap requires one of them
-            (None, None) => (crate::ledger::Pausable::Workflow, ""),
-        }
-    }
-}
-
-/// The operations a staff action is for: keys, or every operation a filter matches (SPEC 16).
-#[derive(clap::Args, Debug)]
-pub struct Many {
-    #[arg(
-        required_unless_present = "filter",
-        conflicts_with = "filter",
-        value_name = "KEY"
-    )]
-    keys: Vec<String>,
-    /// Every operation SPEC 12's filter matches, e.g. 'dest:sms state:unknown'
-    #[arg(long = "where", value_name = "FILTER")]
-    filter: Option<String>,
-    /// Print what it would do (grouped by reason) and change nothing
-    #[arg(long)]
-    dry_run: bool,
-    /// Go on without asking (needed without a terminal)
-    #[arg(long)]
-    yes: bool,
-    /// The preview or the summary as one JSON document
-    #[arg(long)]
-    json: bool,
-}
-
-impl Many {
-    /// One key, asked plainly: the single action's path and output.
-    fn single(&self) -> Option<&str> {
-        match (
-            &self.filter,
-            self.keys.as_slice(),
-            self.dry_run || self.json,
-        ) {
-            (None, [key], false) => Some(key),
-            _ => None,
-        }
-    }
 }
 
 /// A staff action on one operation (`what` says what it did), or on many (SPEC 16): the set is
@@ -827,6 +490,50 @@ fn payload_text(arg: &str, limit: usize) -> Result<std::borrow::Cow<'_, str>> {
         .map_err(|_| invalid(format!("--payload: {what} is not UTF-8")))
 }
 
+/// `settle completions SHELL`: the shell's completion script, from the same command line as
+/// the help.
+fn completions(shell: args::Shell) -> Result<i32> {
+    use clap_complete::Shell as S;
+    let shell = match shell {
+        args::Shell::Bash => S::Bash,
+        args::Shell::Zsh => S::Zsh,
+        args::Shell::Fish => S::Fish,
+    };
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "settle", &mut out);
+    write_stdout(&out)
+}
+
+/// `settle man`: the manual page (roff) on stdout; with `--dir DIR`, one page per command there
+/// too (settle.1, settle-record.1, ...), as `man settle-record` finds them.
+fn man_page(dir: Option<&std::path::Path>) -> Result<i32> {
+    let failed = |e: std::io::Error| invalid(format!("cannot write the manual pages: {e}"));
+    match dir {
+        Some(dir) => {
+            clap_mangen::generate_to(command(), dir).map_err(failed)?;
+            say!("manual pages written to {}", dir.display());
+            Ok(0)
+        }
+        None => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(command())
+                .render(&mut out)
+                .map_err(failed)?;
+            write_stdout(&out)
+        }
+    }
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<i32> {
+    use std::io::Write as _;
+    let mut stdout = crate::out::stdout();
+    if let Err(e) = stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        crate::stdout_failed(&e);
+        return Err(Error::Invalid(format!("cannot write to stdout: {e}")));
+    }
+    Ok(0)
+}
+
 /// A filter naming states looks beyond the exceptions.
 fn names_states(query: &crate::domain::filter::Filter) -> bool {
     query
@@ -848,7 +555,8 @@ fn duration_arg(flag: &str, text: &str, min: Duration, max: Duration) -> Result<
 }
 
 fn database_url(cli: &Cli, config: &Config, fallback: &str) -> String {
-    cli.db
+    cli.globals
+        .db
         .clone()
         .or_else(|| {
             std::env::var("SETTLE_DATABASE_URL")
@@ -864,7 +572,13 @@ fn invalid(text: String) -> Error {
 }
 
 async fn execute(cli: Cli) -> Result<i32> {
-    let config = Config::discover(cli.config.as_deref())?;
+    // what needs no config and no database
+    match &cli.command {
+        Some(Cmd::Completions { shell }) => return completions(*shell),
+        Some(Cmd::Man { dir }) => return man_page(dir.as_deref()),
+        _ => {}
+    }
+    let config = Config::discover(cli.globals.config.as_deref())?;
     crate::logging::init(&config);
     let actor = operator(&cli)?;
     let Some(command) = &cli.command else {
@@ -969,7 +683,7 @@ async fn execute(cli: Cli) -> Result<i32> {
                 Duration::from_secs(1),
                 Duration::from_secs(7 * 86_400),
             )?,
-            config_path: Config::discover_path(cli.config.as_deref()),
+            config_path: Config::discover_path(cli.globals.config.as_deref()),
         };
         crate::serve::Operators::from_config(&config)?;
         let ledger =
@@ -998,7 +712,11 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
     // readers see claims as this operator's (or nobody's); writers must name one
     let viewer = operator.as_deref().unwrap_or("");
     match command {
-        Cmd::Demo { .. } | Cmd::Sim { .. } | Cmd::Serve { .. } => {
+        Cmd::Demo { .. }
+        | Cmd::Sim { .. }
+        | Cmd::Serve { .. }
+        | Cmd::Completions { .. }
+        | Cmd::Man { .. } => {
             unreachable!("handled before the database is opened")
         }
         Cmd::Dispatch {
@@ -1186,6 +904,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
             workflow,
             older_than,
             filter,
+            limit,
             json,
             csv,
         } => {
@@ -1224,7 +943,7 @@ async fn dispatch(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> 
                 (_, true) => output::ListFormat::Csv,
                 _ => output::ListFormat::Text,
             };
-            output::list(ledger, &filter, viewer, format).await?;
+            output::list(ledger, &filter, viewer, format, *limit).await?;
         }
         Cmd::Show { key, json } => {
             let detail = ledger.show(key, viewer).await?;

@@ -186,9 +186,10 @@ pub async fn list(
     filter: &ListFilter,
     viewer: &str,
     format: ListFormat,
+    limit: Option<usize>,
 ) -> Result<()> {
     let mut out = std::io::BufWriter::new(crate::out::stdout());
-    let result = stream(ledger, filter, viewer, format, &mut out).await;
+    let result = stream(ledger, filter, viewer, format, limit, &mut out).await;
     match result.and_then(|()| out.flush().map_err(Failure::Io)) {
         Ok(()) => Ok(()),
         // the reader went away (`settle list | head`): a quiet end, as for any Unix tool
@@ -211,10 +212,12 @@ async fn stream(
     filter: &ListFilter,
     viewer: &str,
     format: ListFormat,
+    limit: Option<usize>,
     out: &mut impl Write,
 ) -> std::result::Result<(), Failure> {
     let mut after = None;
     let mut first = true;
+    let mut left = limit.unwrap_or(usize::MAX);
     let as_json = format == ListFormat::Json;
     if as_json {
         write!(out, "[").map_err(Failure::Io)?;
@@ -228,11 +231,12 @@ async fn stream(
         )
         .map_err(Failure::Io)?;
     }
-    loop {
+    while left > 0 {
         let page = ledger
-            .list(filter, viewer, after, PAGE)
+            .list(filter, viewer, after, PAGE.min(left))
             .await
             .map_err(Failure::Ledger)?;
+        left = left.saturating_sub(page.items.len());
         for v in &page.items {
             if as_json {
                 let text = to_json(v, false).unwrap_or_default();
