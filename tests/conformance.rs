@@ -365,6 +365,52 @@ async fn events_are_append_only(db: &TestDb) {
     assert_eq!(n, 1);
 }
 
+/// A file of new work is ingested without looking its keys up first; a batch that holds stored
+/// keys among the new ones (an intent of a stored key first, then new keys and attempts for
+/// both) is seen for what it is and judged the ordinary way: the stored ones unchanged or in
+/// conflict, the new ones made, every attempt on its own operation.
+async fn a_batch_of_new_and_stored_keys(db: &TestDb) {
+    let l = ledger(db).await;
+    let intent_line = |k: &str, n: i64| {
+        format!(
+            r#"{{"type":"intent","key":"{k}","workflow":"onboarding","destination":"crm","action":"create_task","payload":{{"n":{n}}}}}"#
+        )
+    };
+    let attempt_line = |k: &str| {
+        format!(
+            r#"{{"type":"attempt","key":"{k}","attempt":1,"outcome":"unknown","error":"read timeout"}}"#
+        )
+    };
+    let first: String = (0..10)
+        .map(|i| intent_line(&format!("mix-{i}"), i) + "\n")
+        .collect();
+    assert_eq!(l.ingest(first.as_bytes(), "bot").await.unwrap().created, 10);
+    let mut mixed = String::new();
+    for i in 0..20 {
+        let k = format!("mix-{i}");
+        // the stored ones come first in the batch; mix-3 with new contents
+        mixed.push_str(&(intent_line(&k, if i == 3 { -3 } else { i }) + "\n"));
+        mixed.push_str(&(attempt_line(&k) + "\n"));
+    }
+    let r = l.ingest(mixed.as_bytes(), "bot").await.unwrap();
+    assert_eq!(
+        (r.created, r.unchanged, r.conflicts, r.attempts),
+        (10, 9, 1, 19),
+        "{:?}",
+        r.problems
+    );
+    assert_eq!(state(&l, "mix-3").await, State::Conflict);
+    for i in (0..20).filter(|i| *i != 3) {
+        let d = l.show(&format!("mix-{i}"), "t").await.unwrap();
+        assert_eq!(
+            (d.op.state, d.attempt_log.len()),
+            (State::Unknown, 1),
+            "mix-{i}"
+        );
+    }
+    assert_eq!(l.counts().await.unwrap().0, 20);
+}
+
 async fn ingesting_twice_changes_nothing(db: &TestDb) {
     let l = ledger(db).await;
     let mut text = String::new();
@@ -751,6 +797,83 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
             .all(|r| r.as_ref().unwrap().to == State::Succeeded)
     );
     assert_eq!(a.retry_budget("projects").await.unwrap(), 1);
+}
+
+/// A busy dispatcher's round decides the answers it records on the rows the rounds that started
+/// them left (`round_knowing`), reading nothing again; a row another writer changed meanwhile (a
+/// note, a claim) is seen all the same: the compare-and-set on the stale row fails and the round
+/// is decided again on what the database holds, writing each change once.
+async fn a_round_on_known_rows_sees_other_writers(db: &TestDb) {
+    let l = ledger(db).await;
+    let dests = vec!["projects".to_string()];
+    for k in ["known-1", "known-2"] {
+        l.record(&intent(k, "projects", json!({})), "bot")
+            .await
+            .unwrap();
+    }
+    let started = l.round(&[], &dests, 10, "dispatcher").await.unwrap();
+    let rows = started.started_rows();
+    assert_eq!(rows.len(), 2, "each start leaves its row");
+    // meanwhile a person works known-2: a claim and a note change its row
+    claim(&l, "known-2", "alice").await.unwrap();
+    l.staff(
+        "known-2",
+        "alice",
+        StaffAction::Note {
+            text: "customer called".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let ok = |k: &str| Finished {
+        report: AttemptReport {
+            reference: Some(format!("T-{k}")),
+            ..outcome(k, Outcome::Accepted, None)
+        },
+        lookup: None,
+        pause_destination: None,
+    };
+    let done = l
+        .round_knowing(
+            &[ok("known-1"), ok("known-2")],
+            &rows,
+            &dests,
+            0,
+            "dispatcher",
+        )
+        .await
+        .unwrap();
+    assert!(
+        done.finished
+            .iter()
+            .all(|r| r.as_ref().unwrap().to == State::Succeeded),
+        "{:?}",
+        done.finished
+    );
+    for k in ["known-1", "known-2"] {
+        let d = l.show(k, "t").await.unwrap();
+        assert_eq!(d.op.reference.as_deref(), Some(format!("T-{k}").as_str()));
+        let kinds: Vec<&str> = d.history.iter().map(|e| e.kind.as_str()).collect();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "attempt").count(),
+            1,
+            "{k}: one event for its answer: {kinds:?}"
+        );
+    }
+    let kept = l.show("known-2", "t").await.unwrap();
+    assert!(
+        kept.history.iter().any(|e| e.kind == "note"),
+        "the note made meanwhile is kept"
+    );
+    // every change counted once on top of the other: record 0, start 1, claim 2, note 3, answer 4
+    let mut raw = common::Raw::connect(&db.url).await;
+    let version = |k: &str| format!("SELECT version FROM operations WHERE key = '{k}'");
+    assert_eq!(raw.int(&version("known-1")).await, 2);
+    assert_eq!(
+        raw.int(&version("known-2")).await,
+        4,
+        "decided on the row as it is, not as it was"
+    );
 }
 
 /// Rounds of two dispatchers at once draw on one budget: however their rounds interleave, no
@@ -2031,6 +2154,8 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
 }
 
 both_backends!(
+    a_batch_of_new_and_stored_keys,
+    a_round_on_known_rows_sees_other_writers,
     a_lead_reveals_one_field_and_the_audit_never_holds_the_value,
     roles_are_enforced_in_the_ledger,
     the_state_counters_equal_a_count_of_the_operations,

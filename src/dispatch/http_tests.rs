@@ -341,6 +341,7 @@ fn op(payload: &str) -> StartedOp {
         attempt: 1,
         retry: false,
         payload: payload.into(),
+        row: None,
     }
 }
 

@@ -207,7 +207,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         answered: Vec::new(),
         looked_up: Vec::new(),
         looking: HashSet::new(),
-        sending: HashSet::new(),
+        sending: crate::ledger::StartedRows::new(),
         cannot_look_up: HashSet::new(),
         totals: Totals::default(),
         beat: None,
@@ -268,9 +268,10 @@ struct Dispatcher {
     looked_up: Vec<(String, LookupAnswer)>,
     /// Keys whose lookup is in flight.
     looking: HashSet<String>,
-    /// Keys whose attempt this dispatcher sent and has not recorded yet: its own sweep spares
-    /// them (they are not interrupted: their answer, or their request's timeout, will come).
-    sending: HashSet<String>,
+    /// The attempts this dispatcher sent and has not recorded yet, as their rounds left their
+    /// rows: its own sweep spares them (they are not interrupted: their answer, or their
+    /// request's timeout, will come), and the round that records an answer decides on its row.
+    sending: crate::ledger::StartedRows,
     /// Keys whose action has no lookup this dispatcher can run (left to a person).
     cannot_look_up: HashSet<String>,
     totals: Totals,
@@ -371,7 +372,10 @@ impl Dispatcher {
                 && self.answered.is_empty()
                 && self.swept.is_none_or(|t| t.elapsed() >= self.sweep_every)
             {
-                db!(self, self.ledger.sweep_sparing(&self.sending));
+                db!(
+                    self,
+                    self.ledger.sweep_sparing(&|k| self.sending.contains_key(k))
+                );
                 self.swept = Some(Instant::now());
                 db!(self, self.look_up_interrupted());
             }
@@ -380,7 +384,8 @@ impl Dispatcher {
             } else {
                 self.concurrency - self.in_flight
             };
-            let due = if free > 0 {
+            // with answers in hand a round runs anyway (and starts what is due): no need to ask
+            let due = if free > 0 && self.answered.is_empty() {
                 db!(self, self.ledger.next_due(&self.names, HEARTBEAT))
             } else {
                 None
@@ -435,7 +440,7 @@ impl Dispatcher {
         let finished: Vec<Finished> = self.answered.iter().map(|s| s.finished.clone()).collect();
         let round = match self
             .ledger
-            .round(&finished, &self.names, free, DISPATCHER)
+            .round_knowing(&finished, &self.sending, &self.names, free, DISPATCHER)
             .await
         {
             // an answer the database would not store must not hold back the others
@@ -445,6 +450,7 @@ impl Dispatcher {
             other => other?,
         };
         let recorded = self.answered.len();
+        let started_rows = round.started_rows();
         for (sent, applied) in self.answered.drain(..).zip(round.finished) {
             log_attempt(&sent, &applied);
             self.sending.remove(&sent.finished.report.key);
@@ -469,6 +475,7 @@ impl Dispatcher {
             self.deferred.extend(round.waiting_for_budget);
         }
         let launched = round.started.len();
+        self.sending.extend(started_rows);
         for op in round.started {
             let Some(dest) = self.destinations.get(&op.destination).cloned() else {
                 continue;
@@ -476,7 +483,6 @@ impl Dispatcher {
             let (client, done) = (self.client.clone(), self.done.clone());
             let scrub = self.ledger.answer_scrubber(&op);
             self.in_flight += 1;
-            self.sending.insert(op.key.clone());
             tokio::spawn(async move {
                 let _ = done.send(Done::Attempt(send(client, dest, op, scrub).await));
             });

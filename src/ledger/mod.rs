@@ -37,7 +37,7 @@ pub use review::{
     AGE_BUCKETS, AgeBucket, DayCount, Duplicates, GroupReview, MAX_WINDOW as MAX_REVIEW_WINDOW,
     Review, ReviewScope,
 };
-pub use rounds::{Finished, Round, StartedOp};
+pub use rounds::{Finished, Round, StartedOp, StartedRows};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
     Stats,
@@ -438,15 +438,15 @@ impl Ledger {
     /// Sweeps attempts that outlived their timeout to `unknown` and applies the stopping thresholds.
     /// Returns how many attempts were swept.
     pub async fn sweep(&self) -> Result<usize> {
-        self.sweep_sparing(&std::collections::HashSet::new()).await
+        self.sweep_sparing(&|_| false).await
     }
 
-    /// [`Ledger::sweep`], leaving alone the operations in `spare`: a running dispatcher's own
+    /// [`Ledger::sweep`], leaving alone the operations `spare` names: a running dispatcher's own
     /// attempts, whose answers it is waiting for or holds.
-    pub async fn sweep_sparing(&self, spare: &std::collections::HashSet<String>) -> Result<usize> {
+    pub async fn sweep_sparing(&self, spare: &(dyn Fn(&str) -> bool + Sync)) -> Result<usize> {
         let keys = self.store.stuck_keys(self.now(), 100_000).await?;
         let mut swept = 0;
-        for key in keys.into_iter().filter(|k| !spare.contains(k)) {
+        for key in keys.into_iter().filter(|k| !spare(k)) {
             match self.act(&key, SYSTEM_ACTOR, Ask::Cmd(Command::Sweep)).await {
                 Ok(a) if a.kind.is_some() => swept += 1,
                 Ok(_) | Err(Error::Refused(_)) | Err(Error::NotFound(_)) => {}

@@ -581,6 +581,7 @@ impl Ledger {
                 attempt: op.attempts,
                 retry: false,
                 payload: op.payload.clone(),
+                row: None,
             })
             .collect())
     }

@@ -36,7 +36,15 @@ pub struct StartedOp {
     pub retry: bool,
     /// The stored request, unredacted: only the dispatcher reads it, to send it.
     pub(crate) payload: String,
+    /// The operation as the round that started it left it (its row id): the round that records
+    /// the attempt's answer decides on it instead of reading the row again, unless another
+    /// writer changed the row meanwhile (its compare-and-set then fails and the round is tried
+    /// again on what the database holds).
+    pub(crate) row: Option<std::sync::Arc<(i64, crate::domain::Op)>>,
 }
+
+/// The operations a dispatcher started, by key, as their rounds left them.
+pub type StartedRows = std::collections::HashMap<String, std::sync::Arc<(i64, crate::domain::Op)>>;
 
 /// What one round did.
 #[derive(Debug, Default)]
@@ -49,6 +57,17 @@ pub struct Round {
     pub started: Vec<StartedOp>,
     /// Due retries left in `retry_wait` because their destination's budget is empty.
     pub waiting_for_budget: Vec<String>,
+}
+
+impl Round {
+    /// The rows of the operations this round started, as it left them: what a later round
+    /// that records their answers may decide on ([`Ledger::round_knowing`]).
+    pub fn started_rows(&self) -> StartedRows {
+        self.started
+            .iter()
+            .filter_map(|s| Some((s.key.clone(), s.row.clone()?)))
+            .collect()
+    }
 }
 
 /// A destination's budget inside one round.
@@ -148,15 +167,35 @@ impl Ledger {
         limit: usize,
         actor: &str,
     ) -> Result<Round> {
+        self.round_knowing(finished, &StartedRows::new(), destinations, limit, actor)
+            .await
+    }
+
+    /// [`Ledger::round`], deciding the finished attempts of `started` on the rows their own
+    /// rounds left (see [`StartedOp::row`]): a round of a busy dispatcher then reads only the
+    /// rows it starts. A row another writer changed meanwhile makes the first try lose its
+    /// compare-and-set; the next reads every row again.
+    pub async fn round_knowing(
+        &self,
+        finished: &[Finished],
+        started: &StartedRows,
+        destinations: &[String],
+        limit: usize,
+        actor: &str,
+    ) -> Result<Round> {
         for f in finished {
             validate_key(&f.report.key).map_err(Error::Invalid)?;
             if f.report.outcome.is_none() {
                 return Err(Error::Invalid("an attempt needs an outcome".into()));
             }
         }
-        let round = store::in_tx!(self.store, |tx| self
-            .round_in(tx, finished, destinations, limit, actor)
-            .await)?;
+        let tries = std::sync::atomic::AtomicUsize::new(0);
+        let round = store::in_tx!(self.store, |tx| {
+            let first = tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+            let known = if first { Some(started) } else { None };
+            self.round_in(tx, finished, known, destinations, limit, actor)
+                .await
+        })?;
         let mut workflows: Vec<&str> = round
             .finished
             .iter()
@@ -176,6 +215,7 @@ impl Ledger {
         &self,
         conn: &mut Tx,
         finished: &[Finished],
+        known: Option<&StartedRows>,
         destinations: &[String],
         limit: usize,
         actor: &str,
@@ -190,8 +230,19 @@ impl Ledger {
         // taken without waiting. After that a round waits for nothing but a budget row, so two
         // rounds never wait for each other in a circle.
         conn.lookups_by_key().await?;
-        let keys: Vec<&str> = finished.iter().map(|f| f.report.key.as_str()).collect();
-        let mut own = conn.load_ops(&keys, true).await?;
+        let mut own = std::collections::HashMap::new();
+        let keys: Vec<&str> = finished
+            .iter()
+            .map(|f| f.report.key.as_str())
+            .filter(|k| match known.and_then(|k2| k2.get(*k)) {
+                Some(row) => {
+                    own.insert(k.to_string(), (row.0, row.1.clone()));
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        own.extend(conn.load_ops(&keys, true).await?);
         // The budgets this round may touch, held in name order (PostgreSQL) from here on.
         let touched: std::collections::BTreeSet<&str> = destinations
             .iter()
@@ -363,6 +414,7 @@ impl Ledger {
                 .await
             {
                 Ok(Decided::Change(c)) if c.op.state == State::InFlight => {
+                    let row = std::sync::Arc::new((id, c.op.clone()));
                     if let Some(left) = left {
                         let b = budgets.get_mut(&op.destination).expect("loaded above");
                         b.bucket = left;
@@ -379,6 +431,7 @@ impl Ledger {
                         destination: op.destination,
                         action: op.action,
                         payload: op.payload,
+                        row: Some(row),
                     });
                 }
                 // claimed or changed since the query: not this round's to start

@@ -179,6 +179,9 @@ impl Tx {
         ids: &[i64],
     ) -> Result<HashMap<(i64, u32), Option<Outcome>>> {
         let mut out = HashMap::new();
+        if ids.is_empty() {
+            return Ok(out);
+        }
         let decode = |r: &dyn super::sql::Cells| -> Result<((i64, u32), Option<Outcome>)> {
             Ok((
                 (get(r, "operation_id")?, get::<i64>(r, "n")? as u32),

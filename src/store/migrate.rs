@@ -60,10 +60,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0009_exception_spans.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0009_exception_spans.sql"),
     },
+    Migration {
+        version: 10,
+        sqlite: include_str!("../../assets/migrations/sqlite/0010_one_trigger.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0010_one_trigger.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
