@@ -20,6 +20,8 @@
 mod arrays;
 mod attempts;
 mod columns;
+mod counts;
+mod history;
 mod migrate;
 mod open;
 mod ops;
@@ -37,11 +39,12 @@ use sqlx::{Postgres, Transaction};
 use crate::error::{Error, Result};
 
 pub(crate) use attempts::{AttemptWrite, NewEvent};
+pub(crate) use history::EventRow;
 pub use migrate::SCHEMA_VERSION;
 pub use open::{Backend, Profile, display_url};
 use open::{prepare_sqlite_file, sqlite_file};
 pub use pages::Cursor;
-pub(crate) use pages::{EventRow, ListQuery, Order};
+pub(crate) use pages::{ListQuery, Order};
 pub(crate) use sql::ms;
 pub use workflows::Pausable;
 pub(crate) use workflows::WorkflowRow;

@@ -1,18 +1,18 @@
-//! What readers see: pages of operations (keyset pagination on indexed columns, never the whole
-//! queue), one operation's attempts and history, the activity feed, and counts.
+//! What readers see of the operations: pages of them (keyset pagination on indexed columns,
+//! never the whole queue), the keys a filter matches and their count, one operation. The
+//! history and the activity feed are in `history.rs`, the counts in `counts.rs`.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
 use super::Store;
-use super::attempts::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
 use super::columns;
-use super::sql::{Cell, Cells, Stmt, get, ms, time};
+use super::sql::{Cell, Stmt, get, ms};
 use crate::domain::filter::{Claimed, Match, Term};
 use crate::domain::next_step::Paused;
 use crate::domain::{Op, State};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A keyset position: the sort column's value (when sorting by one), the ordering time, the id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -78,48 +78,7 @@ pub(crate) struct ListQuery<'a> {
     pub limit: i64,
 }
 
-/// One audit event as stored.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct EventRow {
-    pub id: i64,
-    pub operation_id: Option<i64>,
-    pub workflow: Option<String>,
-    pub at: DateTime<Utc>,
-    pub actor: String,
-    pub kind: String,
-    pub from_state: Option<String>,
-    pub to_state: Option<String>,
-    pub detail: String,
-}
-
-fn event_from_row(row: &dyn Cells) -> Result<EventRow> {
-    Ok(EventRow {
-        id: get(row, "id")?,
-        operation_id: get(row, "operation_id")?,
-        workflow: get(row, "workflow")?,
-        at: time(get(row, "at")?),
-        actor: get(row, "actor")?,
-        kind: get(row, "kind")?,
-        from_state: get(row, "from_state")?,
-        to_state: get(row, "to_state")?,
-        detail: get(row, "detail")?,
-    })
-}
-
-const EVENT_COLUMNS: &str =
-    "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail";
-
-/// An event's operation, as the activity feed needs it: its key, and what redacts the detail
-/// (destination, action, payload and any conflicting payload).
-pub(crate) struct EventSubject {
-    pub key: String,
-    pub destination: String,
-    pub action: String,
-    pub payload: String,
-    pub conflicting_payload: Option<String>,
-}
-
-enum Arg {
+pub(super) enum Arg {
     Int(i64),
     Text(String),
 }
@@ -234,207 +193,10 @@ impl Store {
         );
         stmt.row(self.conn().await?.db(), columns::decode).await
     }
-
-    /// An operation's attempts, in order.
-    pub(crate) async fn attempts_of(&self, op_id: i64) -> Result<Vec<AttemptRow>> {
-        let stmt = Stmt::new(
-            format!("SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE operation_id = $1 ORDER BY n"),
-            vec![Cell::Int(Some(op_id))],
-        );
-        stmt.rows(self.conn().await?.db(), attempt_from_row).await
-    }
-
-    /// An operation's audit events, in order.
-    pub(crate) async fn events_of(&self, op_id: i64) -> Result<Vec<EventRow>> {
-        let stmt = Stmt::new(
-            format!("SELECT {EVENT_COLUMNS} FROM events WHERE operation_id = $1 ORDER BY id"),
-            vec![Cell::Int(Some(op_id))],
-        );
-        stmt.rows(self.conn().await?.db(), event_from_row).await
-    }
-
-    /// The newest audit events, newest first, with their operation.
-    pub(crate) async fn recent_events(
-        &self,
-        limit: i64,
-        q: &crate::domain::filter::ActivityFilter,
-    ) -> Result<Vec<(EventRow, Option<EventSubject>)>> {
-        let mut args: Vec<Arg> = Vec::new();
-        let mut cond: Vec<String> = Vec::new();
-        let mut any_of = |column: &str, values: &[String], args: &mut Vec<Arg>| {
-            let marks: Vec<String> = values
-                .iter()
-                .map(|v| mark(args, Arg::Text(v.clone())))
-                .collect();
-            cond.push(format!("{column} IN ({})", marks.join(", ")));
-        };
-        if !q.actors.is_empty() {
-            any_of("actor", &q.actors, &mut args);
-        }
-        if !q.kinds.is_empty() {
-            any_of("kind", &q.kinds, &mut args);
-        }
-        if !q.automation {
-            cond.push(crate::domain::filter::PEOPLE_ONLY.into());
-        }
-        let limit = mark(&mut args, Arg::Int(limit));
-        let sql = format!(
-            "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
-             o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
-             o.conflicting_payload AS op_conflicting_payload \
-             FROM (SELECT * FROM events{} ORDER BY id DESC LIMIT {limit}) e \
-             LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC",
-            where_clause(&cond)
-        );
-        let stmt = Stmt::new(sql, cells(&args));
-        stmt.rows(self.conn().await?.db(), |r| {
-            let e = event_from_row(r)?;
-            let subject = match get::<Option<String>>(r, "op_key")? {
-                Some(key) => Some(EventSubject {
-                    key,
-                    destination: get(r, "op_destination")?,
-                    action: get(r, "op_action")?,
-                    payload: get(r, "op_payload")?,
-                    conflicting_payload: get(r, "op_conflicting_payload")?,
-                }),
-                None => None,
-            };
-            Ok((e, subject))
-        })
-        .await
-    }
-
-    /// The newest audit event's id (0 when there is none): what the console polls.
-    pub(crate) async fn latest_event_id(&self) -> Result<i64> {
-        self.scalar(Stmt::new(
-            "SELECT COALESCE(MAX(id), 0) AS n FROM events",
-            Vec::new(),
-        ))
-        .await
-    }
-
-    /// How many operations are in each state: the counters the triggers of schema 7 keep, never
-    /// a count of the operations.
-    pub(crate) async fn count_by_state(&self) -> Result<Vec<(State, i64)>> {
-        let stmt = Stmt::new(
-            "SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM state_counts GROUP BY state",
-            Vec::new(),
-        );
-        stmt.rows(self.conn().await?.db(), |r| {
-            let s: String = get(r, "state")?;
-            Ok((State::parse(&s).map_err(Error::Unavailable)?, get(r, "n")?))
-        })
-        .await
-    }
-
-    /// The attempts in flight that have overrun their timeout now (exceptions of no exception
-    /// state: a range of the partial index by state, a few rows), and the oldest exception's
-    /// start (the first entry of the exceptions' index).
-    pub(crate) async fn stuck_and_oldest(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<(i64, Option<DateTime<Utc>>)> {
-        let stmt = Stmt::new(
-            "SELECT (SELECT COUNT(*) FROM operations WHERE state = 'in_flight' \
-               AND exception_since IS NOT NULL AND exception_since <= $1) AS stuck, \
-             (SELECT MIN(exception_since) FROM operations WHERE exception_since IS NOT NULL \
-               AND exception_since <= $1) AS oldest",
-            vec![Cell::Int(Some(ms(now)))],
-        );
-        stmt.one(self.conn().await?.db(), |r| {
-            Ok((get(r, "stuck")?, get::<Option<i64>>(r, "oldest")?.map(time)))
-        })
-        .await
-    }
-
-    /// The exceptions now by workflow and state (SPEC 17's metrics): the counters of the
-    /// exception states (schema 8) and the attempts in flight past their timeout (a range of the
-    /// exceptions' index by state); and each workflow's oldest exception (the first entry of its
-    /// range of the exceptions' index by workflow). Nothing reads the operations at large.
-    pub(crate) async fn exceptions_by_workflow(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
-        let exception_states = State::ALL
-            .iter()
-            .filter(|s| s.is_exception())
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let counts = Stmt::new(
-            format!(
-                "SELECT workflow, state, CAST(SUM(n) AS BIGINT) AS n FROM state_counts \
-                 WHERE state IN ({exception_states}) GROUP BY workflow, state HAVING SUM(n) > 0 \
-                 UNION ALL \
-                 SELECT workflow, state, COUNT(*) AS n FROM operations WHERE state = 'in_flight' \
-                 AND exception_since IS NOT NULL AND exception_since <= $1 GROUP BY workflow, state \
-                 ORDER BY workflow, state"
-            ),
-            vec![Cell::Int(Some(ms(now)))],
-        );
-        let oldest = Stmt::new(
-            "SELECT w.workflow, (SELECT MIN(o.exception_since) FROM operations o \
-               WHERE o.workflow = w.workflow AND o.exception_since IS NOT NULL \
-               AND o.exception_since <= $1) AS oldest \
-             FROM (SELECT DISTINCT workflow FROM state_counts) w ORDER BY w.workflow",
-            vec![Cell::Int(Some(ms(now)))],
-        );
-        let mut conn = self.conn().await?;
-        let counts = counts
-            .rows(conn.db(), |r| {
-                let s: String = get(r, "state")?;
-                Ok((
-                    get(r, "workflow")?,
-                    State::parse(&s).map_err(Error::Unavailable)?,
-                    get(r, "n")?,
-                ))
-            })
-            .await?;
-        let oldest = oldest
-            .rows(conn.db(), |r| {
-                Ok((
-                    get::<String>(r, "workflow")?,
-                    get::<Option<i64>>(r, "oldest")?.map(time),
-                ))
-            })
-            .await?;
-        Ok((
-            counts,
-            oldest
-                .into_iter()
-                .filter_map(|(w, t)| Some((w, t?)))
-                .collect(),
-        ))
-    }
-
-    /// How many live claims `who` holds.
-    pub(crate) async fn count_live_claims(&self, who: &str, now: DateTime<Utc>) -> Result<i64> {
-        self.scalar(Stmt::new(
-            "SELECT COUNT(*) AS n FROM operations WHERE claimed_by = $1 AND claim_expires_at > $2",
-            vec![Cell::Text(Some(who)), Cell::Int(Some(ms(now)))],
-        ))
-        .await
-    }
-
-    /// Rows in each of the ledger's tables: (operations, attempts, events).
-    pub(crate) async fn count_rows(&self) -> Result<(i64, i64, i64)> {
-        let count = |t: &str| Stmt::new(format!("SELECT COUNT(*) AS n FROM {t}"), Vec::new());
-        Ok((
-            self.scalar(count("operations")).await?,
-            self.scalar(count("attempts")).await?,
-            self.scalar(count("events")).await?,
-        ))
-    }
-
-    /// One integer a statement answers (its column `n`).
-    async fn scalar(&self, stmt: Stmt<'_>) -> Result<i64> {
-        stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
-    }
 }
 
-/// Appends a value and gives its placeholder.
 /// ` WHERE a AND b`, or nothing when there is no condition.
-fn where_clause(cond: &[String]) -> String {
+pub(super) fn where_clause(cond: &[String]) -> String {
     if cond.is_empty() {
         String::new()
     } else {
@@ -442,7 +204,7 @@ fn where_clause(cond: &[String]) -> String {
     }
 }
 
-fn cells(args: &[Arg]) -> Vec<Cell<'_>> {
+pub(super) fn cells(args: &[Arg]) -> Vec<Cell<'_>> {
     args.iter()
         .map(|a| match a {
             Arg::Int(v) => Cell::Int(Some(*v)),
@@ -451,7 +213,8 @@ fn cells(args: &[Arg]) -> Vec<Cell<'_>> {
         .collect()
 }
 
-fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
+/// Appends a value and gives its placeholder.
+pub(super) fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
     args.push(a);
     format!("${}", args.len())
 }
