@@ -176,3 +176,7 @@ pub fn safe_next_step(
         State::Succeeded | State::Closed => step(StepKind::Nothing, "Nothing to do".into()),
     }
 }
+
+#[cfg(test)]
+#[path = "next_step_tests.rs"]
+mod tests;

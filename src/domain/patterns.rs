@@ -1,10 +1,9 @@
 //! Sensitive values in free text (emails, card numbers, bearer tokens, phone numbers,
-//! `secret=value` pairs), and terminal escapes: found by scanning bytes, no regex engine.
+//! `secret=value` pairs), sensitive JSON keys, and terminal escapes: found by scanning bytes, no
+//! regex engine.
 
 use std::borrow::Cow;
 use std::ops::Range;
-
-use super::redact::sensitive_key;
 
 pub const REDACTED: &str = "[redacted]";
 
@@ -312,6 +311,37 @@ pub fn escape_text(text: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// Whether a JSON object key names sensitive data (SPEC section 8), case-insensitively.
+pub fn sensitive_key(key: &str) -> bool {
+    // Does any of the words start at any position, ignoring ASCII case? One pass, no allocation,
+    // the words grouped by first letter: this runs for every key of every payload a page shows.
+    let k = key.as_bytes();
+    (0..k.len()).any(|i| {
+        let words: &[&[u8]] = match k[i].to_ascii_lowercase() {
+            b'a' => &[
+                b"apikey",
+                b"api_key",
+                b"api-key",
+                b"authorization",
+                b"address",
+            ],
+            b'b' => &[b"birth"],
+            b'c' => &[b"cookie", b"card", b"cvv"],
+            b'd' => &[b"dob"],
+            b'e' => &[b"email"],
+            b'i' => &[b"iban"],
+            b'p' => &[b"password", b"passwd", b"phone"],
+            b's' => &[b"secret", b"session", b"ssn"],
+            b't' => &[b"token"],
+            _ => return false,
+        };
+        let rest = &k[i..];
+        words
+            .iter()
+            .any(|w| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w))
+    })
 }
 
 #[cfg(test)]

@@ -11,43 +11,12 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::patterns::{REDACTED, escape_text, find_card_numbers, redact_text};
+pub use super::patterns::{REDACTED, escape_text, find_card_numbers, redact_text, sensitive_key};
 use super::patterns::{card_like_number, redact_cow};
 use super::payload::NUMBER_TOKEN;
 
 /// Secrets shorter than this are not scrubbed from free text: they would destroy ordinary words.
 const MIN_SCRUB_LEN: usize = 4;
-
-/// Whether a JSON object key names sensitive data (SPEC section 8), case-insensitively.
-pub fn sensitive_key(key: &str) -> bool {
-    // Does any of the words start at any position, ignoring ASCII case? One pass, no allocation,
-    // the words grouped by first letter: this runs for every key of every payload a page shows.
-    let k = key.as_bytes();
-    (0..k.len()).any(|i| {
-        let words: &[&[u8]] = match k[i].to_ascii_lowercase() {
-            b'a' => &[
-                b"apikey",
-                b"api_key",
-                b"api-key",
-                b"authorization",
-                b"address",
-            ],
-            b'b' => &[b"birth"],
-            b'c' => &[b"cookie", b"card", b"cvv"],
-            b'd' => &[b"dob"],
-            b'e' => &[b"email"],
-            b'i' => &[b"iban"],
-            b'p' => &[b"password", b"passwd", b"phone"],
-            b's' => &[b"secret", b"session", b"ssn"],
-            b't' => &[b"token"],
-            _ => return false,
-        };
-        let rest = &k[i..];
-        words
-            .iter()
-            .any(|w| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w))
-    })
-}
 
 /// One configured path, e.g. `customer.name`, `*.notes`, `items[*].address`, `**.iban`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,122 @@
+//! One operation as the rules see it: plain data, raw payload included (never shown to readers),
+//! and the claim that names who works it.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::state::{Resolution, State};
+use crate::domain::time::after;
+
+/// A lease naming the operator working an item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    pub by: String,
+    pub since: DateTime<Utc>,
+    pub expires: DateTime<Utc>,
+}
+
+impl Claim {
+    pub fn is_live(&self, now: DateTime<Utc>) -> bool {
+        self.expires > now
+    }
+}
+
+/// One operation as the rules see it: plain data, raw payload included (never shown to readers).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Op {
+    pub key: String,
+    pub workflow: String,
+    pub step: String,
+    pub destination: String,
+    pub action: String,
+    pub payload: String,
+    pub fingerprint: String,
+    pub conflicting_payload: Option<String>,
+    pub conflicting_fingerprint: Option<String>,
+    pub state: State,
+    /// Why it is in this state, e.g. `interrupted` or the destination's rejection.
+    pub reason: Option<String>,
+    /// Attempts made so far; while `attempt_started_at` is set, the last one is still open.
+    pub attempts: u32,
+    /// Attempts made before the current budget (a staff retry starts a fresh one).
+    pub budget_start: u32,
+    /// An attempt in the current budget had an unknown outcome.
+    pub ambiguous: bool,
+    pub first_sent_at: Option<DateTime<Utc>>,
+    pub attempt_started_at: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub reference: Option<String>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When it became (or, for an open attempt, will become) an exception.
+    pub exception_since: Option<DateTime<Utc>>,
+    pub claim: Option<Claim>,
+    pub resolution: Option<Resolution>,
+    pub superseded_by: Option<String>,
+    pub version: i64,
+}
+
+impl Op {
+    /// A freshly recorded operation, due at once.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        key: &str,
+        workflow: &str,
+        step: &str,
+        destination: &str,
+        action: &str,
+        payload: String,
+        fingerprint: String,
+        now: DateTime<Utc>,
+    ) -> Op {
+        Op {
+            key: key.into(),
+            workflow: workflow.into(),
+            step: step.into(),
+            destination: destination.into(),
+            action: action.into(),
+            payload,
+            fingerprint,
+            conflicting_payload: None,
+            conflicting_fingerprint: None,
+            state: State::Pending,
+            reason: None,
+            attempts: 0,
+            budget_start: 0,
+            ambiguous: false,
+            first_sent_at: None,
+            attempt_started_at: None,
+            next_attempt_at: Some(now),
+            reference: None,
+            last_error: None,
+            created_at: now,
+            updated_at: now,
+            exception_since: None,
+            claim: None,
+            resolution: None,
+            superseded_by: None,
+            version: 0,
+        }
+    }
+
+    /// An `in_flight` operation whose attempt outlived its timeout.
+    pub fn is_stuck(&self, now: DateTime<Utc>, timeout: Duration) -> bool {
+        self.state == State::InFlight
+            && self
+                .attempt_started_at
+                .is_some_and(|t| after(t, timeout) <= now)
+    }
+
+    pub fn is_exception(&self, now: DateTime<Utc>) -> bool {
+        self.exception_since.is_some_and(|t| t <= now)
+    }
+
+    /// The live claim of someone other than `actor`, if any.
+    pub fn claimed_by_other(&self, actor: &str, now: DateTime<Utc>) -> Option<&Claim> {
+        self.claim
+            .as_ref()
+            .filter(|c| c.is_live(now) && c.by != actor)
+    }
+}

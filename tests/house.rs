@@ -1,0 +1,543 @@
+//! The house as it is left (issue 24): reads `src/` and fails on a file over 400 lines, a
+//! function over 100 lines, a circle of imports between files, or a product room that names a
+//! tool. Cheaper than a review, and it says exactly where.
+//!
+//! Lines are counted up to a file's `#[cfg(test)]` module (tests beside the code, and files named
+//! `tests.rs` or `*_tests.rs`, are test files). An import is any path a file names: `use` trees,
+//! `crate::`, `super::` and `self::` paths in the code, and a child module's items; it points at
+//! the file that holds the module the path reaches. A folder's `mod.rs` (and `lib.rs` for the
+//! crate) is the face of its folder: what it declares and re-exports of its own rooms is not an
+//! import of theirs, and so the rooms may use their face.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const MAX_FILE_LINES: usize = 400;
+const MAX_FN_LINES: usize = 100;
+
+/// The source with comments, string and char literals blanked (newlines kept), so that braces
+/// and paths are read from code only.
+fn code_only(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < b.len() && b[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == '/' && b.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if b[i] == '*' && b.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+        } else if (c == 'r' || (c == 'b' && next == Some('r')))
+            && !b
+                .get(i.wrapping_sub(1))
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+            && {
+                let mut j = i + if c == 'b' { 2 } else { 1 };
+                while b.get(j) == Some(&'#') {
+                    j += 1;
+                }
+                b.get(j) == Some(&'"')
+            }
+        {
+            // a raw string: r"..." or r#"..."#
+            let mut j = i + if c == 'b' { 2 } else { 1 };
+            let mut hashes = 0;
+            while b[j] == '#' {
+                hashes += 1;
+                j += 1;
+            }
+            j += 1;
+            loop {
+                if j >= b.len() {
+                    break;
+                }
+                if b[j] == '"' && (0..hashes).all(|h| b.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            for &ch in &b[i..j.min(b.len())] {
+                out.push(blank(ch));
+            }
+            i = j;
+        } else if c == '"' {
+            out.push(' ');
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < b.len() {
+                    out.push(blank(b[i]));
+                    i += 1;
+                }
+            }
+            out.push(' ');
+            i += 1;
+        } else if c == '\'' {
+            // a char literal ('a', '\n', '\u{1F600}'), not a lifetime ('a)
+            let lit_end = if next == Some('\\') {
+                (i + 2..b.len().min(i + 12)).find(|&j| b[j] == '\'')
+            } else if b.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match lit_end {
+                Some(end) => {
+                    for _ in i..=end {
+                        out.push(' ');
+                    }
+                    i = end + 1;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The product's part of a file: up to its `#[cfg(test)]` module.
+fn product_part(text: &str) -> &str {
+    match text.find("\n#[cfg(test)]") {
+        Some(at) => &text[..at + 1],
+        None => text,
+    }
+}
+
+fn is_test_file(path: &Path) -> bool {
+    let name = path.file_name().unwrap().to_string_lossy();
+    name == "tests.rs" || name.ends_with("_tests.rs")
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// A file's module path: `src/store/sql.rs` is `store::sql`, `src/store/mod.rs` is `store`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The file that holds a module, if it is one of the crate's.
+fn file_of(src: &Path, module: &[String]) -> Option<PathBuf> {
+    if module.is_empty() {
+        return Some(src.join("lib.rs"));
+    }
+    let base: PathBuf = module.iter().collect();
+    let file = src.join(&base).with_extension("rs");
+    if file.exists() {
+        return Some(file);
+    }
+    let facade = src.join(&base).join("mod.rs");
+    facade.exists().then_some(facade)
+}
+
+/// The longest prefix of `path` that is a module of the crate: its file.
+fn resolve(src: &Path, path: &[String]) -> Option<PathBuf> {
+    (0..=path.len())
+        .rev()
+        .find_map(|k| file_of(src, &path[..k]).filter(|_| k > 0 || path.is_empty()))
+        .or_else(|| file_of(src, &[]))
+}
+
+/// Every path a file names, as absolute module paths (`crate::a::b`, `super::x`, `self::y`,
+/// `use` trees with their groups, and the first segment of a path that is a child module).
+fn named_paths(code: &str, module: &[String], children: &BTreeSet<String>) -> Vec<Vec<String>> {
+    let tokens: Vec<&str> = tokenize(code);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = tokens[i];
+        let starts = matches!(t, "crate" | "super" | "self") || children.contains(t);
+        let path_start =
+            starts && tokens.get(i + 1) == Some(&"::") && !(i > 0 && tokens[i - 1] == "::");
+        if !path_start {
+            i += 1;
+            continue;
+        }
+        let mut base: Vec<String> = match t {
+            "crate" => Vec::new(),
+            "self" => module.to_vec(),
+            "super" => module[..module.len().saturating_sub(1)].to_vec(),
+            child => {
+                let mut m = module.to_vec();
+                m.push(child.to_string());
+                m
+            }
+        };
+        i += 1;
+        // more `super::` after the first
+        while tokens.get(i) == Some(&"::") && tokens.get(i + 1) == Some(&"super") {
+            base.pop();
+            i += 2;
+        }
+        i = use_tree(&tokens, i, base, &mut out);
+    }
+    out
+}
+
+/// Reads `::seg::seg...` or `::{a, b::c, ...}` from `i` on `base`; pushes each full path.
+fn use_tree(
+    tokens: &[&str],
+    mut i: usize,
+    mut base: Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> usize {
+    while tokens.get(i) == Some(&"::") {
+        match tokens.get(i + 1) {
+            Some(&"{") => {
+                i += 2;
+                loop {
+                    match tokens.get(i) {
+                        None => return i,
+                        Some(&"}") => return i + 1,
+                        Some(&",") => i += 1,
+                        Some(&"self") => {
+                            out.push(base.clone());
+                            i += 1;
+                        }
+                        Some(seg) if is_ident(seg) => {
+                            let mut b = base.clone();
+                            b.push(seg.to_string());
+                            i = use_tree(tokens, i + 1, b.clone(), out);
+                            if !out.last().is_some_and(|l| l.starts_with(&b)) {
+                                out.push(b);
+                            }
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            Some(seg) if is_ident(seg) => {
+                base.push(seg.to_string());
+                i += 2;
+            }
+            _ => break,
+        }
+    }
+    out.push(base);
+    i
+}
+
+fn is_ident(t: &str) -> bool {
+    t.chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
+        && t.chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+fn tokenize(code: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i] as char;
+        if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < bytes.len() && ((bytes[i] as char).is_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            out.push(&code[start..i]);
+        } else if c == ':' && bytes.get(i + 1) == Some(&b':') {
+            out.push("::");
+            i += 2;
+        } else if c.is_whitespace() || !c.is_ascii() {
+            i += 1;
+        } else {
+            out.push(&code[i..i + 1]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Each function of a file whose body runs over the limit: (name, first line, lines).
+fn long_functions(code: &str) -> Vec<(String, usize, usize)> {
+    let chars: Vec<char> = code.chars().collect();
+    let line_at = |pos: usize| chars[..pos].iter().filter(|c| **c == '\n').count() + 1;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 3 < chars.len() {
+        let is_fn = chars[i] == 'f'
+            && chars[i + 1] == 'n'
+            && chars[i + 2].is_whitespace()
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'));
+        if !is_fn {
+            i += 1;
+            continue;
+        }
+        let name: String = chars[i + 3..]
+            .iter()
+            .skip_while(|c| c.is_whitespace())
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        // the body: the first `{` outside parentheses, unless a `;` ends a declaration first
+        let mut j = i + 2;
+        let mut parens = 0i32;
+        let open = loop {
+            match chars.get(j) {
+                None => break None,
+                Some('(') => parens += 1,
+                Some(')') => parens -= 1,
+                Some(';') if parens == 0 => break None,
+                Some('{') if parens == 0 => break Some(j),
+                _ => {}
+            }
+            j += 1;
+        };
+        let Some(open) = open else {
+            i += 2;
+            continue;
+        };
+        let mut depth = 0;
+        let mut k = open;
+        while k < chars.len() {
+            match chars[k] {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        let (first, last) = (line_at(i), line_at(k.min(chars.len() - 1)));
+        let lines = last - first + 1;
+        if lines > MAX_FN_LINES {
+            out.push((name, first, lines));
+        }
+        i += 2;
+    }
+    out
+}
+
+/// The circles among `edges`: each strongly connected set of more than one file (Tarjan).
+fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
+    struct T<'a> {
+        edges: &'a BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        index: BTreeMap<&'a PathBuf, usize>,
+        low: BTreeMap<&'a PathBuf, usize>,
+        stack: Vec<&'a PathBuf>,
+        on: BTreeSet<&'a PathBuf>,
+        next: usize,
+        out: Vec<Vec<PathBuf>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a PathBuf) {
+        t.index.insert(v, t.next);
+        t.low.insert(v, t.next);
+        t.next += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        let edges = t.edges;
+        for w in edges.get(v).into_iter().flatten() {
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut set = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                set.push(w.clone());
+                if w == v {
+                    break;
+                }
+            }
+            if set.len() > 1 {
+                set.sort();
+                t.out.push(set);
+            }
+        }
+    }
+    let mut t = T {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !t.index.contains_key(v) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+/// Whether `to` is inside the folder whose face is `face` (a `mod.rs` or `lib.rs`).
+fn faces(face: &Path, to: &Path) -> bool {
+    let name = face.file_name().unwrap();
+    (name == "mod.rs" || name == "lib.rs") && to.starts_with(face.parent().unwrap())
+}
+
+#[test]
+fn the_house_keeps_its_shape() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    let mut problems = Vec::new();
+    let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    let tools = src.join("tools");
+    for file in files.iter().filter(|f| !is_test_file(f)) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let product = product_part(&text);
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let lines = product.lines().count();
+        if lines > MAX_FILE_LINES {
+            problems.push(format!(
+                "src/{rel}: {lines} lines (at most {MAX_FILE_LINES})"
+            ));
+        }
+        let code = code_only(product);
+        for (name, at, n) in long_functions(&code) {
+            problems.push(format!(
+                "src/{rel}:{at}: fn {name} is {n} lines (at most {MAX_FN_LINES})"
+            ));
+        }
+        let module = module_of(&src, file);
+        let children: BTreeSet<String> = files
+            .iter()
+            .filter(|f| {
+                let m = module_of(&src, f);
+                m.len() == module.len() + 1 && m.starts_with(&module) && *f != file
+            })
+            .map(|f| module_of(&src, f).last().unwrap().clone())
+            .collect();
+        let out = edges.entry(file.clone()).or_default();
+        for path in named_paths(&code, &module, &children) {
+            let Some(to) = resolve(&src, &path) else {
+                continue;
+            };
+            if to == *file {
+                continue;
+            }
+            if to.starts_with(&tools)
+                && !file.starts_with(&tools)
+                && !file.starts_with(src.join("cli"))
+                && !file.ends_with("lib.rs")
+            {
+                problems.push(format!(
+                    "src/{rel} names the tool {}: only the command line and the tools may",
+                    to.strip_prefix(&src).unwrap().display()
+                ));
+            }
+            if !faces(file, &to) {
+                out.insert(to);
+            }
+        }
+    }
+    for circle in circles(&edges) {
+        let names: Vec<String> = circle
+            .iter()
+            .map(|f| format!("src/{}", f.strip_prefix(&src).unwrap().display()))
+            .collect();
+        problems.push(format!("a circle of imports: {}", names.join(" <-> ")));
+    }
+    assert!(
+        problems.is_empty(),
+        "the house has lost its shape ({} problems):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// The checker itself: it sees what it must and nothing it must not.
+#[test]
+fn the_checker_reads_code_not_text() {
+    let code = code_only(
+        "fn a() { let s = \"{ crate::x::y }\"; let c = '{'; // crate::z\n let r = r#\"}\"#; }\n\
+         fn b<'a>(x: &'a str) -> &'a str { x }",
+    );
+    assert!(
+        !code.contains("crate::x") && !code.contains("crate::z"),
+        "{code}"
+    );
+    assert_eq!(
+        code.matches('{').count(),
+        code.matches('}').count(),
+        "{code}"
+    );
+    let m = vec!["store".to_string(), "sql".to_string()];
+    let children = BTreeSet::new();
+    let paths = named_paths(
+        "use super::{columns, sqlite::{self, X}}; use crate::domain::Op; super::super::lib_thing();",
+        &m,
+        &children,
+    );
+    let shown: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    for want in [
+        "store::columns",
+        "store::sqlite",
+        "store::sqlite::X",
+        "domain::Op",
+        "lib_thing",
+    ] {
+        assert!(shown.iter().any(|s| s == want), "{want} in {shown:?}");
+    }
+    let long = format!("fn big() {{\n{}}}\nfn small() {{}}\n", "x();\n".repeat(120));
+    let found = long_functions(&code_only(&long));
+    assert_eq!(found.len(), 1);
+    assert_eq!((found[0].0.as_str(), found[0].2), ("big", 122));
+}
