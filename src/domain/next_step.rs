@@ -60,9 +60,6 @@ pub fn safe_next_step(
     attempt_timeout: Duration,
     now: DateTime<Utc>,
 ) -> NextStep {
-    let step = |kind, text: String| NextStep { kind, text };
-    let dest = &op.destination;
-    let key = &op.key;
     if op.state.is_terminal() {
         return step(StepKind::Nothing, "Nothing to do".into());
     }
@@ -76,58 +73,10 @@ pub fn safe_next_step(
             ),
         );
     }
-    let stuck = op.is_stuck(now, attempt_timeout);
-    let dedupes_until = || policy.horizon(op.first_sent_at).unwrap_or(now);
-    // An interrupted attempt is an unknown outcome (SPEC 3): where the destination can settle
-    // it (a retry with the same key, or a lookup) that is the step; else a person reconciles.
+    let dest = &op.destination;
     match op.state {
-        State::InFlight if !stuck => step(StepKind::Wait, "Attempt running: wait".into()),
-        State::InFlight if policy.dedupes_at(op.first_sent_at, now) => step(
-            StepKind::Wait,
-            format!(
-                "Attempt interrupted: the sweep retries it with the same key ({dest} deduplicates until {})",
-                at(dedupes_until(), now)
-            ),
-        ),
-        State::InFlight if policy.lookup => step(
-            StepKind::LookUp,
-            format!("Attempt interrupted: look up {key} in {dest}, then reconcile found/absent"),
-        ),
-        State::InFlight => step(
-            StepKind::ReconcileInterrupted,
-            "Attempt interrupted: reconcile as an unknown outcome".into(),
-        ),
-        State::Unknown
-            if op.reason.as_deref() == Some("interrupted")
-                && !policy.lookup
-                && !policy.dedupes_at(op.first_sent_at, now) =>
-        {
-            step(
-                StepKind::ReconcileInterrupted,
-                "Attempt interrupted: reconcile as an unknown outcome".into(),
-            )
-        }
-        State::Unknown if policy.dedupes_at(op.first_sent_at, now) => {
-            let until = policy.horizon(op.first_sent_at).unwrap_or(now);
-            step(
-                StepKind::RetrySameKey,
-                format!(
-                    "Retry with the same key: {dest} deduplicates until {}",
-                    at(until, now)
-                ),
-            )
-        }
-        State::Unknown if policy.lookup => step(
-            StepKind::LookUp,
-            format!("Look up {key} in {dest}, then reconcile found/absent"),
-        ),
-        State::Unknown => step(
-            StepKind::CheckDestination,
-            format!(
-                "Check {dest} for this request ({key}, created {} ago); reconcile found/absent before any retry",
-                format_age(now - op.created_at)
-            ),
-        ),
+        State::InFlight => in_flight(op, policy, attempt_timeout, now),
+        State::Unknown => unknown(op, policy, now),
         State::Failed => step(
             StepKind::RetryOrAbandon,
             "Confirmed not done: retry, or close as abandoned".into(),
@@ -142,39 +91,123 @@ pub fn safe_next_step(
         State::Conflict => step(
             StepKind::DecideContents,
             format!(
-                "Request changed under {key}: decide which contents are intended; close or supersede"
+                "Request changed under {}: decide which contents are intended; close or supersede",
+                op.key
             ),
         ),
-        State::Pending | State::RetryWait if paused.workflow => step(
-            StepKind::Paused,
-            format!("Automatic attempt waits: workflow {} paused", op.workflow),
-        ),
-        State::Pending | State::RetryWait if paused.destination => step(
-            StepKind::Paused,
-            format!("Automatic attempt waits: destination {dest} paused"),
-        ),
-        State::Pending | State::RetryWait if op.claim.as_ref().is_some_and(|c| c.is_live(now)) => {
-            step(
-                StepKind::Automatic,
-                "Held by your claim: release it to let the automatic attempt run".into(),
-            )
-        }
-        State::Pending | State::RetryWait => {
-            let n = op.attempts - op.budget_start + 1;
-            let when = op
-                .next_attempt_at
-                .filter(|t| *t > now)
-                .map_or("now".to_string(), |t| at(t, now));
-            step(
-                StepKind::Automatic,
-                format!(
-                    "Automatic attempt {n} of {} at {when}",
-                    policy.retry.max_attempts
-                ),
-            )
-        }
+        State::Pending | State::RetryWait => waiting(op, policy, paused, now),
         State::Succeeded | State::Closed => step(StepKind::Nothing, "Nothing to do".into()),
     }
+}
+
+fn step(kind: StepKind, text: String) -> NextStep {
+    NextStep { kind, text }
+}
+
+/// An attempt running, or interrupted: an interrupted attempt is an unknown outcome (SPEC 3):
+/// where the destination can settle it (a retry with the same key, or a lookup) that is the
+/// step; else a person reconciles.
+fn in_flight(
+    op: &Op,
+    policy: &DestinationPolicy,
+    attempt_timeout: Duration,
+    now: DateTime<Utc>,
+) -> NextStep {
+    let (dest, key) = (&op.destination, &op.key);
+    if !op.is_stuck(now, attempt_timeout) {
+        step(StepKind::Wait, "Attempt running: wait".into())
+    } else if policy.dedupes_at(op.first_sent_at, now) {
+        let until = policy.horizon(op.first_sent_at).unwrap_or(now);
+        step(
+            StepKind::Wait,
+            format!(
+                "Attempt interrupted: the sweep retries it with the same key ({dest} deduplicates until {})",
+                at(until, now)
+            ),
+        )
+    } else if policy.lookup {
+        step(
+            StepKind::LookUp,
+            format!("Attempt interrupted: look up {key} in {dest}, then reconcile found/absent"),
+        )
+    } else {
+        step(
+            StepKind::ReconcileInterrupted,
+            "Attempt interrupted: reconcile as an unknown outcome".into(),
+        )
+    }
+}
+
+/// An unknown outcome: retried with the same key where the destination deduplicates, looked up
+/// where it can be, else checked at the destination by a person (an interrupted attempt says so).
+fn unknown(op: &Op, policy: &DestinationPolicy, now: DateTime<Utc>) -> NextStep {
+    let (dest, key) = (&op.destination, &op.key);
+    let interrupted = op.reason.as_deref() == Some("interrupted");
+    if policy.dedupes_at(op.first_sent_at, now) {
+        let until = policy.horizon(op.first_sent_at).unwrap_or(now);
+        step(
+            StepKind::RetrySameKey,
+            format!(
+                "Retry with the same key: {dest} deduplicates until {}",
+                at(until, now)
+            ),
+        )
+    } else if policy.lookup {
+        step(
+            StepKind::LookUp,
+            format!("Look up {key} in {dest}, then reconcile found/absent"),
+        )
+    } else if interrupted {
+        step(
+            StepKind::ReconcileInterrupted,
+            "Attempt interrupted: reconcile as an unknown outcome".into(),
+        )
+    } else {
+        step(
+            StepKind::CheckDestination,
+            format!(
+                "Check {dest} for this request ({key}, created {} ago); reconcile found/absent before any retry",
+                format_age(now - op.created_at)
+            ),
+        )
+    }
+}
+
+/// Waiting for an automatic attempt: when, or what holds it back.
+fn waiting(op: &Op, policy: &DestinationPolicy, paused: Paused, now: DateTime<Utc>) -> NextStep {
+    if paused.workflow {
+        return step(
+            StepKind::Paused,
+            format!("Automatic attempt waits: workflow {} paused", op.workflow),
+        );
+    }
+    if paused.destination {
+        return step(
+            StepKind::Paused,
+            format!(
+                "Automatic attempt waits: destination {} paused",
+                op.destination
+            ),
+        );
+    }
+    if op.claim.as_ref().is_some_and(|c| c.is_live(now)) {
+        return step(
+            StepKind::Automatic,
+            "Held by your claim: release it to let the automatic attempt run".into(),
+        );
+    }
+    let n = op.attempts - op.budget_start + 1;
+    let when = op
+        .next_attempt_at
+        .filter(|t| *t > now)
+        .map_or("now".to_string(), |t| at(t, now));
+    step(
+        StepKind::Automatic,
+        format!(
+            "Automatic attempt {n} of {} at {when}",
+            policy.retry.max_attempts
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -4,14 +4,22 @@
 //! them, and writes the result with a compare-and-set on the operation's `version` together with
 //! its one audit event. Readers only ever get redacted views.
 
+mod budgets;
 mod bulk;
 mod change;
+mod dispatching;
+mod guards;
 mod ingest;
-mod read;
+mod list;
 mod reveal;
 mod review;
+mod round_steps;
+mod round_types;
 mod rounds;
+mod start;
+mod view;
 mod views;
+mod watch;
 mod workflows;
 
 use std::sync::Arc;
@@ -31,17 +39,18 @@ pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
 pub use bulk::{BulkPreview, BulkReport};
 pub use ingest::{IngestProblem, IngestReport};
-pub use read::{ChangeListener, ListFilter, Page, Position, Scope, Sort};
+pub use list::{ListFilter, Page, Position, Scope, Sort};
 pub use reveal::redacted_paths;
 pub use review::{
     AGE_BUCKETS, AgeBucket, DayCount, Duplicates, GroupReview, MAX_WINDOW as MAX_REVIEW_WINDOW,
     Review, ReviewScope,
 };
-pub use rounds::{Finished, Round, StartedOp, StartedRows};
+pub use round_types::{Finished, Round, StartedOp, StartedRows};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
     Stats,
 };
+pub use watch::ChangeListener;
 
 /// The actor name of settle's own automatic actions (sweep, auto-pause).
 pub const SYSTEM_ACTOR: &str = "settle";
@@ -82,7 +91,7 @@ pub struct Ledger {
     config: Arc<Config>,
     redactor: Arc<Redactor>,
     /// What scrubs the texts of operations already shown, by fingerprint (see `read.rs`).
-    scrubbers: Arc<read::Scrubbers>,
+    scrubbers: Arc<view::Scrubbers>,
     clock: Clock,
     /// Who acts through this handle when it is a session of `settle serve` (SPEC 17): their role
     /// is enforced by the rules, and every event names them and their key. `None`: the local

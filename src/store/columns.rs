@@ -204,19 +204,19 @@ impl OpCol {
         let mut i = 0;
         while i < OpCol::ALL.len() {
             if OpCol::ALL[i] as u8 == self as u8 {
-                return Col::At(i);
+                return Col::At(i, self.name());
             }
             i += 1;
         }
-        Col::At(0)
+        Col::At(0, "id")
     }
 }
 
 /// The first column after the operation's own in a statement that selects [`select`] and then
 /// more (read by position: a lookup by name compares every column's name).
-pub(crate) const AFTER: Col = Col::At(OpCol::ALL.len());
+pub(crate) const AFTER: Col = Col::At(OpCol::ALL.len(), "workflow_paused");
 /// The column after that.
-pub(crate) const AFTER_NEXT: Col = Col::At(OpCol::ALL.len() + 1);
+pub(crate) const AFTER_NEXT: Col = Col::At(OpCol::ALL.len() + 1, "destination_paused");
 
 fn names(which: impl Fn(OpCol) -> bool) -> Vec<&'static str> {
     OpCol::ALL

@@ -1,15 +1,53 @@
 //! Statement and row plumbing shared by both backends: bound cells, placeholder lists, times as
-//! milliseconds, and reading a row's cells whichever driver returned it.
+//! milliseconds, a statement run on either driver (SQLite's prepared once per connection), and
+//! reading a row's cells whichever driver returned it.
 
 use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::query::Query;
 use sqlx::{Postgres, Row};
 
+use rusqlite::{CachedStatement, Connection};
+
 use super::Db;
-use super::sqlite::blocking;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
+
+/// A SQLite error: the database cannot be used (its message redacted, on one line).
+pub(crate) fn err(e: rusqlite::Error) -> Error {
+    Error::Unavailable(driver_message("database", &e.to_string()))
+}
+
+/// Runs a blocking call on this thread, telling tokio first where it can be told.
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// A statement prepared (once per connection) with its cells bound: `$n` names a parameter
+/// (it may appear twice), `?` takes the next.
+pub(crate) fn prepare<'c>(conn: &'c Connection, s: &Stmt<'_>) -> Result<CachedStatement<'c>> {
+    let mut stmt = conn.prepare_cached(&s.sql).map_err(err)?;
+    let numbered = stmt.parameter_name(1).is_some_and(|n| n.starts_with('$'));
+    for (i, cell) in s.cells.iter().enumerate() {
+        let index = if numbered {
+            match stmt.parameter_index(&format!("${}", i + 1)).map_err(err)? {
+                Some(index) => index,
+                None => continue,
+            }
+        } else {
+            i + 1
+        };
+        match cell {
+            Cell::Int(v) => stmt.raw_bind_parameter(index, v),
+            Cell::Text(v) => stmt.raw_bind_parameter(index, v),
+        }
+        .map_err(err)?;
+    }
+    Ok(stmt)
+}
 
 pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
@@ -119,10 +157,10 @@ impl<'a> Stmt<'a> {
     ) -> Result<Vec<T>> {
         match conn {
             Db::Sqlite(c) => blocking(|| {
-                let mut st = super::sqlite::prepare(c, self)?;
+                let mut st = prepare(c, self)?;
                 let mut rows = st.raw_query();
                 let mut out = Vec::new();
-                while let Some(row) = rows.next().map_err(super::sqlite::err)? {
+                while let Some(row) = rows.next().map_err(err)? {
                     out.push(decode(row)?);
                 }
                 Ok(out)
@@ -142,9 +180,9 @@ impl<'a> Stmt<'a> {
     ) -> Result<Option<T>> {
         match conn {
             Db::Sqlite(c) => blocking(|| {
-                let mut st = super::sqlite::prepare(c, self)?;
+                let mut st = prepare(c, self)?;
                 let mut rows = st.raw_query();
-                match rows.next().map_err(super::sqlite::err)? {
+                match rows.next().map_err(err)? {
                     Some(row) => decode(row).map(Some),
                     None => Ok(None),
                 }
@@ -171,10 +209,8 @@ impl<'a> Stmt<'a> {
     pub(crate) async fn execute(&self, conn: Db<'_>) -> Result<u64> {
         match conn {
             Db::Sqlite(c) => blocking(|| {
-                let mut st = super::sqlite::prepare(c, self)?;
-                st.raw_execute()
-                    .map(|n| n as u64)
-                    .map_err(super::sqlite::err)
+                let mut st = prepare(c, self)?;
+                st.raw_execute().map(|n| n as u64).map_err(err)
             }),
             Db::Postgres(c) => self
                 .pg()
@@ -190,7 +226,7 @@ impl Db<'_> {
     /// Runs several statements without parameters (a migration).
     pub(crate) async fn execute_batch(self, sql: &str) -> Result<()> {
         match self {
-            Db::Sqlite(c) => blocking(|| c.execute_batch(sql)).map_err(super::sqlite::err),
+            Db::Sqlite(c) => blocking(|| c.execute_batch(sql)).map_err(err),
             Db::Postgres(c) => sqlx::raw_sql(sql).execute(c).await.map(|_| ()).map_err(db),
         }
     }
@@ -242,7 +278,8 @@ pub(crate) trait Cells {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Col {
     Name(&'static str),
-    At(usize),
+    /// Its position in the statement's columns, and its name (for a message about it).
+    At(usize, &'static str),
 }
 
 impl From<&'static str> for Col {
@@ -255,7 +292,7 @@ impl Col {
     fn name(self) -> &'static str {
         match self {
             Col::Name(n) => n,
-            Col::At(i) => super::columns::OpCol::ALL.get(i).map_or("?", |c| c.name()),
+            Col::At(_, n) => n,
         }
     }
 }
@@ -264,14 +301,14 @@ impl Cells for PgRow {
     fn int(&self, col: Col) -> Result<Option<i64>> {
         match col {
             Col::Name(n) => self.try_get::<Option<i64>, _>(n),
-            Col::At(i) => self.try_get::<Option<i64>, _>(i),
+            Col::At(i, _) => self.try_get::<Option<i64>, _>(i),
         }
         .map_err(|_| corrupt(col.name()))
     }
     fn text(&self, col: Col) -> Result<Option<String>> {
         match col {
             Col::Name(n) => self.try_get::<Option<String>, _>(n),
-            Col::At(i) => self.try_get::<Option<String>, _>(i),
+            Col::At(i, _) => self.try_get::<Option<String>, _>(i),
         }
         .map_err(|_| corrupt(col.name()))
     }
@@ -281,14 +318,14 @@ impl Cells for rusqlite::Row<'_> {
     fn int(&self, col: Col) -> Result<Option<i64>> {
         match col {
             Col::Name(n) => self.get::<_, Option<i64>>(n),
-            Col::At(i) => self.get::<_, Option<i64>>(i),
+            Col::At(i, _) => self.get::<_, Option<i64>>(i),
         }
         .map_err(|_| corrupt(col.name()))
     }
     fn text(&self, col: Col) -> Result<Option<String>> {
         match col {
             Col::Name(n) => self.get::<_, Option<String>>(n),
-            Col::At(i) => self.get::<_, Option<String>>(i),
+            Col::At(i, _) => self.get::<_, Option<String>>(i),
         }
         .map_err(|_| corrupt(col.name()))
     }

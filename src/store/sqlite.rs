@@ -13,46 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{CachedStatement, Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::sql::{Cell, Stmt};
+use super::sql::{blocking, err};
 use crate::error::{Error, Result};
-
-pub(crate) fn err(e: rusqlite::Error) -> Error {
-    Error::Unavailable(super::sql::driver_message("database", &e.to_string()))
-}
-
-/// Runs a blocking call on this thread, telling tokio first where it can be told.
-pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}
-
-/// A statement prepared (once per connection) with its cells bound: `$n` names a parameter
-/// (it may appear twice), `?` takes the next.
-pub(crate) fn prepare<'c>(conn: &'c Connection, s: &Stmt<'_>) -> Result<CachedStatement<'c>> {
-    let mut stmt = conn.prepare_cached(&s.sql).map_err(err)?;
-    let numbered = stmt.parameter_name(1).is_some_and(|n| n.starts_with('$'));
-    for (i, cell) in s.cells.iter().enumerate() {
-        let index = if numbered {
-            match stmt.parameter_index(&format!("${}", i + 1)).map_err(err)? {
-                Some(index) => index,
-                None => continue,
-            }
-        } else {
-            i + 1
-        };
-        match cell {
-            Cell::Int(v) => stmt.raw_bind_parameter(index, v),
-            Cell::Text(v) => stmt.raw_bind_parameter(index, v),
-        }
-        .map_err(err)?;
-    }
-    Ok(stmt)
-}
 
 struct Shared {
     path: PathBuf,

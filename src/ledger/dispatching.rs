@@ -1,0 +1,74 @@
+//! What a dispatcher asks between its rounds: when the next retry is due, the interrupted
+//! attempts to look up, what a lookup is asked with, what is left to move, its heartbeat.
+
+use chrono::{DateTime, Utc};
+
+use super::Ledger;
+use crate::error::Result;
+
+impl Ledger {
+    /// When the next operation of these destinations is due for an automatic attempt, if one
+    /// is within `ahead` (at or before now: due now).
+    pub async fn next_due(
+        &self,
+        destinations: &[String],
+        ahead: std::time::Duration,
+    ) -> Result<Option<DateTime<Utc>>> {
+        let now = self.now();
+        let until = crate::domain::time::after(now, ahead);
+        self.store.next_due(destinations, now, until).await
+    }
+
+    /// Up to `limit` operations of these destinations whose attempt was interrupted and that
+    /// nobody has looked up since, as the dispatcher sends a lookup for them (SPEC 3: where the
+    /// destination has a lookup, the dispatcher looks it up).
+    pub async fn interrupted_to_look_up(
+        &self,
+        destinations: &[String],
+        limit: usize,
+    ) -> Result<Vec<super::StartedOp>> {
+        let keys = self
+            .store
+            .interrupted_unknowns(destinations, self.now(), limit)
+            .await?;
+        self.lookup_requests(&keys).await
+    }
+
+    /// What a lookup of these operations is asked with (their destination, action and stored
+    /// request, whose values a lookup's placeholders may name), in the order given; keys that
+    /// name no operation are left out.
+    pub async fn lookup_requests(&self, keys: &[String]) -> Result<Vec<super::StartedOp>> {
+        let keys: Vec<&str> = keys
+            .iter()
+            .map(String::as_str)
+            .filter(|k| crate::domain::validate_key(k).is_ok())
+            .collect();
+        let ops = self.store.load_ops(&keys).await?;
+        Ok(keys
+            .iter()
+            .filter_map(|k| ops.get(*k))
+            .map(|(_, op)| super::StartedOp {
+                key: op.key.clone(),
+                destination: op.destination.clone(),
+                action: op.action.clone(),
+                attempt: op.attempts,
+                retry: false,
+                payload: op.payload.clone(),
+                row: None,
+            })
+            .collect())
+    }
+
+    /// How many operations of these destinations automation may still move.
+    pub async fn unsettled(&self, destinations: &[String]) -> Result<i64> {
+        self.store.count_unsettled(destinations, self.now()).await
+    }
+
+    /// Records that the dispatcher `name` is alive (not audited: it is not a change of state), and
+    /// refreshes stale planner statistics (see `Store::refresh_stale_statistics`).
+    pub async fn heartbeat(&self, name: &str) -> Result<()> {
+        self.store.heartbeat(name, self.now()).await?;
+        // the due query's plan depends on them (a bulk load may have landed since)
+        self.store.refresh_stale_statistics().await
+    }
+}

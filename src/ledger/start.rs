@@ -1,0 +1,101 @@
+//! `start` for a caller that sends the attempt itself (SPEC 11), under the rules a dispatcher's
+//! round applies; and what scrubs a destination's answer to a started operation.
+
+use std::collections::BTreeMap;
+
+use super::change::{Ask, Decided, write_changes};
+use super::round_types::StartedOp;
+use super::{Applied, Ledger, Tried};
+use crate::domain::{Command, State, validate_key};
+use crate::error::{Error, Result};
+use crate::store::{self, Tx};
+
+impl Ledger {
+    /// Starts the next attempt of one operation for a caller that sends it itself (`settle
+    /// start`, SPEC 11), under the rules a dispatcher's round applies: only a due `pending` or
+    /// `retry_wait` operation, never one claimed by someone else or of a paused workflow or
+    /// destination, and a
+    /// retry only when its destination's budget pays for it (it takes the cost, as a round does).
+    /// Two callers starting one operation at once: one starts it, the other is refused (the
+    /// operation is in flight). Returns the change; the attempt's number is the operation's
+    /// attempt count after it.
+    pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
+        validate_key(key).map_err(Error::Invalid)?;
+        super::check_name("actor", actor, false)?;
+        store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await).map(|(a, _)| a)
+    }
+
+    /// SPEC 11's `start` for a caller that sends itself: the number of the attempt it may send
+    /// now, or `Error::Refused` saying why not (as [`Ledger::start_attempt`] decides).
+    pub async fn start(&self, key: &str, actor: &str) -> Result<u32> {
+        validate_key(key).map_err(Error::Invalid)?;
+        super::check_name("actor", actor, false)?;
+        let (a, n) = store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await)?;
+        if a.kind.is_some() && a.to == State::InFlight {
+            Ok(n)
+        } else {
+            Err(Error::Refused(format!("{key}: {}: not started", a.to)))
+        }
+    }
+
+    pub(super) async fn start_in(
+        &self,
+        tx: &mut Tx,
+        key: &str,
+        actor: &str,
+    ) -> Result<Tried<(Applied, u32)>> {
+        let now = self.now();
+        let Some((id, op)) = tx.hold_op(key).await? else {
+            return Err(Error::NotFound(format!("no operation with key {key}")));
+        };
+        let ask = Ask::Cmd(Command::StartAttempt);
+        let change = match self.decide(tx, id, &op, actor, &ask, None, None).await? {
+            Decided::Unchanged(a) => return Ok(Tried::Done((a, op.attempts))),
+            Decided::Change(c) => c,
+        };
+        if let Some(p) = tx
+            .pause_row(store::Pausable::Destination, &op.destination)
+            .await?
+            .filter(|p| p.paused)
+        {
+            let why = p.paused_reason.unwrap_or_default();
+            let d = &op.destination;
+            return Err(Error::Refused(format!(
+                "{key}: destination {d} is paused ({why}): `settle resume --destination {d}` lifts it"
+            )));
+        }
+        self.threshold_room(tx, key, &op.workflow, now).await?;
+        let mut budgets = BTreeMap::new();
+        if op.attempts > op.budget_start {
+            let b = self.budget(tx, &mut budgets, &op.destination, now).await?;
+            let Some(left) = b.bucket.take(op.ambiguous) else {
+                return Err(Error::Refused(format!(
+                    "{key}: the retry budget of {} is spent ({} tokens left): it waits in {}",
+                    op.destination, b.bucket.tokens, op.state
+                )));
+            };
+            b.bucket = left;
+            b.changed = true;
+        }
+        if !write_changes(tx, std::slice::from_ref(&change)).await? {
+            return Ok(Tried::Raced);
+        }
+        for (destination, b) in &budgets {
+            if !tx
+                .save_budget(destination, b.bucket.tokens, b.since, b.version)
+                .await?
+            {
+                return Ok(Tried::Raced);
+            }
+        }
+        Ok(Tried::Done((change.applied, change.op.attempts)))
+    }
+
+    /// What scrubs a destination's answer to one started operation before it is stored, logged or
+    /// printed: the built-in patterns and the sensitive values of the payload that was sent, which
+    /// a destination may echo back (SPEC 8, 11a).
+    pub fn answer_scrubber(&self, op: &StartedOp) -> crate::domain::redact::OperationRedaction {
+        self.redactor
+            .scrubber(&op.destination, &op.action, &op.payload)
+    }
+}

@@ -1,0 +1,300 @@
+//! One operation as a reader sees it: its row in a list (with its safe next step and what the
+//! viewer may do), and in full (payload, attempts, history). All redacted, its texts scrubbed of
+//! its own sensitive values by a scrubber kept per payload.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::Ledger;
+use super::views::{AttemptView, EventView, OperationDetail, OperationView};
+use crate::domain::next_step::Paused;
+use crate::domain::redact::OperationRedaction;
+use crate::domain::{Op, Redactor, safe_next_step};
+use crate::error::{Error, Result};
+use crate::store::{Cursor, EventRow, Pausable, ms};
+
+pub(super) fn event_view(
+    e: EventRow,
+    redact: &dyn Fn(&Value) -> Value,
+    subject: Option<String>,
+) -> EventView {
+    let detail: Value = serde_json::from_str(&e.detail).unwrap_or(Value::Null);
+    EventView {
+        id: e.id,
+        at: e.at,
+        actor: e.actor,
+        kind: e.kind,
+        from_state: e.from_state,
+        to_state: e.to_state,
+        subject: subject.or(e.workflow).or_else(|| {
+            // a destination's pause or resume
+            let d = detail.get("destination")?.as_str()?;
+            Some(format!("dest:{d}"))
+        }),
+        detail: redact(&detail),
+        op_key: None,
+    }
+}
+
+/// SPEC 13: a next step that asks a person to look at the destination gives them something to
+/// search by: when it was sent, the reference if any, and the payload's redaction hints (SPEC 8:
+/// `email [redacted a…@example.com]`), never a value.
+fn search_by(d: &mut OperationDetail) {
+    use crate::domain::next_step::StepKind;
+    if d.op.next_step_kind != StepKind::CheckDestination {
+        return;
+    }
+    let mut by = Vec::new();
+    if let Some(first) = d.attempt_log.first() {
+        by.push(format!(
+            "sent {}",
+            first.started_at.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+    }
+    if let Some(r) = &d.op.reference {
+        by.push(format!("reference {r}"));
+    }
+    // the fields whose marker keeps a hint (`[redacted …0123]`, not a bare `[redacted]`)
+    by.extend(
+        super::reveal::redacted_fields(&d.payload)
+            .into_iter()
+            .filter(|(_, marker)| marker.starts_with("[redacted "))
+            .map(|(path, marker)| format!("{path} {marker}")),
+    );
+    if !by.is_empty() {
+        d.op.next_step = format!("{}. Search by: {}", d.op.next_step, by.join(", "));
+    }
+}
+
+/// What scrubs an operation's texts (its reason, error and reference) of its payload's sensitive
+/// values, kept by fingerprint for the operations shown lately. A list page builds fifty views and
+/// the console builds the same page again on every change; finding the sensitive values parses
+/// the payload, so it is done once per payload. The fingerprint covers destination, action and
+/// contents, which are all the scrubber depends on; a conflict's second payload is part of the key.
+#[derive(Default)]
+pub(crate) struct Scrubbers(std::sync::Mutex<HashMap<String, Arc<OperationRedaction>>>);
+
+/// How many payloads' scrubbers are kept; past it the memory starts afresh.
+const SCRUBBERS_KEPT: usize = 4096;
+
+impl Scrubbers {
+    pub(crate) fn of(&self, redactor: &Redactor, op: &Op) -> Arc<OperationRedaction> {
+        let key = match &op.conflicting_fingerprint {
+            None => Cow::Borrowed(op.fingerprint.as_str()),
+            Some(other) => Cow::Owned(format!("{} {other}", op.fingerprint)),
+        };
+        if let Some(found) = self.lock().get(key.as_ref()) {
+            return found.clone();
+        }
+        let made = Arc::new(match &op.conflicting_payload {
+            None => redactor.scrubber(&op.destination, &op.action, &op.payload),
+            Some(other) => redactor.scrubber_of(&op.destination, &op.action, &[&op.payload, other]),
+        });
+        let mut kept = self.lock();
+        if kept.len() >= SCRUBBERS_KEPT {
+            kept.clear();
+        }
+        kept.insert(key.into_owned(), made.clone());
+        made
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OperationRedaction>>> {
+        // a panic elsewhere while holding it leaves nothing half-written: the map stays usable
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Ledger {
+    pub(crate) fn view(
+        &self,
+        op: Op,
+        cursor: Cursor,
+        viewer: &str,
+        paused: Paused,
+        now: DateTime<Utc>,
+    ) -> OperationView {
+        let red = self.scrubbers.of(&self.redactor, &op);
+        let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
+        let reason = text(&op.reason);
+        // the error usually is the reason: redact it once
+        let last_error = if op.last_error == op.reason {
+            reason.clone()
+        } else {
+            text(&op.last_error)
+        };
+        let reference = text(&op.reference);
+        // The safe next step quotes the reason (a rejection's error): built from the redacted
+        // one, its text needs no second pass.
+        let mut op = op;
+        op.reason = reason.clone();
+        let policy = self.config.destination(&op.destination);
+        let step = safe_next_step(
+            &op,
+            &policy,
+            viewer,
+            paused,
+            self.config.attempt_timeout,
+            now,
+        );
+        let next_step = step.text;
+        // what this viewer may do now: asked of the transition rules (SPEC 13)
+        let actions = crate::domain::offered(
+            &op,
+            &crate::domain::Ctx {
+                paused: paused.workflow,
+                ..self.rules_ctx(viewer, &policy, now)
+            },
+        );
+        let exception = op.is_exception(now);
+        let since = if exception {
+            op.exception_since.unwrap_or(op.created_at)
+        } else {
+            op.created_at
+        };
+        // Moved, not cloned: a list page builds fifty of these.
+        let live_claim = op.claim.filter(|c| c.is_live(now));
+        OperationView {
+            key: op.key,
+            state: op.state,
+            workflow: op.workflow,
+            step: op.step,
+            destination: op.destination,
+            action: op.action,
+            created_at: op.created_at,
+            age_seconds: (now - since).num_seconds().max(0),
+            attempts: op.attempts,
+            claim_expires_at: live_claim.as_ref().map(|c| c.expires),
+            claimed_by: live_claim.map(|c| c.by),
+            reference,
+            next_step,
+            next_step_kind: step.kind,
+            exception_since: op.exception_since.filter(|_| exception),
+            next_attempt_at: op.next_attempt_at,
+            reason,
+            last_error,
+            resolution: op.resolution,
+            superseded_by: op.superseded_by,
+            workflow_paused: paused.workflow,
+            destination_paused: paused.destination,
+            actions,
+            cursor,
+        }
+    }
+
+    /// One operation in full: redacted payload, attempts, history.
+    pub async fn show(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
+        crate::domain::validate_key(key).map_err(Error::Invalid)?;
+        let now = self.now();
+        let Some((id, op)) = self.store.load_op(key).await? else {
+            return Err(Error::NotFound(format!("no operation with key {key}")));
+        };
+        let paused = Paused {
+            workflow: self
+                .store
+                .paused_now(Pausable::Workflow, &op.workflow)
+                .await?,
+            destination: self
+                .store
+                .paused_now(Pausable::Destination, &op.destination)
+                .await?,
+        };
+        let attempts = self.store.attempts_of(id).await?;
+        let events = self.store.events_of(id).await?;
+        let mut red = self
+            .redactor
+            .for_operation(&op.destination, &op.action, &op.payload);
+        // a conflict's new contents are redacted alike, and their values scrubbed from every text
+        let conflicting = match op.conflicting_payload.as_deref() {
+            Some(p) => {
+                let other = self.redactor.for_operation(&op.destination, &op.action, p);
+                let shown = other.payload.clone();
+                red = red.with_secrets_of(other);
+                Some(shown)
+            }
+            None => None,
+        };
+        let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
+        let mut detail = OperationDetail {
+            op: self.view(
+                op.clone(),
+                Cursor {
+                    group: None,
+                    at: ms(op.created_at),
+                    id,
+                },
+                viewer,
+                paused,
+                now,
+            ),
+            payload: red.payload.clone(),
+            fingerprint: op.fingerprint.clone(),
+            conflicting_payload: conflicting,
+            conflicting_fingerprint: op.conflicting_fingerprint.clone(),
+            attempt_log: attempts
+                .into_iter()
+                .map(|a| AttemptView {
+                    n: a.n,
+                    actor: a.actor,
+                    outcome: a.outcome,
+                    http_status: a.http_status,
+                    reference: text(&a.reference),
+                    error: text(&a.error),
+                    started_at: a.started_at,
+                    finished_at: a.finished_at,
+                })
+                .collect(),
+            history: events
+                .into_iter()
+                .map(|e| event_view(e, &|v| red.json(v), None))
+                .collect(),
+        };
+        search_by(&mut detail);
+        Ok(detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(payload: &str, fingerprint: &str) -> Op {
+        Op::new(
+            "k-1",
+            "w",
+            "s",
+            "crm",
+            "upsert",
+            payload.into(),
+            fingerprint.into(),
+            chrono::Utc::now(),
+        )
+    }
+
+    #[test]
+    fn a_kept_scrubber_is_the_one_of_these_contents() {
+        let redactor = Redactor::default();
+        let kept = Scrubbers::default();
+        let a = op(r#"{"password":"hunter2-a"}"#, "fa");
+        let b = op(r#"{"password":"hunter2-b"}"#, "fb");
+        for _ in 0..2 {
+            assert_eq!(kept.of(&redactor, &a).text("x hunter2-a"), "x [redacted]");
+            assert_eq!(kept.of(&redactor, &b).text("x hunter2-b"), "x [redacted]");
+            assert_eq!(kept.of(&redactor, &a).text("x hunter2-b"), "x hunter2-b");
+        }
+        // the same contents with a conflict beside them: the conflict's values are scrubbed too
+        let mut c = a.clone();
+        c.conflicting_payload = Some(r#"{"password":"hunter2-c"}"#.into());
+        c.conflicting_fingerprint = Some("fc".into());
+        assert_eq!(
+            kept.of(&redactor, &c).text("hunter2-a hunter2-c"),
+            "[redacted] [redacted]"
+        );
+        assert_eq!(kept.of(&redactor, &a).text("hunter2-c"), "hunter2-c");
+    }
+}

@@ -1,0 +1,157 @@
+//! What the header, `stats`, the metrics and the activity feed read: totals from the counters,
+//! what is paused, the dispatchers' heartbeats, the newest events, and word of a change.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::Ledger;
+use super::view::event_view;
+use super::views::{EventView, PausedWorkflow, Stats};
+use crate::domain::State;
+use crate::error::Result;
+use crate::store::Pausable;
+
+/// Notifications that something changed in the ledger.
+pub struct ChangeListener(crate::store::Listener);
+
+impl ChangeListener {
+    /// Waits for the next change; `false` when the connection is gone.
+    pub async fn next(&mut self) -> bool {
+        self.0.next().await
+    }
+}
+
+impl Ledger {
+    /// Totals for `stats` and the console's header.
+    pub async fn stats(&self) -> Result<Stats> {
+        let now = self.now();
+        let mut by_state: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
+        // the counters the store keeps with every change: no count of the operations
+        for (s, n) in self.store.count_by_state().await? {
+            by_state.insert(s, n);
+        }
+        // an exception is in an exception state, or an attempt in flight past its timeout
+        let (stuck, oldest) = self.store.stuck_and_oldest(now).await?;
+        let exceptions = stuck
+            + by_state
+                .iter()
+                .filter(|(s, _)| s.is_exception())
+                .map(|(_, n)| n)
+                .sum::<i64>();
+        let paused = self.store.paused(Pausable::Workflow).await?;
+        let destinations = self.store.paused(Pausable::Destination).await?;
+        Ok(Stats {
+            by_state,
+            exceptions,
+            oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
+            paused_workflows: paused.into_iter().map(|w| w.name).collect(),
+            paused_destinations: destinations.into_iter().map(|d| d.name).collect(),
+        })
+    }
+
+    /// Workflows paused now, with who paused them and why.
+    pub async fn paused_workflows(&self) -> Result<Vec<PausedWorkflow>> {
+        self.paused(Pausable::Workflow).await
+    }
+
+    /// Workflows or destinations paused now, with who paused them and why.
+    pub async fn paused(&self, what: Pausable) -> Result<Vec<PausedWorkflow>> {
+        Ok(self
+            .store
+            .paused(what)
+            .await?
+            .into_iter()
+            .map(|w| PausedWorkflow {
+                name: w.name,
+                reason: w.paused_reason,
+                by: w.paused_by,
+                at: w.paused_at,
+            })
+            .collect())
+    }
+
+    /// The exceptions now by workflow and state, and each workflow's oldest exception's start
+    /// (metrics).
+    #[allow(clippy::type_complexity)]
+    pub async fn exceptions_by_workflow(
+        &self,
+    ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
+        self.store.exceptions_by_workflow(self.now()).await
+    }
+
+    /// Every dispatcher that ever said it was alive, and when it last did (metrics).
+    pub async fn dispatchers(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
+        self.store.dispatchers().await
+    }
+
+    /// How long ago a dispatcher last said it was alive (`None`: never).
+    pub async fn dispatcher_seen(&self) -> Result<Option<i64>> {
+        let now = self.now();
+        Ok(self
+            .store
+            .last_heartbeat()
+            .await?
+            .map(|t| (now - t).num_seconds().max(0)))
+    }
+
+    /// How many live claims `who` holds (the console's "Mine" count).
+    pub async fn count_mine(&self, who: &str) -> Result<i64> {
+        self.store.count_live_claims(who, self.now()).await
+    }
+
+    /// The newest audit events across the ledger, newest first, redacted (the activity feed).
+    pub async fn activity(
+        &self,
+        limit: usize,
+        filter: &crate::domain::filter::ActivityFilter,
+    ) -> Result<Vec<EventView>> {
+        // words are matched against what is shown (redacted, in words), so they are looked for
+        // among more of the newest events than are kept
+        let fetch = if filter.words.is_empty() {
+            limit
+        } else {
+            limit * 10
+        };
+        let rows = self.store.recent_events(fetch as i64, filter).await?;
+        let views = rows.into_iter().map(|(e, op)| match op {
+            Some(op) => {
+                let mut payloads = vec![op.payload.as_str()];
+                payloads.extend(op.conflicting_payload.as_deref());
+                let red = self
+                    .redactor
+                    .scrubber_of(&op.destination, &op.action, &payloads);
+                let mut v = event_view(e, &|v| red.json(v), Some(op.key.clone()));
+                v.op_key = Some(op.key);
+                v
+            }
+            None => event_view(
+                e,
+                &|v| {
+                    crate::domain::Redactor::default()
+                        .scrubber("", "", "null")
+                        .json(v)
+                },
+                None,
+            ),
+        });
+        Ok(views
+            .filter(|v| {
+                let text = v.searchable();
+                filter.words.iter().all(|w| text.contains(w.as_str()))
+            })
+            .take(limit)
+            .collect())
+    }
+
+    /// A listener for changes by others (PostgreSQL `LISTEN settle_events`); `None` on SQLite,
+    /// which is polled instead, or when the listener cannot connect now.
+    pub async fn listen(&self) -> Option<ChangeListener> {
+        self.store.listen().await.map(ChangeListener)
+    }
+
+    /// The id of the newest audit event: cheap to poll for "has anything changed?".
+    pub async fn latest_event_id(&self) -> Result<i64> {
+        self.store.latest_event_id().await
+    }
+}
