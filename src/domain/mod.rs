@@ -3,6 +3,8 @@
 //! Everything here is tested without a database or a terminal; the `Ledger` applies these rules and
 //! the store only persists what they decide.
 
+mod collect;
+mod field_path;
 pub mod filter;
 pub mod fingerprint;
 pub mod key;

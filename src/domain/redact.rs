@@ -11,87 +11,14 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::collect::Collect;
+use super::field_path::PathSeg;
+pub use super::field_path::{FieldPath, Hint};
 pub use super::patterns::{REDACTED, escape_text, find_card_numbers, redact_text, sensitive_key};
 use super::patterns::{card_like_number, redact_cow};
-use super::payload::NUMBER_TOKEN;
 
 /// Secrets shorter than this are not scrubbed from free text: they would destroy ordinary words.
 const MIN_SCRUB_LEN: usize = 4;
-
-/// One configured path, e.g. `customer.name`, `*.notes`, `items[*].address`, `**.iban`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldPath(Vec<Seg>);
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Seg {
-    Key(String),
-    Index(usize),
-    /// `*` or `[*]`: any one key or index.
-    Any,
-    /// `**`: zero or more levels.
-    Deep,
-}
-
-impl FieldPath {
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("bad field path '{text}': {why}");
-        let mut segs = Vec::new();
-        for part in text.split('.') {
-            let (name, mut rest) = match part.find('[') {
-                Some(i) => (&part[..i], &part[i..]),
-                None => (part, ""),
-            };
-            match name {
-                "" if rest.is_empty() => return Err(bad("empty segment")),
-                "" => {}
-                "*" => segs.push(Seg::Any),
-                "**" => segs.push(Seg::Deep),
-                n => segs.push(Seg::Key(n.to_string())),
-            }
-            while !rest.is_empty() {
-                let close = rest.find(']').ok_or_else(|| bad("unclosed '['"))?;
-                let inner = &rest[1..close];
-                segs.push(match inner {
-                    "*" => Seg::Any,
-                    n => Seg::Index(n.parse().map_err(|_| bad("index must be a number or *"))?),
-                });
-                rest = &rest[close + 1..];
-                if !rest.is_empty() && !rest.starts_with('[') {
-                    return Err(bad("unexpected text after ']'"));
-                }
-            }
-        }
-        Ok(FieldPath(segs))
-    }
-
-    fn matches(&self, path: &[PathSeg]) -> bool {
-        fn go(pat: &[Seg], path: &[PathSeg]) -> bool {
-            match (pat.first(), path.first()) {
-                (None, None) => true,
-                (Some(Seg::Deep), _) => {
-                    go(&pat[1..], path) || (!path.is_empty() && go(pat, &path[1..]))
-                }
-                (None, Some(_)) | (Some(_), None) => false,
-                (Some(seg), Some(step)) => {
-                    let ok = match (seg, step) {
-                        (Seg::Any, _) => true,
-                        (Seg::Key(k), PathSeg::Key(s)) => k == s,
-                        (Seg::Index(i), PathSeg::Index(j)) => i == j,
-                        _ => false,
-                    };
-                    ok && go(&pat[1..], &path[1..])
-                }
-            }
-        }
-        go(&self.0, path)
-    }
-}
-
-#[derive(Clone, Debug)]
-enum PathSeg {
-    Key(String),
-    Index(usize),
-}
 
 /// Configured redaction: field paths for a destination and/or action (either may be any).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -105,58 +32,6 @@ pub struct FieldRule {
     /// Keep a fragment of these fields' values that helps find the record (SPEC 8).
     #[serde(default)]
     pub hint: Option<Hint>,
-}
-
-/// What a redaction hint keeps of a value (SPEC 8): never enough to be the value.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Hint {
-    /// The last four digits: `[redacted …0199]` (a phone, a card).
-    Last4,
-    /// An email's first letter and domain: `[redacted z…@example.org]`.
-    Domain,
-}
-
-impl Hint {
-    /// The hint that fits a value: an email keeps its domain, anything with four digits or more
-    /// its last four.
-    fn fitting(value: &str) -> Option<Hint> {
-        if value.contains('@') {
-            Some(Hint::Domain)
-        } else if value.chars().filter(char::is_ascii_digit).count() >= 4 {
-            Some(Hint::Last4)
-        } else {
-            None
-        }
-    }
-
-    /// The marker for `value`, or plain `[redacted]` when this hint does not fit it.
-    fn marker(self, value: &str) -> String {
-        match self {
-            Hint::Last4 => {
-                let digits: Vec<char> = value.chars().filter(char::is_ascii_digit).collect();
-                if digits.len() < 8 {
-                    // too short to show a quarter of it safely
-                    return REDACTED.into();
-                }
-                let last: String = digits[digits.len() - 4..].iter().collect();
-                format!("[redacted …{last}]")
-            }
-            Hint::Domain => match value.split_once('@') {
-                Some((local, domain))
-                    if !local.is_empty()
-                        && domain.contains('.')
-                        && domain
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-')) =>
-                {
-                    let first: String = local.chars().take(1).collect();
-                    format!("[redacted {}…@{domain}]", escape_text(&first))
-                }
-                _ => REDACTED.into(),
-            },
-        }
-    }
 }
 
 /// One configured rule, parsed: destination, action, field paths, hint.
@@ -301,115 +176,6 @@ fn tidy(mut secrets: Vec<String>) -> Vec<String> {
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.dedup();
     secrets
-}
-
-/// Walks a JSON text collecting the values `redact_value` would remove, without building a
-/// `Value`: a list row needs only these, and parsing into maps cost more than the query.
-struct Collect<'a, 'r> {
-    path: &'a mut Vec<PathSeg>,
-    rules: &'a [&'r FieldPath],
-    out: &'a mut Vec<String>,
-    sensitive: bool,
-}
-
-impl<'de> serde::de::DeserializeSeed<'de> for Collect<'_, '_> {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for Collect<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
-        if self.sensitive {
-            self.out.push(v.to_string());
-        }
-        Ok(())
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
-        if self.sensitive {
-            self.out.push(v.to_string());
-        }
-        Ok(())
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
-        if self.sensitive {
-            self.out.push(v.to_string());
-        }
-        Ok(())
-    }
-    fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        if self.sensitive {
-            self.out.push(v.to_string());
-        }
-        Ok(())
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut first = true;
-        while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if std::mem::take(&mut first) && k == NUMBER_TOKEN {
-                // a number as written (serde_json's arbitrary precision)
-                let text: std::borrow::Cow<'de, str> = map.next_value()?;
-                if self.sensitive || card_like_number(&text) {
-                    self.out.push(text.into_owned());
-                }
-                return Ok(());
-            }
-            let by_name = self.sensitive || sensitive_key(&k);
-            if self.rules.is_empty() {
-                // no configured paths: the key's name alone decides, and no path is kept
-                map.next_value_seed(Collect {
-                    path: &mut *self.path,
-                    rules: self.rules,
-                    out: &mut *self.out,
-                    sensitive: by_name,
-                })?;
-                continue;
-            }
-            self.path.push(PathSeg::Key(k.into_owned()));
-            let sensitive = by_name || self.rules.iter().any(|r| r.matches(self.path));
-            map.next_value_seed(Collect {
-                path: &mut *self.path,
-                rules: self.rules,
-                out: &mut *self.out,
-                sensitive,
-            })?;
-            self.path.pop();
-        }
-        Ok(())
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let mut i = 0;
-        loop {
-            self.path.push(PathSeg::Index(i));
-            let sensitive = self.sensitive
-                || (!self.rules.is_empty() && self.rules.iter().any(|r| r.matches(self.path)));
-            let more = seq
-                .next_element_seed(Collect {
-                    path: &mut *self.path,
-                    rules: self.rules,
-                    out: &mut *self.out,
-                    sensitive,
-                })?
-                .is_some();
-            self.path.pop();
-            if !more {
-                return Ok(());
-            }
-            i += 1;
-        }
-    }
 }
 
 impl OperationRedaction {

@@ -164,41 +164,10 @@ impl Ledger {
         };
         let cmd = match ask {
             Ask::Cmd(c) => c.clone(),
-            Ask::Attempt(r) => {
-                let outcome = r.outcome.unwrap_or(Outcome::Unknown);
-                let open = op.attempt_started_at.is_some();
-                let n = r
-                    .attempt
-                    .unwrap_or(if open { op.attempts } else { op.attempts + 1 });
-                if n == 0 {
-                    return Err(Error::Invalid("attempts are numbered from 1".into()));
-                }
-                if n <= op.attempts && !(open && n == op.attempts) {
-                    // A repeat of a recorded attempt is harmless; a different outcome is not.
-                    let stored = match known {
-                        Some(k) => k.get(&(id, n)).copied(),
-                        None => conn.attempt(id, n).await?.map(|a| a.outcome),
-                    };
-                    return match stored {
-                        Some(o) if o == Some(outcome) => Ok(unchanged(op)),
-                        Some(o) => Err(Error::Refused(format!(
-                            "{key}: attempt {n} is already recorded as {}",
-                            o.map_or("open", |o| o.as_str())
-                        ))),
-                        None => Err(Error::Refused(format!(
-                            "{key}: attempt {n} is not recorded"
-                        ))),
-                    };
-                }
-                Command::FinishAttempt {
-                    n,
-                    outcome,
-                    reference: r.reference.clone(),
-                    error: r.error.clone(),
-                    http_status: r.http_status,
-                    retry_after: r.retry_after,
-                }
-            }
+            Ask::Attempt(r) => match attempt_command(conn, id, op, r, known).await? {
+                Some(cmd) => cmd,
+                None => return Ok(unchanged(op)),
+            },
         };
         let paused = match paused {
             Some(p) => p,
@@ -251,4 +220,49 @@ impl Ledger {
             made_here: false,
         })))
     }
+}
+
+/// What an attempt's report asks of `op`: finish its attempt, or nothing (`None`) where it
+/// repeats one recorded with the same outcome; refused where it contradicts one.
+async fn attempt_command(
+    conn: &mut Tx,
+    id: i64,
+    op: &Op,
+    r: &AttemptReport,
+    known: Option<&KnownAttempts>,
+) -> Result<Option<Command>> {
+    let key = op.key.as_str();
+    let outcome = r.outcome.unwrap_or(Outcome::Unknown);
+    let open = op.attempt_started_at.is_some();
+    let n = r
+        .attempt
+        .unwrap_or(if open { op.attempts } else { op.attempts + 1 });
+    if n == 0 {
+        return Err(Error::Invalid("attempts are numbered from 1".into()));
+    }
+    if n <= op.attempts && !(open && n == op.attempts) {
+        // A repeat of a recorded attempt is harmless; a different outcome is not.
+        let stored = match known {
+            Some(k) => k.get(&(id, n)).copied(),
+            None => conn.attempt(id, n).await?.map(|a| a.outcome),
+        };
+        return match stored {
+            Some(o) if o == Some(outcome) => Ok(None),
+            Some(o) => Err(Error::Refused(format!(
+                "{key}: attempt {n} is already recorded as {}",
+                o.map_or("open", |o| o.as_str())
+            ))),
+            None => Err(Error::Refused(format!(
+                "{key}: attempt {n} is not recorded"
+            ))),
+        };
+    }
+    Ok(Some(Command::FinishAttempt {
+        n,
+        outcome,
+        reference: r.reference.clone(),
+        error: r.error.clone(),
+        http_status: r.http_status,
+        retry_after: r.retry_after,
+    }))
 }

@@ -7,10 +7,12 @@
 mod budgets;
 mod bulk;
 mod change;
+mod checks;
 mod dispatching;
 mod guards;
 mod ingest;
 mod list;
+mod record;
 mod reveal;
 mod review;
 mod round_steps;
@@ -26,14 +28,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::Config;
-use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
-use crate::domain::{Command, Op, Outcome, Redactor, State, validate_key};
+use crate::domain::{Command, Op, Outcome, Redactor, validate_key};
 use crate::error::{Error, Result};
-use crate::store::{self, NewEvent, Store, Tried, Tx};
+use crate::store::{self, Store, Tried, Tx};
 use change::{Ask, Decided, write_changes};
+use checks::{check_name, check_report, check_text};
+use record::{recorded_detail, recorded_event};
 
 pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
@@ -107,73 +110,6 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
-/// The detail of an operation's `recorded` event: the fingerprint of the contents recorded.
-fn recorded_detail(op: &Op) -> String {
-    json!({ "fingerprint": op.fingerprint }).to_string()
-}
-
-/// The audit event of a new operation (`id` as stored), at the time it was created.
-fn recorded_event<'a>(id: i64, op: &Op, actor: &'a str, detail: &'a str) -> NewEvent<'a> {
-    NewEvent::on_operation(
-        id,
-        op.created_at,
-        actor,
-        "recorded",
-        None,
-        State::Pending,
-        detail,
-    )
-}
-
-fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
-    crate::domain::validate_name(what, value, may_be_empty).map_err(Error::Invalid)
-}
-
-/// An operator acting as a person: a valid name, not one of settle's own.
-fn check_operator(name: &str) -> Result<()> {
-    crate::domain::validate_operator(name).map_err(Error::Invalid)
-}
-
-/// A text given to settle must be storable as it is on both databases (no NUL).
-fn check_text(what: &str, text: Option<&str>) -> Result<()> {
-    text.map_or(Ok(()), |t| {
-        crate::domain::payload::check_text(what, t).map_err(Error::Invalid)
-    })
-}
-
-/// The texts a staff action carries.
-fn staff_texts(action: &StaffAction) -> Vec<(&'static str, Option<&str>)> {
-    match action {
-        StaffAction::Claim { force_reason } => vec![("the reason", force_reason.as_deref())],
-        StaffAction::Release => Vec::new(),
-        StaffAction::ReconcileFound { reference, note } => vec![
-            ("the reference", Some(reference.as_str())),
-            ("the note", note.as_deref()),
-        ],
-        StaffAction::ReconcileAbsent { note } | StaffAction::Retry { note } => {
-            vec![("the note", note.as_deref())]
-        }
-        StaffAction::Close {
-            reference, note, ..
-        } => vec![
-            ("the reference", reference.as_deref()),
-            ("the note", Some(note.as_str())),
-        ],
-        StaffAction::Note { text } => vec![("the note", Some(text.as_str()))],
-        StaffAction::LookUp { answer } => vec![("the reference", answer.reference())],
-    }
-}
-
-/// An attempt's report: a valid key, an outcome, and texts that can be stored.
-fn check_report(report: &AttemptReport) -> Result<()> {
-    validate_key(&report.key).map_err(Error::Invalid)?;
-    if report.outcome.is_none() {
-        return Err(Error::Invalid("an attempt needs an outcome".into()));
-    }
-    check_text("the error", report.error.as_deref())?;
-    check_text("the reference", report.reference.as_deref())
-}
-
 impl Ledger {
     /// Opens (and migrates) the database at `url`.
     pub async fn open(url: &str, config: Config) -> Result<Ledger> {
@@ -220,46 +156,6 @@ impl Ledger {
             .map_or(crate::domain::Role::Lead, |s| s.role)
     }
 
-    /// A session acts under its operator's name only; the local faces under the name given.
-    fn check_acting(&self, actor: &str) -> Result<()> {
-        check_operator(actor)?;
-        match &self.session {
-            Some(s) if s.name != actor => Err(Error::Refused(format!(
-                "this session acts as {} only",
-                s.name
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    /// Refused unless the actor is a lead: taking `what` is a lead's (SPEC 17).
-    fn require_lead(&self, what: &str) -> Result<()> {
-        let role = self.role();
-        if role.leads() {
-            Ok(())
-        } else {
-            Err(Error::Refused(format!(
-                "{what} is for a lead; you are {} {role}",
-                if role == crate::domain::Role::Operator {
-                    "an"
-                } else {
-                    "a"
-                }
-            )))
-        }
-    }
-
-    /// Refused when an operator asks a bulk action of more than `bulk_limit` items (SPEC 17).
-    pub(crate) fn check_bulk_size(&self, n: usize) -> Result<()> {
-        let limit = self.config.bulk_limit;
-        if self.role() == crate::domain::Role::Operator && n > limit {
-            return Err(Error::Refused(format!(
-                "an operator acts on at most {limit} items at once ({n} chosen): narrow the choice, or ask a lead"
-            )));
-        }
-        Ok(())
-    }
-
     /// Replaces the clock (the demo builds a week of history; tests move time).
     pub fn with_clock(
         mut self,
@@ -290,66 +186,6 @@ impl Ledger {
         self.store.close().await;
     }
 
-    /// Records an intended operation. Repeating it is harmless; new contents under a known key
-    /// make a `conflict` that keeps both (a terminal operation refuses them).
-    pub async fn record(&self, intent: &Intent, actor: &str) -> Result<Recorded> {
-        check_name("actor", actor, false)?;
-        let prepared = self.prepare(intent)?;
-        let result = store::in_tx!(self.store, |tx| self.record_in(tx, &prepared, actor).await)?;
-        if result == Recorded::Conflict {
-            self.check_threshold(&intent.workflow).await?;
-        }
-        Ok(result)
-    }
-
-    fn prepare(&self, intent: &Intent) -> Result<Op> {
-        validate_key(&intent.key).map_err(Error::Invalid)?;
-        check_name("workflow", &intent.workflow, false)?;
-        check_name("step", &intent.step, true)?;
-        check_name("destination", &intent.destination, false)?;
-        check_name("action", &intent.action, false)?;
-        crate::domain::payload::check_payload(&intent.payload).map_err(Error::Invalid)?;
-        let canonical = canonical_json(&intent.payload);
-        crate::domain::payload::check_size(canonical.len(), self.config.max_payload)
-            .map_err(|why| Error::Invalid(format!("{}: {why}", intent.key)))?;
-        let fp = fingerprint_of_canonical(&intent.destination, &intent.action, &canonical);
-        Ok(Op::new(
-            &intent.key,
-            &intent.workflow,
-            &intent.step,
-            &intent.destination,
-            &intent.action,
-            canonical,
-            fp,
-            self.now(),
-        ))
-    }
-
-    async fn record_in(&self, tx: &mut Tx, new: &Op, actor: &str) -> Result<Tried<Recorded>> {
-        let now = self.now();
-        let mut op = new.clone();
-        op.created_at = now;
-        op.updated_at = now;
-        op.next_attempt_at = Some(now);
-        if let Some((id, _)) = tx.insert_ops(&[&op]).await?.pop() {
-            let detail = recorded_detail(&op);
-            tx.insert_events(&[recorded_event(id, &op, actor, &detail)])
-                .await?;
-            return Ok(Tried::Done(Recorded::Created));
-        }
-        let cmd = Command::Record {
-            payload: op.payload.clone(),
-            fingerprint: op.fingerprint.clone(),
-        };
-        Ok(
-            match self.act_in(tx, &op.key, actor, &Ask::Cmd(cmd)).await? {
-                Tried::Raced => Tried::Raced,
-                Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
-                Tried::Done(_) => Tried::Done(Recorded::Unchanged),
-            },
-        )
-    }
-
     /// Records an attempt's outcome (`settle attempt`, a JSON line, or the dispatcher).
     pub async fn report_attempt(&self, report: &AttemptReport, actor: &str) -> Result<Applied> {
         check_report(report)?;
@@ -371,33 +207,6 @@ impl Ledger {
         self.check_staff_action(key, actor, &action).await?;
         let cmd = Command::Staff(action);
         self.act(key, actor, Ask::Cmd(cmd)).await
-    }
-
-    /// What a staff action's own texts and keys must be, before any operation is asked.
-    pub(crate) async fn check_staff_action(
-        &self,
-        key: &str,
-        actor: &str,
-        action: &StaffAction,
-    ) -> Result<()> {
-        self.check_acting(actor)?;
-        for (what, text) in staff_texts(action) {
-            check_text(what, text)?;
-        }
-        if let StaffAction::Close {
-            superseded_by: Some(k),
-            ..
-        } = &action
-        {
-            validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
-            // SPEC 5: the superseding operation must exist (a made-up key points nowhere)
-            if self.store.load_op(k).await?.is_none() {
-                return Err(Error::Refused(format!(
-                    "{key}: no operation {k} to supersede it: record it first"
-                )));
-            }
-        }
-        Ok(())
     }
 
     async fn act(&self, key: &str, actor: &str, ask: Ask<'_>) -> Result<Applied> {

@@ -115,40 +115,26 @@ fn day_label(day: i64) -> String {
         .unwrap_or_default()
 }
 
-fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewScope) -> Review {
-    let mut by_workflow: BTreeMap<String, GroupReview> = BTreeMap::new();
-    let mut by_destination: BTreeMap<String, GroupReview> = BTreeMap::new();
-    let mut buckets = [0i64; 6];
-    let mut oldest: BTreeMap<(bool, String), DateTime<Utc>> = BTreeMap::new();
-    for g in rows
-        .open
-        .iter()
-        .filter(|g| scope.covers(Some(&g.workflow), Some(&g.destination)))
-    {
-        buckets[g.bucket.min(AGE_BOUNDS_HOURS.len())] += g.n;
-        for (by_dest, name, table) in [
-            (false, &g.workflow, &mut by_workflow),
-            (true, &g.destination, &mut by_destination),
-        ] {
-            let line = table.entry(name.clone()).or_default();
-            line.open += g.n;
-            if g.state == State::Unknown {
-                line.unknown += g.n;
-            }
-            let o = oldest.entry((by_dest, name.clone())).or_insert(g.oldest);
-            *o = (*o).min(g.oldest);
-        }
-    }
-    for ((by_dest, name), at) in oldest {
-        let table = if by_dest {
-            &mut by_destination
+/// The review's lines, by workflow and by destination.
+#[derive(Default)]
+struct Lines {
+    by_workflow: BTreeMap<String, GroupReview>,
+    by_destination: BTreeMap<String, GroupReview>,
+}
+
+impl Lines {
+    fn table(&mut self, by_dest: bool) -> &mut BTreeMap<String, GroupReview> {
+        if by_dest {
+            &mut self.by_destination
         } else {
-            &mut by_workflow
-        };
-        if let Some(line) = table.get_mut(&name) {
-            line.oldest_seconds = Some((now - at).num_seconds().max(0));
+            &mut self.by_workflow
         }
     }
+}
+
+fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewScope) -> Review {
+    let mut lines = Lines::default();
+    let buckets = fold_open(&rows, now, scope, &mut lines);
     let days = window.as_secs().div_ceil(86_400).max(1) as i64;
     let today = now.timestamp().div_euclid(86_400);
     let first = today - days + 1;
@@ -173,6 +159,69 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
             per_day[i].opened += o.n;
         }
     }
+    let mut duplicates = fold_resolved(&rows, scope, &mut lines, |day| {
+        if let Some(i) = slot(day) {
+            per_day[i].resolved += 1;
+        }
+    });
+    fold_events(&rows, scope, &mut lines, &mut duplicates);
+    Review {
+        window_seconds: window.as_secs() as i64,
+        at: now,
+        open_exceptions: buckets.iter().sum(),
+        age_buckets: AGE_BUCKETS
+            .iter()
+            .zip(buckets)
+            .map(|(bucket, count)| AgeBucket { bucket, count })
+            .collect(),
+        per_day,
+        by_workflow: lines.by_workflow,
+        by_destination: lines.by_destination,
+        duplicates,
+    }
+}
+
+/// The open exceptions into their lines (open, unknown, oldest); returns the counts by age.
+fn fold_open(
+    rows: &ReviewRows,
+    now: DateTime<Utc>,
+    scope: &ReviewScope,
+    lines: &mut Lines,
+) -> [i64; 6] {
+    let mut buckets = [0i64; 6];
+    let mut oldest: BTreeMap<(bool, String), DateTime<Utc>> = BTreeMap::new();
+    for g in rows
+        .open
+        .iter()
+        .filter(|g| scope.covers(Some(&g.workflow), Some(&g.destination)))
+    {
+        buckets[g.bucket.min(AGE_BOUNDS_HOURS.len())] += g.n;
+        for (by_dest, name) in [(false, &g.workflow), (true, &g.destination)] {
+            let line = lines.table(by_dest).entry(name.clone()).or_default();
+            line.open += g.n;
+            if g.state == State::Unknown {
+                line.unknown += g.n;
+            }
+            let o = oldest.entry((by_dest, name.clone())).or_insert(g.oldest);
+            *o = (*o).min(g.oldest);
+        }
+    }
+    for ((by_dest, name), at) in oldest {
+        if let Some(line) = lines.table(by_dest).get_mut(&name) {
+            line.oldest_seconds = Some((now - at).num_seconds().max(0));
+        }
+    }
+    buckets
+}
+
+/// The resolutions into their lines (how many, how long they took); each one's day is handed to
+/// `resolved_on`. Returns the duplicates they prevented and cleaned up.
+fn fold_resolved(
+    rows: &ReviewRows,
+    scope: &ReviewScope,
+    lines: &mut Lines,
+    mut resolved_on: impl FnMut(i64),
+) -> Duplicates {
     let mut duplicates = Duplicates::default();
     let mut took: BTreeMap<(bool, String), Vec<i64>> = BTreeMap::new();
     for r in rows
@@ -180,9 +229,7 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
         .iter()
         .filter(|r| scope.covers(Some(&r.workflow), Some(&r.destination)))
     {
-        if let Some(i) = slot(r.resolved_at.timestamp().div_euclid(86_400)) {
-            per_day[i].resolved += 1;
-        }
+        resolved_on(r.resolved_at.timestamp().div_euclid(86_400));
         let seconds = r.took_ms.max(0) / 1000;
         for (by_dest, name) in [(false, &r.workflow), (true, &r.destination)] {
             took.entry((by_dest, name.clone()))
@@ -198,16 +245,21 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
     }
     for ((by_dest, name), mut v) in took {
         v.sort_unstable();
-        let table = if by_dest {
-            &mut by_destination
-        } else {
-            &mut by_workflow
-        };
-        let line = table.entry(name).or_default();
+        let line = lines.table(by_dest).entry(name).or_default();
         line.resolved = v.len() as i64;
         line.resolve_p50_seconds = percentile(&v, 50);
         line.resolve_p90_seconds = percentile(&v, 90);
     }
+    duplicates
+}
+
+/// The conflicts and the automatic pauses of the window.
+fn fold_events(
+    rows: &ReviewRows,
+    scope: &ReviewScope,
+    lines: &mut Lines,
+    duplicates: &mut Duplicates,
+) {
     for e in &rows.events {
         let detail: serde_json::Value = serde_json::from_str(&e.detail).unwrap_or_default();
         match e.kind.as_str() {
@@ -223,27 +275,17 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
                     continue;
                 }
                 if let Some(w) = &e.workflow {
-                    by_workflow.entry(w.clone()).or_default().auto_pauses += 1;
+                    lines.by_workflow.entry(w.clone()).or_default().auto_pauses += 1;
                 }
                 if let Some(d) = paused_destination {
-                    by_destination.entry(d.to_string()).or_default().auto_pauses += 1;
+                    lines
+                        .by_destination
+                        .entry(d.to_string())
+                        .or_default()
+                        .auto_pauses += 1;
                 }
             }
         }
-    }
-    Review {
-        window_seconds: window.as_secs() as i64,
-        at: now,
-        open_exceptions: buckets.iter().sum(),
-        age_buckets: AGE_BUCKETS
-            .iter()
-            .zip(buckets)
-            .map(|(bucket, count)| AgeBucket { bucket, count })
-            .collect(),
-        per_day,
-        by_workflow,
-        by_destination,
-        duplicates,
     }
 }
 

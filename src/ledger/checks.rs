@@ -1,0 +1,124 @@
+//! What the ledger checks before it asks the database anything: names, texts, reports, who acts
+//! and what their role allows.
+
+use super::{AttemptReport, Ledger, StaffAction};
+use crate::domain::validate_key;
+use crate::error::{Error, Result};
+
+pub(super) fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
+    crate::domain::validate_name(what, value, may_be_empty).map_err(Error::Invalid)
+}
+
+/// An operator acting as a person: a valid name, not one of settle's own.
+pub(super) fn check_operator(name: &str) -> Result<()> {
+    crate::domain::validate_operator(name).map_err(Error::Invalid)
+}
+
+/// A text given to settle must be storable as it is on both databases (no NUL).
+pub(super) fn check_text(what: &str, text: Option<&str>) -> Result<()> {
+    text.map_or(Ok(()), |t| {
+        crate::domain::payload::check_text(what, t).map_err(Error::Invalid)
+    })
+}
+
+/// The texts a staff action carries.
+pub(super) fn staff_texts(action: &StaffAction) -> Vec<(&'static str, Option<&str>)> {
+    match action {
+        StaffAction::Claim { force_reason } => vec![("the reason", force_reason.as_deref())],
+        StaffAction::Release => Vec::new(),
+        StaffAction::ReconcileFound { reference, note } => vec![
+            ("the reference", Some(reference.as_str())),
+            ("the note", note.as_deref()),
+        ],
+        StaffAction::ReconcileAbsent { note } | StaffAction::Retry { note } => {
+            vec![("the note", note.as_deref())]
+        }
+        StaffAction::Close {
+            reference, note, ..
+        } => vec![
+            ("the reference", reference.as_deref()),
+            ("the note", Some(note.as_str())),
+        ],
+        StaffAction::Note { text } => vec![("the note", Some(text.as_str()))],
+        StaffAction::LookUp { answer } => vec![("the reference", answer.reference())],
+    }
+}
+
+/// An attempt's report: a valid key, an outcome, and texts that can be stored.
+pub(super) fn check_report(report: &AttemptReport) -> Result<()> {
+    validate_key(&report.key).map_err(Error::Invalid)?;
+    if report.outcome.is_none() {
+        return Err(Error::Invalid("an attempt needs an outcome".into()));
+    }
+    check_text("the error", report.error.as_deref())?;
+    check_text("the reference", report.reference.as_deref())
+}
+
+impl Ledger {
+    /// A session acts under its operator's name only; the local faces under the name given.
+    pub(super) fn check_acting(&self, actor: &str) -> Result<()> {
+        check_operator(actor)?;
+        match &self.session {
+            Some(s) if s.name != actor => Err(Error::Refused(format!(
+                "this session acts as {} only",
+                s.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refused unless the actor is a lead: taking `what` is a lead's (SPEC 17).
+    pub(super) fn require_lead(&self, what: &str) -> Result<()> {
+        let role = self.role();
+        if role.leads() {
+            Ok(())
+        } else {
+            Err(Error::Refused(format!(
+                "{what} is for a lead; you are {} {role}",
+                if role == crate::domain::Role::Operator {
+                    "an"
+                } else {
+                    "a"
+                }
+            )))
+        }
+    }
+
+    /// Refused when an operator asks a bulk action of more than `bulk_limit` items (SPEC 17).
+    pub(crate) fn check_bulk_size(&self, n: usize) -> Result<()> {
+        let limit = self.config.bulk_limit;
+        if self.role() == crate::domain::Role::Operator && n > limit {
+            return Err(Error::Refused(format!(
+                "an operator acts on at most {limit} items at once ({n} chosen): narrow the choice, or ask a lead"
+            )));
+        }
+        Ok(())
+    }
+
+    /// What a staff action's own texts and keys must be, before any operation is asked.
+    pub(crate) async fn check_staff_action(
+        &self,
+        key: &str,
+        actor: &str,
+        action: &StaffAction,
+    ) -> Result<()> {
+        self.check_acting(actor)?;
+        for (what, text) in staff_texts(action) {
+            check_text(what, text)?;
+        }
+        if let StaffAction::Close {
+            superseded_by: Some(k),
+            ..
+        } = &action
+        {
+            validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
+            // SPEC 5: the superseding operation must exist (a made-up key points nowhere)
+            if self.store.load_op(k).await?.is_none() {
+                return Err(Error::Refused(format!(
+                    "{key}: no operation {k} to supersede it: record it first"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

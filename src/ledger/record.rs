@@ -1,0 +1,102 @@
+//! Recording an intended operation: its checks, its fingerprint, and the conflict new contents
+//! under a known key make.
+
+use serde_json::json;
+
+use super::change::Ask;
+use super::checks::check_name;
+use super::{Intent, Ledger, Recorded};
+use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
+use crate::domain::{Command, Op, State, validate_key};
+use crate::error::{Error, Result};
+use crate::store::{self, NewEvent, Tried, Tx};
+
+/// The detail of an operation's `recorded` event: the fingerprint of the contents recorded.
+pub(super) fn recorded_detail(op: &Op) -> String {
+    json!({ "fingerprint": op.fingerprint }).to_string()
+}
+
+/// The audit event of a new operation (`id` as stored), at the time it was created.
+pub(super) fn recorded_event<'a>(
+    id: i64,
+    op: &Op,
+    actor: &'a str,
+    detail: &'a str,
+) -> NewEvent<'a> {
+    NewEvent::on_operation(
+        id,
+        op.created_at,
+        actor,
+        "recorded",
+        None,
+        State::Pending,
+        detail,
+    )
+}
+
+impl Ledger {
+    /// Records an intended operation. Repeating it is harmless; new contents under a known key
+    /// make a `conflict` that keeps both (a terminal operation refuses them).
+    pub async fn record(&self, intent: &Intent, actor: &str) -> Result<Recorded> {
+        check_name("actor", actor, false)?;
+        let prepared = self.prepare(intent)?;
+        let result = store::in_tx!(self.store, |tx| self.record_in(tx, &prepared, actor).await)?;
+        if result == Recorded::Conflict {
+            self.check_threshold(&intent.workflow).await?;
+        }
+        Ok(result)
+    }
+
+    pub(super) fn prepare(&self, intent: &Intent) -> Result<Op> {
+        validate_key(&intent.key).map_err(Error::Invalid)?;
+        check_name("workflow", &intent.workflow, false)?;
+        check_name("step", &intent.step, true)?;
+        check_name("destination", &intent.destination, false)?;
+        check_name("action", &intent.action, false)?;
+        crate::domain::payload::check_payload(&intent.payload).map_err(Error::Invalid)?;
+        let canonical = canonical_json(&intent.payload);
+        crate::domain::payload::check_size(canonical.len(), self.config.max_payload)
+            .map_err(|why| Error::Invalid(format!("{}: {why}", intent.key)))?;
+        let fp = fingerprint_of_canonical(&intent.destination, &intent.action, &canonical);
+        Ok(Op::new(
+            &intent.key,
+            &intent.workflow,
+            &intent.step,
+            &intent.destination,
+            &intent.action,
+            canonical,
+            fp,
+            self.now(),
+        ))
+    }
+
+    pub(super) async fn record_in(
+        &self,
+        tx: &mut Tx,
+        new: &Op,
+        actor: &str,
+    ) -> Result<Tried<Recorded>> {
+        let now = self.now();
+        let mut op = new.clone();
+        op.created_at = now;
+        op.updated_at = now;
+        op.next_attempt_at = Some(now);
+        if let Some((id, _)) = tx.insert_ops(&[&op]).await?.pop() {
+            let detail = recorded_detail(&op);
+            tx.insert_events(&[recorded_event(id, &op, actor, &detail)])
+                .await?;
+            return Ok(Tried::Done(Recorded::Created));
+        }
+        let cmd = Command::Record {
+            payload: op.payload.clone(),
+            fingerprint: op.fingerprint.clone(),
+        };
+        Ok(
+            match self.act_in(tx, &op.key, actor, &Ask::Cmd(cmd)).await? {
+                Tried::Raced => Tried::Raced,
+                Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
+                Tried::Done(_) => Tried::Done(Recorded::Unchanged),
+            },
+        )
+    }
+}
