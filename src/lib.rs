@@ -38,7 +38,6 @@ pub fn stdout_failed(e: &std::io::Error) {
 pub mod cli;
 pub mod config;
 pub mod console;
-pub mod demo;
 pub mod dispatch;
 pub mod domain;
 pub mod error;
@@ -47,8 +46,8 @@ pub mod logging;
 pub mod metrics;
 pub mod out;
 pub mod serve;
-pub mod sim;
 pub mod store;
+pub mod tools;
 
 pub use config::Config;
 pub use domain::{Outcome, Resolution, State};

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::args::Many;
+use super::bulk::chosen_keys;
+use super::common::{invalid, parse_rate};
 use super::output::{self, esc};
-use super::{Many, chosen_keys, invalid, parse_rate};
 use crate::dispatch::Lookups;
 use crate::domain::LookupAnswer;
 use crate::error::Result;

@@ -45,8 +45,10 @@ const PEOPLE: [(&str, &str, &str); 12] = [
 /// The demo's own destinations and workflows, used when the config names none.
 fn demo_config(mut config: Config) -> Config {
     if config.destinations.is_empty()
-        && let Ok(example) =
-            Config::parse(include_str!("../assets/settle.toml"), "assets/settle.toml")
+        && let Ok(example) = Config::parse(
+            include_str!("../../assets/settle.toml"),
+            "assets/settle.toml",
+        )
     {
         config.destinations = example.destinations;
         config.workflows = example.workflows;
@@ -412,7 +414,7 @@ pub async fn run(
     }
     // Not a terminal (a script, CI): the totals instead of the console.
     let stats = Ledger::stats(&ledger).await?;
-    crate::cli::print_stats(&stats);
+    crate::cli::output::stats(&stats);
     say!(
         "\nOpen the console on it: settle --db {}",
         ledger.database()
@@ -628,11 +630,11 @@ async fn with_lookups_to_ask(
                 .map(|(_, k)| k),
         );
     }
-    let profile = crate::sim::Profile {
+    let profile = crate::tools::sim::Profile {
         dedupe: false,
         ..Default::default()
     };
-    let base = crate::sim::spawn_holding(profile, &held).await?;
+    let base = crate::tools::sim::spawn_holding(profile, &held).await?;
     for name in asked {
         if let Some(d) = config.destinations.get_mut(&name) {
             d.lookup_url = Some(format!("{base}/tasks?key={{key}}"));
@@ -645,7 +647,7 @@ async fn with_lookups_to_ask(
 /// `settle demo --live`: two simulated destinations (one deduplicating), a dispatcher and a
 /// trickle of new work, in this process, so the console shows operations moving and failing.
 async fn start_live(url: &str, mut config: Config) -> Result<()> {
-    use crate::sim::{self, Profile};
+    use crate::tools::sim::{self, Profile};
     let profile = |dedupe, seed| Profile {
         dedupe,
         fault_rate: 0.15,

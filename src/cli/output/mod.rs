@@ -1,0 +1,157 @@
+//! What the CLI prints: tables and text with stored text escaped, JSON documents with snake_case.
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use crate::domain::{escape_text, format_age};
+use crate::error::Error;
+use crate::ledger::{Applied, Stats};
+
+mod json;
+mod list;
+mod show;
+
+pub use json::{json, step};
+pub use list::{ListFormat, list};
+pub use show::show;
+
+const PAGE: usize = 500;
+
+pub fn esc(text: &str) -> Cow<'_, str> {
+    escape_text(text)
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Invalid(format!("cannot write output: {e}"))
+}
+
+pub fn applied(a: &Applied, what: &str) {
+    let key = esc(&a.key);
+    match a.kind {
+        None => say!("{key}: nothing to change ({})", a.to),
+        Some(_) if a.from == a.to => say!("{key}: {what} ({})", a.to),
+        Some(_) => say!("{key}: {what}: {} -> {}", a.from, a.to),
+    }
+    if let Some(w) = &a.warning {
+        crate::tell!("warning: {}", esc(w));
+    }
+}
+
+pub fn stats(s: &Stats) {
+    for (state, n) in &s.by_state {
+        say!("{:<11} {n}", state.as_str());
+    }
+    say!("exceptions  {}", s.exceptions);
+    say!(
+        "oldest      {}",
+        s.oldest_exception_seconds
+            .map_or("-".to_string(), |secs| format_age(
+                chrono::TimeDelta::seconds(secs)
+            ))
+    );
+    let listed = |names: &[String]| {
+        if names.is_empty() {
+            "-".to_string()
+        } else {
+            esc(&names.join(", ")).into_owned()
+        }
+    };
+    say!("paused      {}", listed(&s.paused_workflows));
+    say!("paused dest {}", listed(&s.paused_destinations));
+}
+
+/// A bulk action's preview (SPEC 16): "retry 212: 180 to do; left alone: 12 claimed by another,
+/// 8 unknown at a destination that does not deduplicate". `json`: `matched`, `eligible`, `refused`.
+pub fn bulk_preview(verb: &str, p: &crate::ledger::BulkPreview, as_json: bool) {
+    if as_json {
+        json(p);
+        return;
+    }
+    say!("{}", esc(&p.summary(verb)));
+}
+
+/// A bulk action's summary line (SPEC 16), or with `json` the whole report.
+pub fn bulk_report(verb: &str, r: &crate::ledger::BulkReport, as_json: bool) {
+    if as_json {
+        json(r);
+        return;
+    }
+    say!("{}", esc(&r.summary(verb)));
+    for (why, keys) in &r.changed_meanwhile {
+        crate::tell!("  {}: {}", esc(why), esc(&keys.join(" ")));
+    }
+}
+
+/// `settle report` as text (SPEC 18): what a person pastes into a post-release review.
+pub fn review(r: &crate::ledger::Review, scope: &crate::ledger::ReviewScope) {
+    let age = |s: Option<i64>| {
+        s.map_or("-".to_string(), |s| {
+            format_age(chrono::TimeDelta::seconds(s))
+        })
+    };
+    let of = match (&scope.workflow, &scope.destination) {
+        (Some(w), _) => format!("workflow {}", esc(w)),
+        (None, Some(d)) => format!("destination {}", esc(d)),
+        (None, None) => "all workflows".into(),
+    };
+    let window = match r.window_seconds {
+        86_400 => "day".to_string(),
+        s if s % 86_400 == 0 => format!("{} days", s / 86_400),
+        s => format_age(chrono::TimeDelta::seconds(s)),
+    };
+    say!(
+        "settle report: {of}, the last {window} to {}",
+        r.at.format("%Y-%m-%d %H:%M UTC")
+    );
+    say!();
+    say!("open exceptions {}", r.open_exceptions);
+    let buckets: Vec<String> = r
+        .age_buckets
+        .iter()
+        .map(|b| format!("{} {}", b.bucket, b.count))
+        .collect();
+    say!("  by age        {}", buckets.join(" · "));
+    say!();
+    say!("{:<12} {:>7} {:>9}", "day", "opened", "resolved");
+    for d in &r.per_day {
+        say!("{:<12} {:>7} {:>9}", d.day, d.opened, d.resolved);
+    }
+    for (title, table) in [
+        ("workflow", &r.by_workflow),
+        ("destination", &r.by_destination),
+    ] {
+        say!();
+        say!(
+            "{:<20} {:>5} {:>8} {:>7} {:>8} {:>8} {:>8} {:>11}",
+            title,
+            "open",
+            "oldest",
+            "unknown",
+            "resolved",
+            "p50",
+            "p90",
+            "auto pauses"
+        );
+        for (name, g) in table {
+            say!(
+                "{:<20} {:>5} {:>8} {:>7} {:>8} {:>8} {:>8} {:>11}",
+                esc(name),
+                g.open,
+                age(g.oldest_seconds),
+                g.unknown,
+                g.resolved,
+                age(g.resolve_p50_seconds),
+                age(g.resolve_p90_seconds),
+                g.auto_pauses
+            );
+        }
+    }
+    say!();
+    let d = &r.duplicates;
+    say!(
+        "duplicates: {} cleaned up (closed as duplicate_cleaned_up), {} conflicts (a key came with new contents), {} prevented (unknown outcomes found done by lookup or reconcile: a blind retry would have repeated them)",
+        d.cleaned_up,
+        d.conflicts,
+        d.prevented
+    );
+}

@@ -1,0 +1,152 @@
+//! The commands that read (list, show, stats, report, init) and those that do the dispatcher's
+//! work by hand (dispatch, lookup, sweep).
+use std::time::Duration;
+
+use super::args::Cmd;
+use super::common::{duration_arg, invalid, names_states, required};
+use super::lookup;
+use super::output;
+use crate::domain::State;
+use crate::error::Result;
+use crate::ledger::{Ledger, ListFilter, Scope};
+
+/// `settle list`, `show` and `stats`.
+pub(super) async fn read(ledger: &Ledger, command: &Cmd, operator: &Option<String>) -> Result<i32> {
+    let viewer = operator.as_deref().unwrap_or("");
+    match command {
+        Cmd::List {
+            all,
+            state,
+            workflow,
+            older_than,
+            filter,
+            limit,
+            json,
+            csv,
+        } => {
+            let state = state
+                .as_deref()
+                .map(State::parse)
+                .transpose()
+                .map_err(invalid)?;
+            let query = crate::domain::filter::Filter::parse(filter.as_deref().unwrap_or(""))
+                .map_err(invalid)?;
+            let names_states = names_states(&query);
+            let filter = ListFilter {
+                query,
+                scope: if *all || state.is_some() || names_states {
+                    Scope::All
+                } else {
+                    Scope::Exceptions
+                },
+                state,
+                workflow: workflow.clone(),
+                older_than: older_than
+                    .as_deref()
+                    .map(|t| {
+                        duration_arg(
+                            "--older-than",
+                            t,
+                            Duration::ZERO,
+                            crate::domain::time::MAX_DURATION,
+                        )
+                    })
+                    .transpose()?,
+                ..Default::default()
+            };
+            let format = match (*json, *csv) {
+                (true, _) => output::ListFormat::Json,
+                (_, true) => output::ListFormat::Csv,
+                _ => output::ListFormat::Text,
+            };
+            output::list(ledger, &filter, viewer, format, *limit).await?;
+        }
+        Cmd::Show { key, json } => {
+            let detail = ledger.show(key, viewer).await?;
+            if *json {
+                output::json(&detail);
+            } else {
+                output::show(&detail, ledger.now());
+            }
+        }
+        Cmd::Stats { json } => {
+            let stats = ledger.stats().await?;
+            if *json {
+                output::json(&stats);
+            } else {
+                output::stats(&stats);
+            }
+        }
+        _ => unreachable!("only its own commands come here"),
+    }
+    Ok(0)
+}
+
+/// `settle report`, `init`, `dispatch`, `lookup` and `sweep`.
+pub(super) async fn run_work(
+    ledger: &Ledger,
+    command: &Cmd,
+    operator: &Option<String>,
+) -> Result<i32> {
+    match command {
+        Cmd::Report {
+            since,
+            workflow,
+            json,
+        } => {
+            let window = duration_arg(
+                "--since",
+                since,
+                Duration::from_secs(1),
+                crate::ledger::MAX_REVIEW_WINDOW,
+            )?;
+            let scope = crate::ledger::ReviewScope {
+                workflow: workflow.clone(),
+                destination: None,
+            };
+            let review = ledger.review(window, &scope).await?;
+            if *json {
+                output::json(&review);
+            } else {
+                output::review(&review, &scope);
+            }
+        }
+        Cmd::Init => {
+            say!(
+                "{} is ready (schema version {})",
+                ledger.database(),
+                crate::store::SCHEMA_VERSION
+            );
+        }
+        Cmd::Dispatch {
+            concurrency,
+            until_settled,
+        } => {
+            let options = crate::dispatch::Options {
+                concurrency: *concurrency,
+                until_settled: *until_settled,
+                ..Default::default()
+            };
+            let t = crate::dispatch::run(ledger.clone(), options).await?;
+            say!(
+                "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",
+                t.attempts,
+                t.retries,
+                t.succeeded,
+                t.looked_up,
+                t.budget_waits
+            );
+        }
+        Cmd::Lookup { many, rate } => {
+            return lookup::run(ledger, many, rate.as_deref(), required(operator)?).await;
+        }
+        Cmd::Sweep => {
+            let n = ledger.sweep().await?;
+            say!(
+                "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
+            );
+        }
+        _ => unreachable!("only its own commands come here"),
+    }
+    Ok(0)
+}

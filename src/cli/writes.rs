@@ -1,0 +1,201 @@
+//! The commands an automation writes with: record, start, attempt, ingest.
+
+use std::time::Duration;
+use tokio::io::AsyncBufRead;
+
+use super::args::Cmd;
+use super::common::{clean, duration_arg, invalid, payload_text, required};
+use super::output;
+use crate::domain::{Outcome, State};
+use crate::error::{Error, Result};
+use crate::ledger::{AttemptReport, Intent, Ledger, Recorded};
+
+/// `settle record`: exit 0 only where the caller may go on to `start`.
+pub(super) async fn record(
+    ledger: &Ledger,
+    command: &Cmd,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let viewer = operator.as_deref().unwrap_or("");
+    match command {
+        Cmd::Record {
+            key,
+            workflow,
+            step,
+            destination,
+            action,
+            payload,
+            json,
+        } => {
+            let text = payload_text(payload, ledger.config().max_payload)?;
+            let payload = crate::domain::payload::parse_payload(&text)
+                .map_err(|e| invalid(format!("--payload is not valid JSON: {e}")))?;
+            let intent = Intent {
+                key: key.clone(),
+                workflow: workflow.clone(),
+                step: step.clone(),
+                destination: destination.clone(),
+                action: action.clone(),
+                payload,
+            };
+            let r = match ledger.record(&intent, required(operator)?).await {
+                Ok(r) => r,
+                Err(e @ Error::Refused(_)) => {
+                    // new contents under a terminal key: the old record stands, nothing to send
+                    if *json && let Ok(detail) = ledger.show(key, viewer).await {
+                        output::step(&detail, None, false);
+                    }
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
+            let detail = ledger.show(key, viewer).await?;
+            let state = detail.op.state;
+            // a script that checks the exit code goes on to `start` only after exit 0
+            let refusal = match r {
+                Recorded::Conflict => Some(format!(
+                    "conflict: new contents kept beside the old, never sent (settle show {})",
+                    output::esc(key)
+                )),
+                Recorded::Unchanged if state.is_terminal() => Some(format!(
+                    "already {state}: nothing to send{}",
+                    detail
+                        .op
+                        .reference
+                        .as_deref()
+                        .map(|r| format!(" (reference {})", output::esc(r)))
+                        .unwrap_or_default()
+                )),
+                _ => None,
+            };
+            if *json {
+                output::step(&detail, None, refusal.is_none());
+            }
+            if let Some(why) = refusal {
+                crate::tell!("settle: {}: {why}", output::esc(key));
+                return Ok(3);
+            }
+            if !*json {
+                let key = output::esc(key);
+                match r {
+                    Recorded::Created => say!("{key}: recorded ({state})"),
+                    _ => say!(
+                        "{key}: already recorded with these contents ({state}); nothing changed"
+                    ),
+                }
+            }
+        }
+        _ => unreachable!("only its own commands come here"),
+    }
+    Ok(0)
+}
+
+/// `settle start`, `settle attempt` and `settle ingest`.
+pub(super) async fn write(
+    ledger: &Ledger,
+    command: &Cmd,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let viewer = operator.as_deref().unwrap_or("");
+    match command {
+        Cmd::Start { key, json } => {
+            let started = ledger.start_attempt(key, required(operator)?).await;
+            let detail = ledger.show(key, viewer).await?;
+            // only a start this call made lets the caller send
+            let send = matches!(&started, Ok(a) if a.kind.is_some() && a.to == State::InFlight);
+            let attempt = send.then_some(detail.op.attempts);
+            if *json {
+                output::step(&detail, attempt, send);
+            } else if let Some(n) = attempt {
+                say!("{n}");
+            }
+            match started {
+                Ok(_) if send => {}
+                Ok(a) => {
+                    crate::tell!("settle: {}: {}: not started", output::esc(key), a.to);
+                    return Ok(3);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Cmd::Attempt {
+            key,
+            outcome,
+            attempt,
+            reference,
+            error,
+            http_status,
+            retry_after,
+            json,
+        } => {
+            let report = AttemptReport {
+                key: key.clone(),
+                attempt: *attempt,
+                outcome: Some(Outcome::parse(outcome).map_err(invalid)?),
+                reference: reference.clone(),
+                error: error.clone(),
+                http_status: *http_status,
+                retry_after: retry_after
+                    .as_deref()
+                    .map(|t| {
+                        duration_arg(
+                            "--retry-after",
+                            t,
+                            Duration::ZERO,
+                            Duration::from_secs(365 * 86_400),
+                        )
+                    })
+                    .transpose()?,
+            };
+            let a = ledger.report_attempt(&report, required(operator)?).await?;
+            if *json {
+                let detail = ledger.show(key, viewer).await?;
+                let n = attempt.unwrap_or_else(|| {
+                    detail
+                        .attempt_log
+                        .last()
+                        .map_or(detail.op.attempts, |l| l.n)
+                });
+                output::step(&detail, Some(n), false);
+            } else {
+                output::applied(&a, "attempt recorded");
+            }
+        }
+        Cmd::Ingest { file } => return ingest(ledger, file, required(operator)?).await,
+        _ => unreachable!("only its own commands come here"),
+    }
+    Ok(0)
+}
+
+pub(super) async fn ingest(ledger: &Ledger, file: &str, actor: &str) -> Result<i32> {
+    let reader: Box<dyn AsyncBufRead + Unpin + Send> = if file == "-" {
+        Box::new(tokio::io::BufReader::new(tokio::io::stdin()))
+    } else {
+        let f = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| invalid(format!("cannot read {}: {e}", output::esc(file))))?;
+        Box::new(tokio::io::BufReader::with_capacity(1 << 16, f))
+    };
+    let report = ledger.ingest(reader, actor).await?;
+    for p in &report.problems {
+        crate::tell!("line {}: {}", p.line, clean(&p.message));
+    }
+    say!(
+        "{} line(s): {} recorded, {} unchanged, {} conflict(s), {} started, {} attempt(s); {} malformed, {} refused",
+        report.lines,
+        report.created,
+        report.unchanged,
+        report.conflicts,
+        report.started,
+        report.attempts,
+        report.malformed(),
+        report.refused()
+    );
+    Ok(if report.malformed() > 0 {
+        2
+    } else if report.refused() > 0 {
+        3
+    } else {
+        0
+    })
+}
