@@ -1,7 +1,6 @@
 //! What the CLI prints: tables and text with stored text escaped, JSON documents with snake_case.
 
 use std::borrow::Cow;
-use std::io::Write;
 
 use crate::domain::{escape_text, format_age};
 use crate::error::Error;

@@ -1,7 +1,6 @@
 //! `settle show` out: one operation whole, its attempts and history.
 
 use chrono::{DateTime, Utc};
-use std::io::Write;
 
 use super::esc;
 use crate::domain::format_age;

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::Config;
+use chrono::{DateTime, Utc};
 
 fn endpoint(toml: &str, env: &[(&str, &str)]) -> Result<HttpDestination> {
     let config = Config::parse(toml, "test.toml")?;

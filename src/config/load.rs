@@ -1,0 +1,160 @@
+//! Reading settle.toml: where it is, what it says, and one clear line for what is wrong.
+
+use std::path::{Path, PathBuf};
+
+use crate::domain::policy::{DestinationPolicy, RetryPolicy};
+use crate::domain::redact::Redactor;
+use crate::error::{Error, Result};
+
+use super::*;
+
+impl Config {
+    /// Reads a config file; errors name the file, line and key in one line.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Invalid(format!("cannot read config {}: {e}", path.display())))?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Config> {
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let (line, key) = match e.span() {
+                Some(span) => locate(text, span.start),
+                None => (0, String::new()),
+            };
+            let message = e.message().replace('\n', " ");
+            let key = if key.is_empty() {
+                String::new()
+            } else {
+                format!(" key `{key}`:")
+            };
+            Error::Invalid(format!("{origin}:{line}:{key} {message}"))
+        })?;
+        for (name, d) in &config.destinations {
+            if d.max_attempts == Some(0) {
+                return Err(Error::Invalid(format!(
+                    "{origin}: key `destinations.{name}.max_attempts`: must be at least 1"
+                )));
+            }
+            let at = format!("destinations.{name}");
+            let base = d.http_settings();
+            let checked = base.check(&at).and_then(|()| {
+                d.actions
+                    .iter()
+                    .try_for_each(|(a, s)| s.check(&format!("{at}.actions.{a}")))
+            });
+            checked.map_err(|why| Error::Invalid(format!("{origin}: {why}")))?;
+            // SPEC 11a: a lookup is evidence only when its request names the operation
+            let unnamed = std::iter::once((None, base.clone()))
+                .chain(
+                    d.actions
+                        .iter()
+                        .map(|(a, over)| (Some(a.as_str()), base.overridden_by(over))),
+                )
+                .find(|(_, s)| s.lookup_url.is_some() && !s.lookup_names_the_operation());
+            if let Some((action, _)) = unnamed {
+                let of = action.map_or(String::new(), |a| format!(" (action {a})"));
+                return Err(Error::Invalid(format!(
+                    "{origin}: destination {name}{of}: the lookup names nothing of the operation: \
+                     lookup_url or lookup_body must hold {{key}} or a {{payload...}} placeholder, \
+                     else its answer cannot tell absent from not searched for"
+                )));
+            }
+        }
+        Redactor::new(&config.redaction.rules)
+            .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
+        for (name, o) in &config.operators {
+            crate::domain::validate_operator(name)
+                .map_err(|e| Error::Invalid(format!("{origin}: key `operators.{name}`: {e}")))?;
+            for key in &o.keys {
+                let mut parts = key.split_whitespace();
+                let (kind, body) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                if !kind.starts_with("ssh-") && !kind.starts_with("ecdsa-") || body.is_empty() {
+                    return Err(Error::Invalid(format!(
+                        "{origin}: key `operators.{name}.keys`: not an OpenSSH public key (want `ssh-ed25519 AAAA... comment`)"
+                    )));
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// `--config`, else `SETTLE_CONFIG`, else `$XDG_CONFIG_HOME/settle/settle.toml`, else defaults.
+    pub fn discover(explicit: Option<&Path>) -> Result<Config> {
+        match Config::discover_path(explicit) {
+            Some(p) => Config::load(&p),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// The file [`Config::discover`] reads (`None`: none, the defaults apply).
+    pub fn discover_path(explicit: Option<&Path>) -> Option<PathBuf> {
+        if let Some(p) = explicit {
+            return Some(p.to_path_buf());
+        }
+        if let Some(p) = std::env::var_os("SETTLE_CONFIG").filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(p));
+        }
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+        xdg.map(|d| d.join("settle").join("settle.toml"))
+            .filter(|p| p.exists())
+    }
+
+    pub fn destination(&self, name: &str) -> DestinationPolicy {
+        let d = self.destinations.get(name).cloned().unwrap_or_default();
+        let defaults = RetryPolicy::default();
+        let can_look_up =
+            d.lookup_url.is_some() || d.actions.values().any(|a| a.lookup_url.is_some());
+        DestinationPolicy {
+            dedupes: d.dedupes,
+            key_retention: d.key_retention,
+            // a configured lookup is a lookup, whether or not `lookup = true` says so too
+            lookup: d.lookup || can_look_up,
+            can_look_up,
+            // the longest any of its requests may take
+            timeout: d
+                .actions
+                .values()
+                .filter_map(|a| a.timeout)
+                .chain(d.timeout)
+                .max()
+                .unwrap_or(DEFAULT_HTTP_TIMEOUT),
+            retry: RetryPolicy {
+                max_attempts: d.max_attempts.unwrap_or(defaults.max_attempts),
+                base: d.base.unwrap_or(defaults.base),
+                cap: d.cap.unwrap_or(defaults.cap),
+            },
+        }
+    }
+
+    /// The destinations `settle dispatch` can send to: those with a `url`, for the destination
+    /// or for one of its actions. Their settings as written; the dispatcher resolves them.
+    pub fn http_destinations(&self) -> Vec<(&str, &DestinationConfig)> {
+        self.destinations
+            .iter()
+            .filter(|(_, d)| d.url.is_some() || d.actions.values().any(|a| a.url.is_some()))
+            .map(|(name, d)| (name.as_str(), d))
+            .collect()
+    }
+
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(&self.redaction.rules)
+            .unwrap_or_default()
+            .with_hints(self.redaction.hints)
+    }
+}
+
+/// The 1-based line of a byte offset, and the key written on that line (or the table it opens).
+pub(super) fn locate(text: &str, offset: usize) -> (usize, String) {
+    let offset = offset.min(text.len());
+    let line_no = text[..offset].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("").trim();
+    let key = match line.split_once('=') {
+        Some((k, _)) => k.trim(),
+        None => line.trim_matches(|c| c == '[' || c == ']'),
+    };
+    (line_no, key.trim_matches('"').to_string())
+}

@@ -1,0 +1,303 @@
+//! Configuration (SPEC section 14): a TOML file, every key checked, every duration parsed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::domain::redact::FieldRule;
+use crate::domain::time::parse_duration_within;
+
+mod destinations;
+mod load;
+
+pub use destinations::*;
+
+pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
+
+/// How long a request to a destination may take when its `timeout` is not set (SPEC 11a).
+pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SECOND: Duration = Duration::from_secs(1);
+const MILLI: Duration = Duration::from_millis(1);
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+/// A duration field of the config, read within the range its use makes sense of (a lease of a
+/// century is a typo, and one too large to add to the clock would stop settle): `$name` reads a
+/// required field, `$opt` an optional one. An error names the file, line and key.
+macro_rules! bounded {
+    ($name:ident, $opt:ident, $min:expr, $max:expr) => {
+        fn $name<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
+            let text = String::deserialize(d)?;
+            parse_duration_within(&text, $min, $max).map_err(serde::de::Error::custom)
+        }
+        #[allow(dead_code)]
+        fn $opt<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Option<Duration>, D::Error> {
+            $name(d).map(Some)
+        }
+    };
+}
+
+bounded!(lease_or_timeout, opt_lease_or_timeout, SECOND, days(7));
+bounded!(age_limit, opt_age_limit, SECOND, days(365));
+bounded!(retention, opt_retention, SECOND, days(3650));
+bounded!(backoff, opt_backoff, MILLI, days(7));
+bounded!(
+    http_timeout,
+    opt_http_timeout,
+    MILLI,
+    Duration::from_secs(3600)
+);
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Database URL; `--db` and `SETTLE_DATABASE_URL` come first.
+    #[serde(default)]
+    pub database: Option<String>,
+    /// Where logs go (never the terminal).
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
+    /// How long a claim lasts; each action of the holder renews it.
+    #[serde(default = "default_lease", deserialize_with = "lease_or_timeout")]
+    pub lease: Duration,
+    /// An attempt without an outcome after this long is swept to `unknown`.
+    #[serde(
+        default = "default_attempt_timeout",
+        deserialize_with = "lease_or_timeout"
+    )]
+    pub attempt_timeout: Duration,
+    #[serde(default = "default_warn_after", deserialize_with = "age_limit")]
+    pub warn_after: Duration,
+    #[serde(default = "default_critical_after", deserialize_with = "age_limit")]
+    pub critical_after: Duration,
+    #[serde(default)]
+    pub destinations: BTreeMap<String, DestinationConfig>,
+    #[serde(default)]
+    pub workflows: BTreeMap<String, WorkflowConfig>,
+    #[serde(default)]
+    pub redaction: RedactionConfig,
+    /// The most items an `operator` acts on in one bulk action (SPEC 17; a lead has no limit).
+    #[serde(default = "default_bulk_limit")]
+    pub bulk_limit: usize,
+    /// The largest payload any entrance takes (SPEC 14), in bytes of its canonical JSON:
+    /// bytes, or a text like `256KiB`, `1MiB`.
+    #[serde(default = "default_max_payload", deserialize_with = "payload_size")]
+    pub max_payload: usize,
+    /// Who may log in to `settle serve`, by name: their role and public keys (SPEC 17).
+    #[serde(default)]
+    pub operators: BTreeMap<String, OperatorConfig>,
+}
+
+/// `[operators.NAME]`: an operator of `settle serve`, known by their SSH public keys.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorConfig {
+    pub role: crate::domain::Role,
+    /// OpenSSH public keys (`ssh-ed25519 AAAA... comment`).
+    #[serde(default)]
+    pub keys: Vec<String>,
+}
+
+fn default_bulk_limit() -> usize {
+    100
+}
+
+fn default_max_payload() -> usize {
+    crate::domain::payload::DEFAULT_MAX_PAYLOAD
+}
+
+/// `max_payload`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
+fn payload_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    let bytes = match Size::deserialize(d)? {
+        Size::Bytes(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        Size::Text(t) => {
+            crate::domain::payload::parse_size(&t).map_err(serde::de::Error::custom)?
+        }
+    };
+    if !(1024..=16 * 1024 * 1024).contains(&bytes) {
+        return Err(serde::de::Error::custom(
+            "max_payload is from 1KiB to 16MiB",
+        ));
+    }
+    Ok(bytes)
+}
+
+fn default_lease() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+fn default_attempt_timeout() -> Duration {
+    Duration::from_secs(5 * 60)
+}
+fn default_warn_after() -> Duration {
+    Duration::from_secs(3600)
+}
+fn default_critical_after() -> Duration {
+    Duration::from_secs(86_400)
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database: None,
+            log_file: None,
+            lease: default_lease(),
+            attempt_timeout: default_attempt_timeout(),
+            warn_after: default_warn_after(),
+            critical_after: default_critical_after(),
+            destinations: BTreeMap::new(),
+            workflows: BTreeMap::new(),
+            redaction: RedactionConfig::default(),
+            bulk_limit: default_bulk_limit(),
+            max_payload: default_max_payload(),
+            operators: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowConfig {
+    #[serde(default)]
+    pub pause_when: Option<PauseWhen>,
+}
+
+/// The stopping threshold: pause the workflow when either is passed.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PauseWhen {
+    #[serde(default)]
+    pub unresolved: Option<u64>,
+    #[serde(default, deserialize_with = "opt_age_limit")]
+    pub oldest: Option<Duration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionConfig {
+    #[serde(default)]
+    pub rules: Vec<FieldRule>,
+    /// Keep a fragment of redacted values that helps find the record at the destination (SPEC 8:
+    /// an email's first letter and domain, a phone's or card's last four digits). Off by default.
+    #[serde(default)]
+    pub hints: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::policy::RetryPolicy;
+
+    #[test]
+    fn operators_are_named_with_a_role_and_openssh_keys() {
+        let c = Config::parse(
+            "[operators.alice]\nrole = \"operator\"\nkeys = [\"ssh-ed25519 AAAAC3Nza alice@laptop\"]\n",
+            "t",
+        )
+        .unwrap();
+        let alice = &c.operators["alice"];
+        assert_eq!(alice.role, crate::domain::Role::Operator);
+        assert_eq!(alice.keys.len(), 1);
+        for (bad, says) in [
+            (
+                "[operators.bob]\nrole = \"admin\"\n",
+                "unknown variant `admin`",
+            ),
+            (
+                "[operators.bob]\nrole = \"lead\"\nkeys = [\"hunter2\"]\n",
+                "not an OpenSSH public key",
+            ),
+            ("[operators.settle]\nrole = \"lead\"\n", "operators.settle"),
+        ] {
+            let e = Config::parse(bad, "t").unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_example_parses() {
+        let text = include_str!("../../assets/settle.toml");
+        let c = Config::parse(text, "assets/settle.toml").unwrap();
+        assert!(c.destinations.contains_key("projects"));
+        assert!(c.destination("projects").dedupes);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let err = Config::parse(
+            "lease = \"30m\"\n[destinations.crm]\ndedupes = true\nretention = \"1d\"\n",
+            "my.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("my.toml:4: key `retention`:") && err.contains("unknown field"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
+        let err = Config::parse("lease = \"thirty\"\n", "my.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("my.toml:1: key `lease`:") && err.contains("bad duration"),
+            "{err}"
+        );
+        let err = Config::parse(
+            "[workflows.x]\npause_when = { unresolved = \"many\" }\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("c.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_lookup_that_names_nothing_of_the_operation_is_refused() {
+        let named = [
+            "lookup_url = \"http://x/tasks?key={key}\"",
+            "lookup_url = \"http://x/tasks?ref={payload.client_ref}\"",
+            "lookup_url = \"http://x/search\"\nlookup_method = \"POST\"\nlookup_body = { q = [{ value = \"{key}\" }] }",
+        ];
+        for lookup in named {
+            let text = format!("[destinations.crm]\nurl = \"http://x/c\"\n{lookup}\n");
+            let c = Config::parse(&text, "t.toml").unwrap_or_else(|e| panic!("{lookup}: {e}"));
+            assert!(
+                c.destination("crm").lookup,
+                "a configured lookup is a lookup"
+            );
+        }
+        let unnamed = [
+            "[destinations.crm]\nlookup_url = \"http://x/search\"\nlookup_method = \"POST\"\n",
+            "[destinations.crm]\nlookup_url = \"http://x/search\"\nlookup_body = { limit = 1, q = \"{action}\" }\n",
+            "[destinations.crm]\nlookup_url = \"http://x/t?key={key}\"\n[destinations.crm.actions.sync]\nlookup_url = \"http://x/all\"\n",
+        ];
+        for text in unnamed {
+            let e = Config::parse(text, "t.toml").unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let e = e.to_string();
+            assert!(
+                e.starts_with("t.toml: destination crm")
+                    && e.contains("names nothing of the operation"),
+                "{text}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_destinations_get_the_defaults() {
+        let p = Config::default().destination("nowhere");
+        assert!(!p.dedupes && !p.lookup);
+        assert_eq!(p.retry, RetryPolicy::default());
+    }
+}

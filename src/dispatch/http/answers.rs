@@ -1,0 +1,146 @@
+//! What an answer means: its class, its reference, when to retry (SPEC 11a).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::config::AnswerClass;
+use crate::domain::Outcome;
+
+use super::*;
+
+/// The outcome of one HTTP exchange (SPEC 3 and 11a).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub outcome: Outcome,
+    pub http_status: Option<u16>,
+    pub reference: Option<String>,
+    pub error: Option<String>,
+    pub retry_after: Option<Duration>,
+    /// An `auth` answer: pause the destination, with this reason.
+    pub pause: Option<String>,
+}
+
+impl Observed {
+    pub(super) fn new(outcome: Outcome, http_status: Option<u16>) -> Observed {
+        Observed {
+            outcome,
+            http_status,
+            reference: None,
+            error: None,
+            retry_after: None,
+            pause: None,
+        }
+    }
+
+    pub(super) fn error(self, error: String) -> Observed {
+        Observed {
+            error: Some(error),
+            ..self
+        }
+    }
+}
+
+/// An answer as it arrived: status, `Retry-After`, and the body (`None`: it broke off).
+pub struct Answer<'a> {
+    pub status: u16,
+    pub retry_after: Option<&'a str>,
+    pub body: Option<&'a [u8]>,
+}
+
+/// The class of a status by SPEC 11a's defaults.
+pub(super) fn default_class(status: u16) -> AnswerClass {
+    match status {
+        200..=299 => AnswerClass::Accepted,
+        401 | 403 | 407 => AnswerClass::Auth,
+        408 | 409 | 425 | 429 | 503 => AnswerClass::Transient,
+        400..=499 => AnswerClass::Rejected,
+        _ => AnswerClass::Unknown,
+    }
+}
+
+/// Classifies an answer under a destination's settings (its `status` overrides, its
+/// `reference` pointer): a pure function of the answer, the settings and the clock (for a
+/// `Retry-After` date).
+pub fn classify(answer: &Answer, endpoint: &Endpoint, now: DateTime<Utc>) -> Observed {
+    let status = answer.status;
+    let class = endpoint
+        .status
+        .get(&status)
+        .copied()
+        .unwrap_or_else(|| default_class(status));
+    let seen = Observed::new(Outcome::Unknown, Some(status));
+    let text = || {
+        let body = String::from_utf8_lossy(answer.body.unwrap_or_default());
+        let body = body.trim();
+        if body.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", body.chars().take(300).collect::<String>())
+        }
+    };
+    match class {
+        AnswerClass::Accepted => match answer.body {
+            None => seen.error(format!("HTTP {status} but the answer could not be read")),
+            Some(body) => Observed {
+                outcome: Outcome::Accepted,
+                reference: if endpoint.reference.is_empty() {
+                    None
+                } else {
+                    serde_json::from_slice::<Value>(body)
+                        .ok()
+                        .and_then(|v| pointed(&v, &endpoint.reference))
+                },
+                ..seen
+            },
+        },
+        AnswerClass::Auth => Observed {
+            outcome: Outcome::Transient,
+            pause: Some(format!(
+                "HTTP {status} from {}: check its credentials",
+                endpoint.destination
+            )),
+            ..seen
+        }
+        .error(format!(
+            "HTTP {status}: the credentials were refused; not done, the destination is paused"
+        )),
+        AnswerClass::Transient => Observed {
+            outcome: Outcome::Transient,
+            retry_after: answer.retry_after.and_then(|v| retry_after(v, now)),
+            ..seen
+        }
+        .error(format!("HTTP {status}: not done, try later")),
+        AnswerClass::Rejected => Observed {
+            outcome: Outcome::Rejected,
+            ..seen
+        }
+        .error(format!("HTTP {status}{}", text())),
+        AnswerClass::Unknown => seen.error(format!("HTTP {status}: outcome not known")),
+    }
+}
+
+/// `Retry-After` as seconds or an HTTP date.
+pub(super) fn retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(value).ok()?;
+    Some((at.with_timezone(&Utc) - now).to_std().unwrap_or_default())
+}
+
+/// A request that got no answer: provably not sent when the connection was never made,
+/// unknown when it may have arrived.
+pub(super) fn transport_failure(e: &reqwest::Error, timeout: Duration) -> Observed {
+    if e.is_connect() {
+        Observed::new(Outcome::Transient, None)
+            .error("connect error: the request was not sent".into())
+    } else if e.is_timeout() {
+        Observed::new(Outcome::Unknown, None)
+            .error(format!("no answer within {}s", timeout.as_secs_f32()))
+    } else {
+        Observed::new(Outcome::Unknown, None).error("the connection broke before the answer".into())
+    }
+}

@@ -1,0 +1,313 @@
+//! `settle sim`: a task system that misbehaves on purpose, so teams can rehearse recovery.
+//!
+//! `POST /tasks` creates a task from a JSON or a form body (read as Stripe reads `a[b]=v`) and
+//! returns its id. With an `Idempotency-Key` and deduplication on, a repeat returns the original
+//! task (or `409 already exists` with `--exists-409`, as HubSpot answers; `409` while the first
+//! is still being made; `422` when the same key comes with a different body). `GET /tasks?key=K`
+//! looks a key up (and shows the body exactly as it arrived and as it was read), as does `POST /search` with a
+//! HubSpot-like filter body; both also find a task by a top-level body value, for APIs that take
+//! no idempotency key. `GET /stats` counts the tasks really created, per key, and the requests
+//! that arrived. `--require-header` answers 401 to any other request without that header. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
+//! header or `_sim_fault` in its body), or a seeded random schedule (`--fault-rate`, `--seed`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+mod create;
+mod read;
+
+use create::*;
+use read::*;
+
+/// What can go wrong, on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// 422: a business rejection; nothing created.
+    Reject,
+    /// The task is created, then the connection breaks before the answer.
+    DropAfterCommit,
+    /// The task is created, then the answer comes after the client has given up.
+    LateAfterCommit,
+    /// 503 with `Retry-After` before anything is created.
+    Unavailable,
+    /// The task is created, then a 500.
+    ErrorAfterCommit,
+    /// 422 whose plain-text body holds a NUL byte (`bad\0request`); nothing created.
+    RejectNul,
+    /// 422 whose body quotes the request it got, secrets and all; nothing created.
+    Echo,
+}
+
+impl Fault {
+    /// The faults a random schedule draws from (`--fault-rate`).
+    pub const ALL: [Fault; 5] = [
+        Fault::Reject,
+        Fault::DropAfterCommit,
+        Fault::LateAfterCommit,
+        Fault::Unavailable,
+        Fault::ErrorAfterCommit,
+    ];
+
+    /// Every fault that can be asked for by name.
+    pub const NAMED: [Fault; 7] = [
+        Fault::Reject,
+        Fault::DropAfterCommit,
+        Fault::LateAfterCommit,
+        Fault::Unavailable,
+        Fault::ErrorAfterCommit,
+        Fault::RejectNul,
+        Fault::Echo,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Reject => "reject",
+            Fault::DropAfterCommit => "drop",
+            Fault::LateAfterCommit => "late",
+            Fault::Unavailable => "unavailable",
+            Fault::ErrorAfterCommit => "error",
+            Fault::RejectNul => "reject-nul",
+            Fault::Echo => "echo",
+        }
+    }
+
+    pub fn parse(text: &str) -> std::result::Result<Fault, String> {
+        Fault::NAMED
+            .into_iter()
+            .find(|f| f.as_str() == text)
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault '{}': use reject, drop, late, unavailable, error, reject-nul or echo",
+                    crate::domain::escape_text(text)
+                )
+            })
+    }
+}
+
+/// How this simulated destination behaves.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub dedupe: bool,
+    pub key_retention: Duration,
+    /// Applied to every create (a request header overrides it).
+    pub fault: Option<Fault>,
+    /// Chance of a random fault per create, drawn from a schedule seeded by `seed`.
+    pub fault_rate: f64,
+    pub seed: u64,
+    /// How long a `late` answer waits.
+    pub late: Duration,
+    /// The profile's fault hits only the first request of each key (a drill's lost response).
+    pub fault_first_only: bool,
+    /// How long every create takes (a real destination is not instant).
+    pub latency: Duration,
+    /// Every request but `/stats` needs this header (lower-case name, value), else 401.
+    pub require_header: Option<(String, String)>,
+    /// The status of a successful create: 201 (default), 200, or 204 with no body.
+    pub answer: u16,
+    /// A repeated key answers `409 already exists` (HubSpot) instead of the original task.
+    pub exists_409: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            dedupe: true,
+            key_retention: Duration::from_secs(86_400),
+            fault: None,
+            fault_rate: 0.0,
+            seed: 1,
+            late: Duration::from_secs(10),
+            fault_first_only: false,
+            latency: Duration::ZERO,
+            require_header: None,
+            answer: 201,
+            exists_409: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Task {
+    pub id: String,
+    pub key: Option<String>,
+    pub body: Value,
+    /// The request's body exactly as it arrived.
+    #[serde(default)]
+    pub received: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The business records: what a drill counts.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Records {
+    pub(super) tasks: Vec<Task>,
+    /// Every create request that arrived, whatever came of it.
+    #[serde(default)]
+    pub(super) requests: u64,
+}
+
+pub(super) struct Sim {
+    pub(super) profile: Profile,
+    pub(super) records: Mutex<Records>,
+    /// Keys whose first request is still being made.
+    pub(super) running: Mutex<Vec<String>>,
+    pub(super) rng: Mutex<StdRng>,
+    pub(super) state_file: Option<PathBuf>,
+    /// Keys that have been asked for at least once (for `fault_first_only`).
+    pub(super) seen: Mutex<std::collections::HashSet<String>>,
+}
+
+impl Sim {
+    fn persist(&self, records: &Records) {
+        let Some(path) = &self.state_file else { return };
+        let tmp = path.with_extension("tmp");
+        if let Ok(text) = serde_json::to_string(records)
+            && std::fs::write(&tmp, text).is_ok()
+        {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+
+    fn has_task(&self, key: Option<&str>) -> bool {
+        let Some(k) = key else { return false };
+        let records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+        records.tasks.iter().any(|t| t.key.as_deref() == Some(k))
+    }
+
+    fn fault_for(
+        &self,
+        headers: &HeaderMap,
+        body: &Value,
+        key: Option<&str>,
+    ) -> std::result::Result<Option<Fault>, String> {
+        // asked for by the request: an `X-Sim-Fault` header, or `_sim_fault` in the body (what a
+        // dispatcher sends is the payload, so a drill can pick each operation's fault)
+        let asked = match headers.get("x-sim-fault") {
+            Some(v) => Some(
+                v.to_str()
+                    .map_err(|_| "bad X-Sim-Fault header".to_string())?,
+            ),
+            None => body.get("_sim_fault").and_then(Value::as_str),
+        };
+        if let Some(text) = asked {
+            return if text == "none" {
+                Ok(None)
+            } else {
+                Fault::parse(text).map(Some)
+            };
+        }
+        if let Some(f) = self.profile.fault {
+            if self.profile.fault_first_only {
+                let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                let first = key.is_none_or(|k| seen.insert(k.to_string()));
+                return Ok(first.then_some(f));
+            }
+            return Ok(Some(f));
+        }
+        if self.profile.fault_rate > 0.0 {
+            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            if rng.random_bool(self.profile.fault_rate.clamp(0.0, 1.0)) {
+                return Ok(Some(Fault::ALL[rng.random_range(0..Fault::ALL.len())]));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Serves until interrupted. Prints `listening on http://ADDR` first, for scripts and tests.
+pub async fn run(listen: &str, state_file: Option<PathBuf>, profile: Profile) -> Result<()> {
+    let (listener, app) = bind(listen, state_file, profile).await?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    crate::say!("listening on http://{addr}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| Error::Invalid(format!("simulator stopped: {e}")))
+}
+
+/// Starts a simulator in this process on a free local port (`settle demo --live`); returns its
+/// base URL. It serves until the process ends.
+pub async fn spawn(profile: Profile) -> Result<String> {
+    spawn_holding(profile, &[]).await
+}
+
+/// [`spawn`], already holding a task for each of these keys, as if their requests had arrived
+/// earlier (the demo's CRM: the records whose answers were lost).
+pub async fn spawn_holding(profile: Profile, keys: &[String]) -> Result<String> {
+    let (listener, app) = bind_holding("127.0.0.1:0", None, profile, keys).await?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(format!("http://{addr}"))
+}
+
+async fn bind(
+    listen: &str,
+    state_file: Option<PathBuf>,
+    profile: Profile,
+) -> Result<(tokio::net::TcpListener, axum::Router)> {
+    bind_holding(listen, state_file, profile, &[]).await
+}
+
+async fn bind_holding(
+    listen: &str,
+    state_file: Option<PathBuf>,
+    profile: Profile,
+    keys: &[String],
+) -> Result<(tokio::net::TcpListener, axum::Router)> {
+    let mut records: Records = match &state_file {
+        Some(p) if p.exists() => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| Error::Invalid(format!("cannot read {}: {e}", p.display())))?;
+            serde_json::from_str(&text).map_err(|e| {
+                Error::Invalid(format!("{} is not a simulator state: {e}", p.display()))
+            })?
+        }
+        _ => Records::default(),
+    };
+    for key in keys {
+        let id = format!("T-{}", records.tasks.len() + 1);
+        records.tasks.push(Task {
+            id,
+            key: Some(key.clone()),
+            body: json!({}),
+            received: String::new(),
+            created_at: Utc::now(),
+        });
+    }
+    let sim = Arc::new(Sim {
+        rng: Mutex::new(StdRng::seed_from_u64(profile.seed)),
+        profile,
+        records: Mutex::new(records),
+        running: Mutex::new(Vec::new()),
+        state_file,
+        seen: Mutex::new(std::collections::HashSet::new()),
+    });
+    let app = axum::Router::new()
+        .route("/tasks", post(create).get(lookup))
+        .route("/search", post(search))
+        .route("/stats", get(stats))
+        .with_state(sim);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| Error::Invalid(format!("cannot listen on {listen}: {e}")))?;
+    Ok((listener, app))
+}
