@@ -5,10 +5,7 @@
 //! spinner, and the last data stays on screen while the next loads.
 
 pub mod app;
-mod form;
-mod incident;
 pub mod keymap;
-mod lookup;
 mod review;
 pub mod theme;
 pub mod ui;
@@ -373,7 +370,7 @@ async fn run_effect_with(
             Msg::BulkDone(report.map_err(s))
         }
         Effect::LookUp { keys, pace, stop } => Msg::LookedUp(
-            lookup::look_up_each(ledger, &keys, pace, &stop.0, progress)
+            app::lookup::look_up_each(ledger, &keys, pace, &stop.0, progress)
                 .await
                 .map_err(s),
         ),

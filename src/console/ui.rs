@@ -963,7 +963,7 @@ fn answer_lines<'a>(form: &super::app::Form, theme: &Theme) -> Vec<Line<'a>> {
         answers => vec![Line::from(format!(
             "looked up {}: {}",
             answers.len(),
-            super::lookup::tally(answers)
+            super::app::lookup::tally(answers)
         ))],
     }
 }

@@ -6,8 +6,8 @@
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use super::app::{App, BulkRun, Effect, Mode, Msg, StopFlag};
 use super::form::{ActionKind, Form, FormStep};
+use super::{App, BulkRun, Effect, Mode, Msg, StopFlag};
 use crate::dispatch::{Looked, Lookups};
 use crate::domain::{LookupAnswer, State};
 use crate::error::Result;
@@ -17,7 +17,7 @@ use crate::ledger::{Ledger, StaffAction};
 const LOOKING_UP: &str = "look up";
 
 /// What a lookup's answers were, in a few words: "150 found, 30 absent, 20 no answer".
-pub(super) fn tally(answers: &[Looked]) -> String {
+pub(crate) fn tally(answers: &[Looked]) -> String {
     let count = |word: &str| {
         answers
             .iter()
@@ -182,7 +182,7 @@ impl App {
 
 /// Asks each operation's destination, `pace` apart, until `stop`; `progress` is told as a bulk
 /// action's is (at most every 1%).
-pub(super) async fn look_up_each(
+pub(crate) async fn look_up_each(
     ledger: &Ledger,
     keys: &[String],
     pace: Option<Duration>,

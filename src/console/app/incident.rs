@@ -5,23 +5,9 @@
 
 use std::time::Duration;
 
-use super::app::{App, BulkRun, Effect, Mode, StopFlag};
 use super::form::{Form, FormStep, first_step};
+use super::{App, BulkRun, Effect, Mode, StopFlag};
 use crate::ledger::{BulkPreview, BulkReport, StaffAction};
-
-/// `retry --rate`'s answer in the console: items per second, or nothing for all at once.
-pub(super) fn pace(text: &str) -> Result<Option<Duration>, String> {
-    let text = text.trim().trim_end_matches("/s");
-    if text.is_empty() {
-        return Ok(None);
-    }
-    match text.parse::<f64>() {
-        Ok(n) if n > 0.0 && n.is_finite() => Ok(Some(Duration::from_secs_f64(1.0 / n))),
-        _ => Err(format!(
-            "\"{text}\" is not a pace: a number of items per second, like 10"
-        )),
-    }
-}
 
 impl App {
     /// `Space`: marks or unmarks the selected row and moves to the next.
@@ -83,7 +69,7 @@ impl App {
 
     /// An action key with items marked: the action for all of them, frozen now.
     pub(super) fn begin_bulk(&mut self, c: char) -> Vec<Effect> {
-        let Some(b) = super::keymap::action(c).filter(|b| b.bulk) else {
+        let Some(b) = crate::console::keymap::action(c).filter(|b| b.bulk) else {
             self.set_status(
                 format!(
                     "{c} acts on one item; {} marked (A unmarks them)",

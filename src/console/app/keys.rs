@@ -1,0 +1,321 @@
+//! What each key does in the normal mode, the filter and the detail pane; which bindings apply.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use tui_input::backend::crossterm::EventHandler;
+
+use crate::ledger::Position;
+
+use super::*;
+
+impl App {
+    pub(crate) fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
+            if let Some(b) = &self.bulk {
+                b.stop.stop();
+            }
+            self.quit = true;
+            return vec![Effect::Quit];
+        }
+        match std::mem::replace(&mut self.mode, Mode::Normal) {
+            Mode::Help => Vec::new(), // any key closes the help
+            Mode::Filter => self.on_filter_key(key),
+            Mode::Form(form) => self.on_form_key(*form, key),
+            Mode::Normal => self.on_normal_key(key),
+        }
+    }
+
+    pub(crate) fn on_filter_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        match key.code {
+            KeyCode::Enter => Vec::new(),
+            KeyCode::Esc => {
+                self.filter.reset();
+                self.reload(Position::First, false)
+            }
+            _ => {
+                self.mode = Mode::Filter;
+                let before = self.filter.value().to_string();
+                self.filter
+                    .handle_event(&ratatui::crossterm::event::Event::Key(key));
+                if self.filter.value() != before {
+                    self.selected = 0;
+                    self.reload(Position::First, false)
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+
+    pub(crate) fn on_normal_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if self.focus == Focus::Detail
+            && let Some(effects) = self.on_detail_key(key)
+        {
+            return effects;
+        }
+        match key.code {
+            KeyCode::Char('q') => {
+                self.quit = true;
+                vec![Effect::Quit]
+            }
+            // the review's tables scroll (SPEC 18: at 80x24 they may hold more than fits)
+            KeyCode::Char('j') | KeyCode::Down if self.view == View::Review => {
+                let longest = self
+                    .review
+                    .as_ref()
+                    .map_or(0, |r| r.by_workflow.len().max(r.by_destination.len()));
+                self.review_scroll = (self.review_scroll + 1).min(longest.saturating_sub(1));
+                Vec::new()
+            }
+            KeyCode::Char('k') | KeyCode::Up if self.view == View::Review => {
+                self.review_scroll = self.review_scroll.saturating_sub(1);
+                Vec::new()
+            }
+            KeyCode::Char('j') | KeyCode::Down => self.move_by(1),
+            KeyCode::Char('k') | KeyCode::Up => self.move_by(-1),
+            KeyCode::PageDown => self.move_by(self.viewport.max(1) as isize),
+            KeyCode::PageUp => self.move_by(-(self.viewport.max(1) as isize)),
+            KeyCode::Char('g') | KeyCode::Home => {
+                self.selected = 0;
+                if self.more_before {
+                    self.reload(Position::First, false)
+                } else {
+                    self.after_move()
+                }
+            }
+            KeyCode::Char('G') | KeyCode::End => {
+                if self.more_after {
+                    self.reload(Position::Last, true)
+                } else {
+                    self.selected = self.len().saturating_sub(1);
+                    self.after_move()
+                }
+            }
+            KeyCode::Enter | KeyCode::Tab if self.view == View::Activity => self.open_event(),
+            KeyCode::Enter | KeyCode::Tab => {
+                if self.selected_row().is_some() {
+                    self.focus = Focus::Detail;
+                }
+                Vec::new()
+            }
+            KeyCode::Char('a') if self.view == View::Activity => self.toggle_automation(),
+            KeyCode::Esc => self.on_esc(),
+            KeyCode::Char(c @ ('[' | ']')) if self.view == View::Review => {
+                // round and round: each press changes the window
+                let n = REVIEW_WINDOWS.len();
+                self.review_window = if c == '[' {
+                    (self.review_window + n - 1) % n
+                } else {
+                    (self.review_window + 1) % n
+                };
+                let seq = self.next_seq();
+                vec![self.review_effect(seq)]
+            }
+            KeyCode::Char(c @ '1'..='6') => self.switch_view(c),
+            KeyCode::Char('/') => {
+                self.mode = Mode::Filter;
+                Vec::new()
+            }
+            KeyCode::Char('S') => self.reverse_sort(),
+            KeyCode::Char('s') => self.next_sort(),
+            KeyCode::Char('?') => {
+                self.mode = Mode::Help;
+                Vec::new()
+            }
+            KeyCode::Char(' ') => self.toggle_mark(),
+            KeyCode::Char('A') => self.mark_all(),
+            KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P' | 'L')) => {
+                if self.marks.is_empty() {
+                    self.begin_action(c)
+                } else {
+                    self.begin_bulk(c)
+                }
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A key on the detail pane: it scrolls, widens, reveals or goes back; `None` for the
+    /// keys it leaves to the list.
+    pub(crate) fn on_detail_key(&mut self, key: KeyEvent) -> Option<Vec<Effect>> {
+        match key.code {
+            KeyCode::Char('j') | KeyCode::Down => {
+                self.detail_scroll = self.detail_scroll.saturating_add(1);
+                Some(Vec::new())
+            }
+            KeyCode::Char('k') | KeyCode::Up => {
+                self.detail_scroll = self.detail_scroll.saturating_sub(1);
+                Some(Vec::new())
+            }
+            KeyCode::PageDown => {
+                self.detail_scroll = self.detail_scroll.saturating_add(self.viewport as u16);
+                Some(Vec::new())
+            }
+            KeyCode::PageUp => {
+                self.detail_scroll = self.detail_scroll.saturating_sub(self.viewport as u16);
+                Some(Vec::new())
+            }
+            KeyCode::Char('g') => {
+                self.detail_scroll = 0;
+                Some(Vec::new())
+            }
+            KeyCode::Enter => {
+                self.detail_full = !self.detail_full;
+                Some(Vec::new())
+            }
+            KeyCode::Esc | KeyCode::Tab => {
+                self.focus = Focus::List;
+                self.detail_full = false;
+                self.revealed = None;
+                Some(Vec::new())
+            }
+            KeyCode::Char('v') => Some(self.begin_reveal()),
+            _ => None,
+        }
+    }
+
+    /// Enter on Activity: the event's operation, full screen; Esc comes back to the list.
+    pub(crate) fn open_event(&mut self) -> Vec<Effect> {
+        // opens the event's operation, full screen; Esc comes back to the list
+        match self.opened().map(str::to_string) {
+            Some(key) => {
+                self.focus = Focus::Detail;
+                self.detail_full = true;
+                self.detail_scroll = 0;
+                self.detail = None;
+                vec![Effect::Detail { key }]
+            }
+            None => {
+                self.set_status("this event is not an operation's", false);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Esc: stops a bulk run, else clears the filter, else the status line.
+    pub(crate) fn on_esc(&mut self) -> Vec<Effect> {
+        if let Some(b) = &self.bulk {
+            b.stop.stop();
+            self.set_status("stopping after the item under way…", false);
+            return Vec::new();
+        }
+        if !self.filter.value().is_empty() {
+            self.filter.reset();
+            return self.reload(Position::First, false);
+        }
+        self.status = None;
+        Vec::new()
+    }
+
+    /// 1-6: another view, from its first page.
+    pub(crate) fn switch_view(&mut self, c: char) -> Vec<Effect> {
+        let view = View::ALL[(c as usize) - ('1' as usize)];
+        if view == self.view {
+            return Vec::new();
+        }
+        // Activity's filter speaks of actors and kinds, the lists' of operations
+        if (view == View::Activity) != (self.view == View::Activity) {
+            self.filter.reset();
+        }
+        self.detail_full = false;
+        self.view = view;
+        self.selected = 0;
+        self.rows.clear();
+        self.detail = None;
+        self.focus = Focus::List;
+        self.reload(Position::First, false)
+    }
+
+    /// a on Activity: automation's events shown or hidden.
+    pub(crate) fn toggle_automation(&mut self) -> Vec<Effect> {
+        self.automation = !self.automation;
+        self.selected = 0;
+        self.set_status(
+            if self.automation {
+                "automation's events shown (a hides them)"
+            } else {
+                "people's actions only (a shows automation's too)"
+            },
+            false,
+        );
+        self.reload(Position::First, false)
+    }
+
+    /// S: the sort reversed.
+    pub(crate) fn reverse_sort(&mut self) -> Vec<Effect> {
+        self.reverse = !self.reverse;
+        self.selected = 0;
+        self.to_top = true;
+        let way = if self.reverse { "reversed" } else { "in order" };
+        self.set_status(format!("sorted by {}, {way}", self.sort.label()), false);
+        self.reload(Position::First, false)
+    }
+
+    /// s: the next sort.
+    pub(crate) fn next_sort(&mut self) -> Vec<Effect> {
+        self.sort = self.sort.next();
+        self.selected = 0;
+        self.to_top = true;
+        self.set_status(format!("sorted by {}", self.sort.label()), false);
+        self.reload(Position::First, false)
+    }
+
+    /// Whether a binding belongs to the view on screen (the help lists those).
+    pub fn in_view(&self, b: &crate::console::keymap::Binding) -> bool {
+        use crate::console::keymap::When;
+        if !self.may(b) {
+            return false;
+        }
+        match b.when {
+            When::Activity => self.view == View::Activity,
+            When::Review => self.view == View::Review,
+            When::Always => true,
+            _ => self.view.lists(),
+        }
+    }
+
+    /// Whether this operator's role ever allows the binding (SPEC 17: a viewer is offered no
+    /// action key, an operator no lead's key), whatever is selected.
+    pub fn may(&self, b: &crate::console::keymap::Binding) -> bool {
+        use crate::console::keymap::When;
+        use crate::domain::Offer;
+        match b.when {
+            When::Offered if b.offers.iter().all(|o| *o == Offer::TakeOver) => self.role.leads(),
+            When::Offered | When::Marks => self.role.acts(),
+            When::Lead | When::Reveal => self.role.leads(),
+            When::Always | When::Row | When::Activity | When::Review => true,
+        }
+    }
+
+    /// Whether a binding applies to the selected item right now (footer, help and the key
+    /// handler): an action's only when the ledger offers it to this operator on this item.
+    pub fn applies(&self, b: &crate::console::keymap::Binding) -> bool {
+        use crate::console::keymap::When;
+        if !self.may(b) {
+            return false;
+        }
+        let row = self.selected_row().filter(|_| self.online);
+        match b.when {
+            When::Always => true,
+            When::Review => self.view == View::Review,
+            When::Row => row.is_some(),
+            // with items marked, the keys that act on many (each item is checked at the preview)
+            When::Offered if !self.marks.is_empty() => b.bulk && self.online && self.bulk.is_none(),
+            When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
+            When::Marks => {
+                self.view.lists() && self.online && self.bulk.is_none() && self.role.acts()
+            }
+            When::Lead => row.is_some() && self.role.leads(),
+            When::Reveal => {
+                self.focus == Focus::Detail
+                    && self.role.leads()
+                    && self.online
+                    && self
+                        .detail
+                        .as_ref()
+                        .is_some_and(|d| !crate::ledger::redacted_paths(&d.payload).is_empty())
+            }
+            When::Activity => self.view == View::Activity,
+        }
+    }
+}

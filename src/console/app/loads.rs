@@ -1,0 +1,138 @@
+//! What the console loads: the filters it asks with, reloads, refreshes, the status line.
+
+use crate::ledger::{ListFilter, Position};
+
+use super::*;
+
+impl App {
+    pub fn list_filter(&self) -> ListFilter {
+        // SPEC 12's filter: the terms that are whole narrow the list as they are typed
+        let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());
+        ListFilter {
+            scope: self.view.scope(),
+            query,
+            sort: self.sort,
+            reverse: self.reverse,
+            ..Default::default()
+        }
+    }
+
+    /// The review's scope: the list filter's workflow or destination, when it names one (SPEC 18).
+    pub fn review_scope(&self) -> crate::ledger::ReviewScope {
+        use crate::domain::filter::Match;
+        let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());
+        let mut scope = crate::ledger::ReviewScope::default();
+        for t in query.terms.iter().filter(|t| !t.negated) {
+            match &t.matches {
+                Match::Workflow(w) => scope.workflow = Some(w.clone()),
+                Match::Destination(d) => scope.destination = Some(d.clone()),
+                _ => {}
+            }
+        }
+        scope
+    }
+
+    pub(crate) fn review_effect(&mut self, seq: u64) -> Effect {
+        self.review_seq = Some(seq);
+        self.review_of = self.review_scope();
+        Effect::Review {
+            seq,
+            days: REVIEW_WINDOWS[self.review_window],
+            scope: self.review_of.clone(),
+        }
+    }
+
+    /// Activity's filter: what `/` holds, read as Activity reads it.
+    pub fn activity_filter(&self) -> crate::domain::filter::ActivityFilter {
+        crate::domain::filter::ActivityFilter::lenient(self.filter.value(), self.automation).0
+    }
+
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    pub(crate) fn reload(&mut self, position: Position, select_last: bool) -> Vec<Effect> {
+        let seq = self.next_seq();
+        if self.view == View::Review {
+            return vec![self.review_effect(seq), Effect::Header];
+        }
+        self.loading = true;
+        if self.view == View::Activity {
+            return vec![Effect::Activity {
+                seq,
+                filter: self.activity_filter(),
+            }];
+        }
+        let filter = self.list_filter();
+        let mut fx = vec![Effect::Page {
+            seq,
+            filter: filter.clone(),
+            position,
+            limit: PAGE,
+            place: Place::Replace { select_last },
+        }];
+        self.filter_count = None;
+        if !filter.query.is_empty() {
+            self.count_seq = seq;
+            fx.push(Effect::Count { seq, filter });
+        }
+        fx
+    }
+
+    /// Reloads the rows on screen where they are (live refresh): the selection stays put.
+    pub(crate) fn refresh(&mut self) -> Vec<Effect> {
+        let position = match self.rows.first() {
+            Some(r) if self.more_before => Position::From(r.cursor.clone()),
+            _ => Position::First,
+        };
+        let seq = self.next_seq();
+        let mut fx = if self.view == View::Review {
+            vec![self.review_effect(seq)]
+        } else if self.view == View::Activity {
+            vec![Effect::Activity {
+                seq,
+                filter: self.activity_filter(),
+            }]
+        } else {
+            let limit = self.rows.len().clamp(PAGE, MAX_ROWS);
+            let filter = self.list_filter();
+            let mut fx = vec![Effect::Page {
+                seq,
+                filter: filter.clone(),
+                position,
+                limit,
+                place: Place::Replace { select_last: false },
+            }];
+            // the header's "N of M" follows the change too
+            if !filter.query.is_empty() {
+                self.count_seq = seq;
+                fx.push(Effect::Count { seq, filter });
+            }
+            fx
+        };
+        fx.push(Effect::Header);
+        if let Some(k) = self.selected_row().map(|r| r.key.clone()) {
+            fx.push(Effect::Detail { key: k });
+        }
+        fx
+    }
+
+    pub(crate) fn set_status(&mut self, text: impl Into<String>, error: bool) {
+        self.status = Some((text.into(), error));
+        self.status_at = Some(self.now);
+    }
+
+    /// A status line says what just happened: a result clears after 8 s, a refusal after 20 s.
+    pub(crate) fn expire_status(&mut self) {
+        let keep = match &self.status {
+            Some((_, true)) => chrono::TimeDelta::seconds(20),
+            Some((_, false)) => chrono::TimeDelta::seconds(8),
+            None => return,
+        };
+        if self.status_at.is_some_and(|at| self.now - at > keep) {
+            self.status = None;
+            self.status_at = None;
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The console's state and how keys and results change it. No terminal and no database here:
+//! `update` returns the work to do (`Effect`s), and the event loop runs it in spawned tasks.
+
+use chrono::{DateTime, Utc};
+use tui_input::Input;
+
+mod actions;
+mod form;
+pub(crate) mod incident;
+mod keys;
+mod loads;
+pub(crate) mod lookup;
+mod messages;
+mod update;
+
+pub use form::{ActionKind, Form, FormStep};
+pub use messages::{Effect, Header, Msg, Place};
+
+use crate::ledger::{EventView, OperationDetail, OperationView, Position, Scope, Sort};
+
+/// Stops a bulk action between two items (`Esc`, Ctrl-C); what is done stays done.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl StopFlag {
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl PartialEq for StopFlag {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// A bulk action under way: the progress bar's numbers.
+#[derive(Clone, Debug)]
+pub struct BulkRun {
+    pub verb: &'static str,
+    pub done: usize,
+    pub total: usize,
+    pub stop: StopFlag,
+}
+
+/// Rows asked for at a time; the window never holds more than `MAX_ROWS`.
+pub const PAGE: usize = 100;
+const MAX_ROWS: usize = 400;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Exceptions,
+    Mine,
+    InProgress,
+    Closed,
+    Activity,
+    /// The review after a release (SPEC 18): exception age, opened against resolved, time to
+    /// resolve, duplicates.
+    Review,
+}
+
+/// The review's windows (`[` and `]`), in days; the second is the default.
+pub const REVIEW_WINDOWS: [u64; 3] = [1, 7, 30];
+
+impl View {
+    pub const ALL: [View; 6] = [
+        View::Exceptions,
+        View::Mine,
+        View::InProgress,
+        View::Closed,
+        View::Activity,
+        View::Review,
+    ];
+
+    /// Whether the view is a list of operations (the others: Activity and Review).
+    pub fn lists(self) -> bool {
+        !matches!(self, View::Activity | View::Review)
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Exceptions => "Exceptions",
+            View::Mine => "Mine",
+            View::InProgress => "In progress",
+            View::Closed => "Closed",
+            View::Activity => "Activity",
+            View::Review => "Review",
+        }
+    }
+
+    fn scope(self) -> Scope {
+        match self {
+            View::Exceptions | View::Activity | View::Review => Scope::Exceptions,
+            View::Mine => Scope::Mine,
+            View::InProgress => Scope::InProgress,
+            View::Closed => Scope::Closed,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Focus {
+    List,
+    Detail,
+}
+
+#[derive(Clone, Debug)]
+pub enum Mode {
+    Normal,
+    Filter,
+    Help,
+    Form(Box<Form>),
+}
+
+/// How long a row another writer changed stays highlighted.
+const CHANGED_FOR: chrono::TimeDelta = chrono::TimeDelta::seconds(3);
+
+/// What a person notices changing on a row (its age moves by itself).
+fn seen(v: &OperationView) -> impl PartialEq + use<'_> {
+    (
+        v.state,
+        &v.claimed_by,
+        v.attempts,
+        &v.reason,
+        &v.resolution,
+        &v.next_attempt_at,
+    )
+}
+
+pub struct App {
+    pub database: String,
+    pub operator: String,
+    /// What the operator may do (SPEC 17): the footer and help offer only that.
+    pub role: crate::domain::Role,
+    pub view: View,
+    pub sort: Sort,
+    /// `S`: the sort's order reversed.
+    pub reverse: bool,
+    /// The next page starts the selection at its top (a new order), not on the same key.
+    to_top: bool,
+    pub filter: Input,
+    pub focus: Focus,
+    /// The detail pane fills the screen (Enter in the detail pane).
+    pub detail_full: bool,
+    pub mode: Mode,
+    pub rows: Vec<OperationView>,
+    pub selected: usize,
+    pub more_before: bool,
+    pub more_after: bool,
+    pub activity: Vec<EventView>,
+    /// Activity shows automation's events too (`a`).
+    pub automation: bool,
+    /// View 6's review (the last one answered; kept on screen while the next loads).
+    pub review: Option<Box<crate::ledger::Review>>,
+    /// Its window: an index into [`REVIEW_WINDOWS`].
+    pub review_window: usize,
+    /// The review request whose answer is awaited (`None`: none).
+    pub review_seq: Option<u64>,
+    /// What the last review asked for covers (the filter's workflow or destination), read once
+    /// when it is asked, not at every frame.
+    pub review_of: crate::ledger::ReviewScope,
+    /// How many rows the review's tables are scrolled (`j`/`k` in view 6).
+    pub review_scroll: usize,
+    pub detail: Option<OperationDetail>,
+    /// How many items of the view the filter matches, once counted (for request `count_seq`).
+    pub filter_count: Option<i64>,
+    count_seq: u64,
+    pub detail_scroll: u16,
+    /// Marked keys (`Space`, `A`): the action keys act on all of them (SPEC 16).
+    pub marks: std::collections::BTreeSet<String>,
+    /// `A` was asked for (request `seq`) and its answer has not come yet.
+    pub(super) marking: Option<u64>,
+    /// A bulk action under way.
+    pub bulk: Option<BulkRun>,
+    /// A revealed value (key, field, value): shown while that item's detail pane stays open.
+    pub revealed: Option<(String, String, String)>,
+    /// Rows another writer changed, and when it was seen: highlighted for `CHANGED_FOR`.
+    pub changed: std::collections::HashMap<String, DateTime<Utc>>,
+    pub header: Header,
+    pub status: Option<(String, bool)>,
+    /// When the status line was set: it clears itself after a while (SPEC 13), an error later.
+    status_at: Option<DateTime<Utc>>,
+    /// The database answered the last poll.
+    pub online: bool,
+    /// A request is out; the spinner turns.
+    pub loading: bool,
+    pub loaded_once: bool,
+    pub spinner: usize,
+    /// Rows of the list that fit on screen (for PgUp/PgDn).
+    pub viewport: usize,
+    pub now: DateTime<Utc>,
+    /// Ages turn warning-coloured past this many seconds, critical past the second.
+    pub age_thresholds: (i64, i64),
+    seq: u64,
+    last_event: Option<i64>,
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(database: &str, operator: &str) -> App {
+        App {
+            database: database.into(),
+            operator: operator.into(),
+            role: crate::domain::Role::Lead,
+            view: View::Exceptions,
+            sort: Sort::Age,
+            reverse: false,
+            to_top: false,
+            filter: Input::default(),
+            focus: Focus::List,
+            detail_full: false,
+            mode: Mode::Normal,
+            rows: Vec::new(),
+            selected: 0,
+            more_before: false,
+            more_after: false,
+            activity: Vec::new(),
+            automation: false,
+            review: None,
+            review_window: 1,
+            review_seq: None,
+            review_of: Default::default(),
+            review_scroll: 0,
+            detail: None,
+            detail_scroll: 0,
+            marks: Default::default(),
+            marking: None,
+            bulk: None,
+            revealed: None,
+            changed: Default::default(),
+            filter_count: None,
+            count_seq: 0,
+            header: Header::default(),
+            status: Some((
+                "oldest exceptions first · j/k move · Tab details · / filter · ? all keys".into(),
+                false,
+            )),
+            status_at: Some(Utc::now()),
+            online: true,
+            loading: true,
+            loaded_once: false,
+            spinner: 0,
+            viewport: 10,
+            now: Utc::now(),
+            age_thresholds: (3_600, 86_400),
+            seq: 0,
+            last_event: None,
+            quit: false,
+        }
+    }
+
+    /// The work to do before the first key: the first page, the header.
+    pub fn start(&mut self) -> Vec<Effect> {
+        let mut fx = self.reload(Position::First, false);
+        fx.push(Effect::Header);
+        fx
+    }
+
+    /// The operation of the selected Activity event, if it is an operation's.
+    pub fn opened(&self) -> Option<&str> {
+        if self.view != View::Activity {
+            return None;
+        }
+        self.activity.get(self.selected)?.op_key.as_deref()
+    }
+
+    pub fn selected_row(&self) -> Option<&OperationView> {
+        if self.view == View::Activity {
+            return None;
+        }
+        self.rows.get(self.selected)
+    }
+}
