@@ -53,3 +53,6 @@ impl Theme {
         }
     }
 }
+
+/// The spinner's frames: something is being loaded.
+pub(crate) const SPINNER: [&str; 4] = ["|", "/", "-", "\\"];

@@ -8,9 +8,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Bar, BarChart, BarGroup, Block, Borders, Paragraph, Row, Sparkline, Table};
 
-use super::app::{App, REVIEW_WINDOWS};
-use super::theme::{Meaning, Theme};
-use super::ui::SPINNER;
+use crate::console::app::{App, REVIEW_WINDOWS};
+use crate::console::theme::{Meaning, SPINNER, Theme};
 use crate::domain::{escape_text, format_age};
 use crate::ledger::{GroupReview, Review};
 
@@ -18,45 +17,8 @@ use crate::ledger::{GroupReview, Review};
 const BUCKET_FROM: [i64; 6] = [0, 3_600, 4 * 3_600, 86_400, 3 * 86_400, 7 * 86_400];
 
 pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let days = REVIEW_WINDOWS[app.review_window];
-    let windows: Vec<String> = REVIEW_WINDOWS
-        .iter()
-        .map(|d| {
-            if *d == days {
-                format!("[{d}d]")
-            } else {
-                format!("{d}d")
-            }
-        })
-        .collect();
-    let scope = &app.review_of;
-    let of = match (&scope.workflow, &scope.destination) {
-        (Some(w), _) => format!("workflow {}", escape_text(w)),
-        (None, Some(d)) => format!("destination {}", escape_text(d)),
-        _ => "all workflows".into(),
-    };
-    let loading = if app.review_seq.is_some() {
-        format!(" {}", SPINNER[app.spinner % 4])
-    } else {
-        String::new()
-    };
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
-    f.render_widget(
-        Paragraph::new(Line::from(vec![
-            Span::styled(
-                format!(
-                    " Review · last {days} day{} · {of}",
-                    if days == 1 { "" } else { "s" }
-                ),
-                theme.style(Meaning::Title),
-            ),
-            Span::styled(
-                format!("  [ ] {}{loading}", windows.join(" ")),
-                theme.style(Meaning::Muted),
-            ),
-        ])),
-        title,
-    );
+    draw_title(f, app, theme, title);
     let Some(r) = &app.review else {
         f.render_widget(
             Paragraph::new(format!(" {} loading the review…", SPINNER[app.spinner % 4])),
@@ -102,6 +64,53 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         app.review_scroll,
         by_destination,
     );
+    draw_duplicates(f, theme, r, dupes);
+}
+
+/// The review's title line: its window, its scope, the windows [ and ] go round.
+fn draw_title(f: &mut Frame, app: &App, theme: &Theme, title: Rect) {
+    let days = REVIEW_WINDOWS[app.review_window];
+    let windows: Vec<String> = REVIEW_WINDOWS
+        .iter()
+        .map(|d| {
+            if *d == days {
+                format!("[{d}d]")
+            } else {
+                format!("{d}d")
+            }
+        })
+        .collect();
+    let scope = &app.review_of;
+    let of = match (&scope.workflow, &scope.destination) {
+        (Some(w), _) => format!("workflow {}", escape_text(w)),
+        (None, Some(d)) => format!("destination {}", escape_text(d)),
+        _ => "all workflows".into(),
+    };
+    let loading = if app.review_seq.is_some() {
+        format!(" {}", SPINNER[app.spinner % 4])
+    } else {
+        String::new()
+    };
+    f.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(
+                format!(
+                    " Review · last {days} day{} · {of}",
+                    if days == 1 { "" } else { "s" }
+                ),
+                theme.style(Meaning::Title),
+            ),
+            Span::styled(
+                format!("  [ ] {}{loading}", windows.join(" ")),
+                theme.style(Meaning::Muted),
+            ),
+        ])),
+        title,
+    );
+}
+
+/// The duplicates line: cleaned up, conflicts, prevented.
+fn draw_duplicates(f: &mut Frame, theme: &Theme, r: &Review, dupes: Rect) {
     let d = &r.duplicates;
     f.render_widget(
         Paragraph::new(Line::from(vec![

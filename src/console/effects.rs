@@ -1,0 +1,208 @@
+//! The console's effects run against the ledger, each in its own task; the answer comes back as
+//! a message.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::app::{self, Effect, Header, Msg};
+use crate::error::Error;
+use crate::ledger::Ledger;
+
+/// Runs one piece of database work in a task; its answer comes back as a `Msg`.
+pub(super) fn spawn(ledger: &Ledger, fx: Effect, operator: &str, tx: &UnboundedSender<Msg>) {
+    let ledger = ledger.clone();
+    let tx = tx.clone();
+    let operator = operator.to_string();
+    tokio::spawn(async move {
+        let progress = |m: Msg| {
+            let _ = tx.send(m);
+        };
+        let msg = run_effect_with(&ledger, fx, &operator, &progress).await;
+        if let Some(m) = msg {
+            let _ = tx.send(m);
+        }
+    });
+}
+
+pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<Msg> {
+    run_effect_with(ledger, fx, operator, &|_| {}).await
+}
+
+/// [`run_effect`], telling `progress` how a bulk action goes.
+async fn run_effect_with(
+    ledger: &Ledger,
+    fx: Effect,
+    operator: &str,
+    progress: &(dyn Fn(Msg) + Sync),
+) -> Option<Msg> {
+    let s = |e: Error| e.to_string();
+    Some(match fx {
+        Effect::Page {
+            seq,
+            filter,
+            position,
+            limit,
+            place,
+        } => Msg::Page {
+            seq,
+            place,
+            page: ledger
+                .page(&filter, operator, &position, limit)
+                .await
+                .map_err(s),
+        },
+        Effect::Detail { key } => {
+            let detail = ledger.show(&key, operator).await.map(Box::new).map_err(s);
+            Msg::Detail { key, detail }
+        }
+        Effect::Header => {
+            let header = async {
+                Ok::<_, Error>(Header {
+                    stats: Some(ledger.stats().await?),
+                    mine: ledger.count_mine(operator).await?,
+                    dispatcher_seen: ledger.dispatcher_seen().await?,
+                    at: Some(ledger.now()),
+                })
+            };
+            Msg::Header(header.await.map_err(s))
+        }
+        Effect::Count { seq, filter } => Msg::Counted {
+            seq,
+            count: ledger.count_matching(&filter, operator).await.map_err(s),
+        },
+        Effect::Activity { seq, filter } => Msg::Activity {
+            seq,
+            events: ledger.activity(200, &filter).await.map_err(s),
+        },
+        Effect::Staff { .. }
+        | Effect::Pause { .. }
+        | Effect::Resume { .. }
+        | Effect::MarkAll { .. }
+        | Effect::BulkPreview { .. }
+        | Effect::BulkApply { .. }
+        | Effect::LookUp { .. }
+        | Effect::BulkPreviewEach { .. }
+        | Effect::BulkApplyEach { .. }
+        | Effect::Reveal { .. } => act(ledger, fx, operator, progress).await,
+        Effect::Review { seq, days, scope } => Msg::Reviewed {
+            seq,
+            review: ledger
+                .review(Duration::from_secs(days * 86_400), &scope)
+                .await
+                .map(Box::new)
+                .map_err(s),
+        },
+        Effect::Poll => Msg::Polled(ledger.latest_event_id().await.map_err(s)),
+        Effect::Quit => return None,
+    })
+}
+
+fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
+    use crate::ledger::StaffAction::*;
+    match a {
+        Claim { .. } => "claimed",
+        Release => "released",
+        ReconcileFound { .. } | ReconcileAbsent { .. } | LookUp { .. } => "reconciled",
+        Retry { .. } => "will be retried with the same key",
+        Close { .. } => "closed",
+        Note { .. } => "note added",
+    }
+}
+
+/// The effects that act: staff actions, pauses, marks, bulk runs, lookups and reveals.
+async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg) + Sync)) -> Msg {
+    let s = |e: Error| e.to_string();
+    match fx {
+        Effect::Staff { key, action } => {
+            let what = staff_verb(&action);
+            let result = ledger.staff(&key, operator, action).await;
+            Msg::Acted(match result {
+                Ok(a) => {
+                    let mut text = match a.kind {
+                        None => format!("{key}: nothing to change"),
+                        Some(_) if a.from == a.to => format!("{key}: {what}"),
+                        Some(_) => format!("{key}: {what}: {} → {}", a.from, a.to),
+                    };
+                    if let Some(w) = a.warning {
+                        text.push_str(&format!(" (warning: {w})"));
+                    }
+                    Ok(text)
+                }
+                Err(e) => Err(format!("refused: {e}")),
+            })
+        }
+        Effect::Pause { what, name, reason } => {
+            let it = format!("{} {name}", what.noun());
+            Msg::Acted(
+                match ledger.pause_one(what, &name, &reason, operator).await {
+                    Ok(true) => Ok(format!("{it} paused")),
+                    Ok(false) => Ok(format!("{it} was already paused")),
+                    Err(e) => Err(format!("refused: {e}")),
+                },
+            )
+        }
+        Effect::Resume { what, name } => {
+            let it = format!("{} {name}", what.noun());
+            Msg::Acted(match ledger.resume_one(what, &name, operator).await {
+                Ok(true) => Ok(format!("{it} resumed")),
+                Ok(false) => Ok(format!("{it} was not paused")),
+                Err(e) => Err(format!("refused: {e}")),
+            })
+        }
+        Effect::MarkAll { seq, filter } => Msg::Marked {
+            seq,
+            keys: ledger.matching_keys(&filter, operator).await.map_err(s),
+        },
+        Effect::BulkPreview { keys, action } => Msg::Previewed(
+            ledger
+                .bulk_preview(&keys, &action, operator)
+                .await
+                .map_err(s),
+        ),
+        Effect::BulkApply {
+            keys,
+            action,
+            pace,
+            stop,
+        } => {
+            // progress at most every 1% (a frame per item would flood the loop)
+            let step = (keys.len() / 100).max(1);
+            let report = ledger
+                .bulk_apply(&keys, &action, operator, &stop.0, pace, |done, total| {
+                    if done % step == 0 || done == total {
+                        progress(Msg::BulkProgress { done, total });
+                    }
+                })
+                .await;
+            Msg::BulkDone(report.map_err(s))
+        }
+        Effect::LookUp { keys, pace, stop } => Msg::LookedUp(
+            app::lookup::look_up_each(ledger, &keys, pace, &stop.0, progress)
+                .await
+                .map_err(s),
+        ),
+        Effect::BulkPreviewEach { items } => {
+            Msg::Previewed(ledger.bulk_preview_each(&items, operator).await.map_err(s))
+        }
+        Effect::BulkApplyEach { items, stop } => {
+            let step = (items.len() / 100).max(1);
+            let report = ledger
+                .bulk_apply_each(&items, operator, &stop.0, None, |done, total| {
+                    if done % step == 0 || done == total {
+                        progress(Msg::BulkProgress { done, total });
+                    }
+                })
+                .await;
+            Msg::BulkDone(report.map_err(s))
+        }
+        Effect::Reveal { key, path, reason } => {
+            let value = ledger
+                .reveal(&key, &path, &reason, operator)
+                .await
+                .map_err(s);
+            Msg::Revealed { key, path, value }
+        }
+        _ => unreachable!("act is given the effects that act only"),
+    }
+}

@@ -1,0 +1,257 @@
+//! The detail pane: what a person acts on first, then the attempts, payload and history.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+
+use crate::console::app::{App, Focus, View};
+use crate::console::theme::{Meaning, Theme};
+use crate::ledger::OperationView;
+
+use super::*;
+
+pub(super) fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    // a list's selected row, or the operation Activity opened
+    let subject = match app.view {
+        View::Activity => app.detail.as_ref().map(|d| &d.op),
+        _ => app.selected_row(),
+    };
+    let title = match subject {
+        Some(v) => format!(" {} ", esc(&v.key)),
+        None => String::new(),
+    };
+    let border = if app.focus == Focus::Detail {
+        theme.style(Meaning::Accent)
+    } else {
+        theme.style(Meaning::Muted)
+    };
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(title)
+        .border_style(border);
+    let Some(row) = subject else {
+        f.render_widget(block, area);
+        return;
+    };
+    let mut lines = summary_lines(app, theme, row);
+    match app.detail.as_ref().filter(|d| d.op.key == row.key) {
+        None => lines.push(Line::from(Span::styled(
+            format!("{} loading…", SPINNER[app.spinner % 4]),
+            theme.style(Meaning::Muted),
+        ))),
+        Some(d) => loaded_lines(d, theme, &mut lines),
+    }
+    // scrolling stops at the end: the last lines stay in view, never a blank pane
+    let last = (lines.len() as u16).saturating_sub(area.height.saturating_sub(1).max(1));
+    let p = Paragraph::new(Text::from(lines))
+        .block(block)
+        .scroll((app.detail_scroll.min(last), 0))
+        .wrap(Wrap { trim: false });
+    f.render_widget(p, area);
+}
+
+/// A detail line's label, in the muted column.
+pub(super) fn label<'a>(theme: &Theme, s: &'static str) -> Span<'a> {
+    Span::styled(format!("{s:<9}"), theme.style(Meaning::Muted))
+}
+
+/// What a person acts on first (SPEC 13): the next step, a reveal, the state, the claim, the
+/// error, the resolution, the reference.
+pub(super) fn summary_lines<'a>(app: &App, theme: &Theme, row: &OperationView) -> Vec<Line<'a>> {
+    let mut lines: Vec<Line> = Vec::new();
+    // the detail's next step names what to search the destination by (when it is loaded)
+    let next = app
+        .detail
+        .as_ref()
+        .filter(|d| d.op.key == row.key)
+        .map_or(&row.next_step, |d| &d.op.next_step);
+    lines.push(Line::from(vec![
+        label(theme, "next"),
+        Span::styled(esc(next), theme.style(Meaning::Title)),
+    ]));
+    // a lead's reveal: on this pane only, until it closes (SPEC 8)
+    if let Some((key, path, value)) = &app.revealed
+        && *key == row.key
+    {
+        lines.push(Line::from(vec![
+            label(theme, "revealed"),
+            Span::styled(
+                format!("{} = {}", esc(path), esc(value)),
+                theme.style(Meaning::Warning),
+            ),
+            Span::styled(
+                "  (this pane only; the reveal is in the history)",
+                theme.style(Meaning::Muted),
+            ),
+        ]));
+    }
+    let mut state = vec![
+        label(theme, "state"),
+        Span::styled(
+            row.state.as_str().to_string(),
+            state_style(theme, row.state),
+        ),
+    ];
+    if let Some(r) = &row.reason {
+        state.push(Span::raw(format!(" ({})", esc(r))));
+    }
+    state.push(Span::raw(format!(
+        " · {}/{} → {} {}",
+        esc(&row.workflow),
+        esc(&row.step),
+        esc(&row.destination),
+        esc(&row.action)
+    )));
+    lines.push(Line::from(state));
+    if let Some(by) = &row.claimed_by {
+        let until = row
+            .claim_expires_at
+            .map(|t| t.format("%H:%M UTC").to_string())
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            label(theme, "claim"),
+            Span::raw(format!("{} until {until}", esc(by))),
+        ]));
+    }
+    // SPEC 13: what a person acts on first: the error, the claim, the latest notes, the
+    // resolution; then the attempts, the payload and the history
+    if let Some(e) = row
+        .last_error
+        .as_ref()
+        .filter(|e| row.reason.as_ref() != Some(*e))
+    {
+        lines.push(Line::from(vec![label(theme, "error"), Span::raw(esc(e))]));
+    }
+    match (&row.resolution, &row.superseded_by) {
+        (Some(_), Some(k)) => lines.push(Line::from(vec![
+            label(theme, "closed"),
+            Span::raw(format!("superseded by {}", esc(k))),
+        ])),
+        (Some(r), None) => lines.push(Line::from(vec![
+            label(theme, "closed"),
+            Span::raw(r.as_str().replace('_', " ")),
+        ])),
+        _ => {}
+    }
+    if let Some(r) = &row.reference {
+        lines.push(Line::from(vec![label(theme, "ref"), Span::raw(esc(r))]));
+    }
+    lines
+}
+
+/// What the loaded detail adds: the latest notes, the attempts, the payload, the history.
+pub(super) fn loaded_lines<'a>(
+    d: &crate::ledger::OperationDetail,
+    theme: &Theme,
+    lines: &mut Vec<Line<'a>>,
+) {
+    let notes: Vec<String> = d
+        .history
+        .iter()
+        .rev()
+        .filter(|e| e.kind == "note")
+        .filter_map(|e| {
+            let text = e.detail.get("text")?.as_str()?;
+            Some(format!(
+                "{} {}: {}",
+                e.at.format("%m-%d %H:%M"),
+                esc(&e.actor),
+                esc(text)
+            ))
+        })
+        .take(2)
+        .collect();
+    for (i, n) in notes.into_iter().enumerate() {
+        lines.push(Line::from(vec![
+            if i == 0 {
+                label(theme, "notes")
+            } else {
+                Span::raw(" ".repeat(9))
+            },
+            Span::raw(n),
+        ]));
+    }
+    if d.attempt_log.is_empty() {
+        lines.push(Line::from(vec![
+            label(theme, "attempts"),
+            Span::raw("none yet"),
+        ]));
+    }
+    for (i, a) in d.attempt_log.iter().enumerate() {
+        let mut text = format!(
+            "#{} {} {}",
+            a.n,
+            a.started_at.format("%m-%d %H:%M"),
+            a.outcome.map_or("in flight", |o| o.as_str())
+        );
+        if let Some(s) = a.http_status {
+            text.push_str(&format!(" HTTP {s}"));
+        }
+        if let Some(r) = &a.reference {
+            text.push_str(&format!(" ref {}", esc(r)));
+        }
+        if let Some(e) = &a.error {
+            text.push_str(&format!(": {}", esc(e)));
+        }
+        lines.push(Line::from(vec![
+            if i == 0 {
+                label(theme, "attempts")
+            } else {
+                Span::raw(" ".repeat(9))
+            },
+            Span::raw(text),
+        ]));
+    }
+    let payload = serde_json::to_string_pretty(&d.payload).unwrap_or_default();
+    for (i, l) in payload.lines().enumerate() {
+        lines.push(Line::from(vec![
+            if i == 0 {
+                label(theme, "payload")
+            } else {
+                Span::raw(" ".repeat(9))
+            },
+            Span::raw(esc(l)),
+        ]));
+    }
+    if let Some(p) = &d.conflicting_payload {
+        lines.push(Line::from(vec![
+            label(theme, "changed"),
+            Span::styled(esc(&p.to_string()), theme.style(Meaning::Warning)),
+        ]));
+    }
+    history_lines(d, theme, lines);
+}
+
+/// The detail's history, oldest first.
+fn history_lines<'a>(d: &crate::ledger::OperationDetail, theme: &Theme, lines: &mut Vec<Line<'a>>) {
+    for (i, e) in d.history.iter().enumerate() {
+        let mut text = format!(
+            "{} {} {}",
+            e.at.format("%m-%d %H:%M"),
+            esc(&e.actor),
+            esc(&e.kind)
+        );
+        if let (Some(a), Some(b)) = (&e.from_state, &e.to_state)
+            && a != b
+        {
+            text.push_str(&format!(" {a}→{b}"));
+        }
+        if let Some(note) = e
+            .detail
+            .get("text")
+            .or_else(|| e.detail.get("note"))
+            .and_then(|v| v.as_str())
+        {
+            text.push_str(&format!(": {}", esc(note)));
+        }
+        lines.push(Line::from(vec![
+            if i == 0 {
+                label(theme, "history")
+            } else {
+                Span::raw(" ".repeat(9))
+            },
+            Span::raw(text),
+        ]));
+    }
+}
