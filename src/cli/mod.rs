@@ -163,8 +163,7 @@ async fn serve(cli: &Cli, command: &Cmd, config: Config) -> Result<i32> {
         config_path: Config::discover_path(cli.globals.config.as_deref()),
     };
     crate::serve::Operators::from_config(&config)?;
-    let ledger =
-        Ledger::open_server(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+    let ledger = Ledger::open_server(&database_url(cli, &config, DEFAULT_DATABASE), config).await?;
     tracing::info!(command = "serve", "start");
     let result = crate::serve::run(ledger.clone(), options).await;
     ledger.close().await;

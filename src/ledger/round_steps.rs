@@ -23,6 +23,8 @@ pub(super) struct RoundWork {
     pub(super) round: Round,
     budgets: BTreeMap<String, Budget>,
     guards: BTreeMap<String, Guard>,
+    /// Boxed as the rules hand them over (`Decided::Change`), and as `write_changes` takes them.
+    #[allow(clippy::vec_box)]
     changes: Vec<Box<Change>>,
     /// Destinations an answer says to pause, with the reason.
     pausing: Vec<(String, String)>,
