@@ -69,6 +69,7 @@ async fn main() {
                     destination: "projects".into(),
                     action: "create_task".into(),
                     payload: serde_json::json!({"n": i}),
+                    run: None,
                 },
                 "bench",
             )

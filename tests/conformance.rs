@@ -35,6 +35,7 @@ fn intent(key: &str, dest: &str, payload: serde_json::Value) -> Intent {
         destination: dest.into(),
         action: "create_task".into(),
         payload,
+        run: None,
     }
 }
 

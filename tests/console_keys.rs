@@ -81,6 +81,7 @@ fn row(i: i64, state: State) -> OperationView {
             at: i,
             id: i,
         },
+        run: None,
     }
 }
 

@@ -77,6 +77,7 @@ impl Fixture {
                     destination: dest.into(),
                     action: action.into(),
                     payload,
+                    run: None,
                 },
                 &format!("{wf}-bot"),
             )
@@ -514,6 +515,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
                     destination: "crm".into(),
                     action: "upsert".into(),
                     payload: payload.clone(),
+                    run: None,
                 },
                 "bot",
             )

@@ -850,6 +850,7 @@ fn payloads_over_the_limit_and_redacted_keys(url: &str) {
                     destination: "tasks".into(),
                     action: "a".into(),
                     payload: serde_json::json!({ "blob": "z".repeat(300 * 1024) }),
+                    run: None,
                 };
                 let e = l.record(&intent, "bot").await.unwrap_err();
                 let exists = l.show("big-5", "t").await.is_ok();

@@ -32,6 +32,7 @@ fn intent(key: &str, workflow: &str, dest: &str) -> Intent {
         destination: dest.into(),
         action: "a".into(),
         payload: json!({}),
+        run: None,
     }
 }
 

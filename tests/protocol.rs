@@ -66,6 +66,15 @@ fn the_protocol(db: &TestDb) {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(json(&r)["send"], true);
     assert_eq!(json(&r)["state"], "pending");
+    assert_eq!(
+        (
+            json(&r)["done"].as_bool(),
+            json(&r)["reference"].is_null(),
+            json(&r)["run"].is_null()
+        ),
+        (Some(false), true, true),
+        "every --json answer carries done, reference and run"
+    );
     let r = settle(db, d, &["start", "--key", "onb-1"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "1", "the attempt number, alone");
@@ -92,12 +101,46 @@ fn the_protocol(db: &TestDb) {
         (Some("succeeded"), Some(1))
     );
 
-    // a repeated record of a done key stops the script, and says it is done
+    // a repeated record of a done key answers done with its reference (SPEC 19): exit 0, so a
+    // rerun goes on to the next step, and send: false, so it sends nothing; start still stops
     let r = record(db, d, "onb-1", r#"{"title":"Kickoff"}"#);
-    stopped(&r, "already succeeded");
-    assert!(r.stderr.contains("T-1"), "{}", r.stderr);
-    assert_eq!(json(&r)["state"], "succeeded");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let answer = json(&r);
+    assert_eq!(
+        (
+            answer["done"].as_bool(),
+            answer["send"].as_bool(),
+            answer["reference"].as_str(),
+            answer["state"].as_str()
+        ),
+        (Some(true), Some(false), Some("T-1"), Some("succeeded")),
+        "{answer}"
+    );
+    let plain = settle(
+        db,
+        d,
+        &[
+            "record",
+            "--key",
+            "onb-1",
+            "--workflow",
+            "onboarding",
+            "--destination",
+            "projects",
+            "--action",
+            "create_task",
+            "--payload",
+            r#"{"title":"Kickoff"}"#,
+        ],
+    );
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert_eq!(
+        plain.stdout.trim(),
+        "onb-1: done (reference T-1): do not send; go on"
+    );
     stopped(&settle(db, d, &["start", "--key", "onb-1"]), "is succeeded");
+    // new contents under the done key are refused: the done step stands
+    stopped(&record(db, d, "onb-1", r#"{"title":"Other"}"#), "succeeded");
 
     // (a) changed contents under a known key: exit 3, kept beside the old, never started
     assert_eq!(record(db, d, "onb-2", r#"{"title":"A"}"#).code, 0);
@@ -426,6 +469,130 @@ fn the_protocol_on_sqlite() {
 async fn the_protocol_on_postgres() {
     let db = common::postgres().await;
     tokio::task::spawn_blocking(move || the_protocol(&db))
+        .await
+        .unwrap();
+}
+
+/// SPEC 19: a step names its run when it is recorded (`record --run`, `"run"` in a JSON line),
+/// every answer carries it, and it never changes after.
+fn a_step_names_its_run(db: &TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, db) = (dir.path(), db.url.as_str());
+    let with_run = |key: &str, run: &str| {
+        settle(
+            db,
+            d,
+            &[
+                "record",
+                "--key",
+                key,
+                "--workflow",
+                "onboarding",
+                "--step",
+                "create-customer",
+                "--destination",
+                "crm",
+                "--action",
+                "upsert",
+                "--payload",
+                "{}",
+                "--run",
+                run,
+                "--json",
+            ],
+        )
+    };
+    let r = with_run("onb-42:create-customer", "onb-42");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(json(&r)["run"], "onb-42");
+    let shown = json(&settle(
+        db,
+        d,
+        &["show", "onb-42:create-customer", "--json"],
+    ));
+    assert_eq!(shown["run"], "onb-42", "{shown}");
+
+    // the same step again: with its run, or without naming one, nothing changes
+    let r = with_run("onb-42:create-customer", "onb-42");
+    assert_eq!((r.code, json(&r)["run"].as_str()), (0, Some("onb-42")));
+    let r = settle(
+        db,
+        d,
+        &[
+            "record",
+            "--key",
+            "onb-42:create-customer",
+            "--workflow",
+            "onboarding",
+            "--step",
+            "create-customer",
+            "--destination",
+            "crm",
+            "--action",
+            "upsert",
+            "--payload",
+            "{}",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        (r.code, json(&r)["run"].as_str()),
+        (0, Some("onb-42")),
+        "{}",
+        r.stderr
+    );
+    // another run, or a run given later, is refused and changes nothing
+    stopped(
+        &with_run("onb-42:create-customer", "onb-43"),
+        "belongs to run onb-42, not onb-43",
+    );
+    assert_eq!(record(db, d, "no-run", "{}").code, 0);
+    stopped(&with_run("no-run", "onb-44"), "recorded without a run");
+    let shown = json(&settle(db, d, &["show", "no-run", "--json"]));
+    assert!(shown["run"].is_null(), "{shown}");
+
+    // a run id follows the key's rules
+    let r = with_run("onb-45:x", "onb 45");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("bad run"), "{}", r.stderr);
+    let r = with_run("onb-46:x", "card-4111111111111111");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("bad run") && !r.stderr.contains("4111111111111111"),
+        "{}",
+        r.stderr
+    );
+
+    // a JSON line names it too; a start line may not
+    let mut line = intent("onb-47:create-customer", serde_json::json!({}));
+    line["run"] = "onb-47".into();
+    let mut bad_start = start("onb-47:create-customer", 1);
+    bad_start["run"] = "onb-47".into();
+    let r = ingest(db, d, "runs.jsonl", &[line, bad_start]);
+    assert_eq!(r.code, 2, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("line 2") && r.stderr.contains("run"),
+        "{}",
+        r.stderr
+    );
+    let shown = json(&settle(
+        db,
+        d,
+        &["show", "onb-47:create-customer", "--json"],
+    ));
+    assert_eq!(shown["run"], "onb-47", "{shown}");
+}
+
+#[test]
+fn a_step_names_its_run_on_sqlite() {
+    a_step_names_its_run(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn a_step_names_its_run_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || a_step_names_its_run(&db))
         .await
         .unwrap();
 }

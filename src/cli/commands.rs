@@ -92,7 +92,12 @@ pub enum Cmd {
         /// payload on the command line is visible to other users in `ps`)
         #[arg(long, value_name = "JSON|@FILE|-")]
         payload: String,
-        /// Answer as one JSON document: key, state, attempt, send, next_step
+        /// The run this step belongs to: one execution of the workflow for one case, e.g.
+        /// onb-42 (SPEC 19; given when the step is first recorded)
+        #[arg(long, value_name = "ID")]
+        run: Option<String>,
+        /// Answer as one JSON document: key, state, attempt, send, done, reference, run,
+        /// next_step
         #[arg(long)]
         json: bool,
     },
@@ -102,7 +107,8 @@ pub enum Cmd {
         /// The operation's key
         #[arg(long)]
         key: String,
-        /// Answer as one JSON document: key, state, attempt, send, next_step
+        /// Answer as one JSON document: key, state, attempt, send, done, reference, run,
+        /// next_step
         #[arg(long)]
         json: bool,
     },
@@ -130,7 +136,7 @@ pub enum Cmd {
         /// The destination's Retry-After, e.g. 30s
         #[arg(long, value_name = "DUR")]
         retry_after: Option<String>,
-        /// Answer as one JSON document: key, state, attempt, send, next_step
+        /// Answer as one JSON document: key, state, attempt, send, done, reference, run, next_step
         #[arg(long)]
         json: bool,
     },

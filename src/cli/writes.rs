@@ -25,6 +25,7 @@ pub(super) async fn record(
             destination,
             action,
             payload,
+            run,
             json,
         } => {
             let text = payload_text(payload, ledger.config().max_payload)?;
@@ -37,6 +38,7 @@ pub(super) async fn record(
                 destination: destination.clone(),
                 action: action.clone(),
                 payload,
+                run: run.clone(),
             };
             let r = match ledger.record(&intent, required(operator)?).await {
                 Ok(r) => r,
@@ -51,13 +53,15 @@ pub(super) async fn record(
             };
             let detail = ledger.show(key, viewer).await?;
             let state = detail.op.state;
+            // a done step answers done with its reference, so a rerun goes on past it (SPEC 19)
+            let done = r == Recorded::Unchanged && detail.op.is_done();
             // a script that checks the exit code goes on to `start` only after exit 0
             let refusal = match r {
                 Recorded::Conflict => Some(format!(
                     "conflict: new contents kept beside the old, never sent (settle show {})",
                     output::esc(key)
                 )),
-                Recorded::Unchanged if state.is_terminal() => Some(format!(
+                Recorded::Unchanged if state.is_terminal() && !done => Some(format!(
                     "already {state}: nothing to send{}",
                     detail
                         .op
@@ -69,7 +73,7 @@ pub(super) async fn record(
                 _ => None,
             };
             if *json {
-                output::step(&detail, None, refusal.is_none());
+                output::step(&detail, None, refusal.is_none() && !done);
             }
             if let Some(why) = refusal {
                 crate::tell!("settle: {}: {why}", output::esc(key));
@@ -79,6 +83,15 @@ pub(super) async fn record(
                 let key = output::esc(key);
                 match r {
                     Recorded::Created => say!("{key}: recorded ({state})"),
+                    _ if done => say!(
+                        "{key}: done{}: do not send; go on",
+                        detail
+                            .op
+                            .reference
+                            .as_deref()
+                            .map(|r| format!(" (reference {})", output::esc(r)))
+                            .unwrap_or_default()
+                    ),
                     _ => say!(
                         "{key}: already recorded with these contents ({state}); nothing changed"
                     ),

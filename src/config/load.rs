@@ -61,6 +61,9 @@ impl Config {
                 )));
             }
         }
+        for (name, w) in &config.workflows {
+            check_steps(name, w).map_err(|why| Error::Invalid(format!("{origin}: {why}")))?;
+        }
         Redactor::new(&config.redaction.rules)
             .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
         for (name, o) in &config.operators {
@@ -148,6 +151,24 @@ impl Config {
 }
 
 /// The 1-based line of a byte offset, and the key written on that line (or the table it opens).
+/// A workflow's declared steps (SPEC 19): names as a step is named, each once; a `step_gap`
+/// means something only beside them.
+fn check_steps(name: &str, w: &WorkflowConfig) -> std::result::Result<(), String> {
+    let at = format!("key `workflows.{name}.steps`");
+    for (i, step) in w.steps.iter().enumerate() {
+        crate::domain::validate_name("step", step, false).map_err(|e| format!("{at}: {e}"))?;
+        if w.steps[..i].contains(step) {
+            return Err(format!("{at}: {step} is declared twice"));
+        }
+    }
+    if w.step_gap.is_some() && w.steps.is_empty() {
+        return Err(format!(
+            "key `workflows.{name}.step_gap`: a step gap needs the workflow's steps (steps = [...])"
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn locate(text: &str, offset: usize) -> (usize, String) {
     let offset = offset.min(text.len());
     let line_no = text[..offset].matches('\n').count() + 1;

@@ -46,6 +46,7 @@ macro_rules! bounded {
 bounded!(lease_or_timeout, opt_lease_or_timeout, SECOND, days(7));
 bounded!(age_limit, opt_age_limit, SECOND, days(365));
 bounded!(retention, opt_retention, SECOND, days(3650));
+bounded!(step_gap, opt_step_gap, SECOND, days(365));
 bounded!(backoff, opt_backoff, MILLI, days(7));
 bounded!(
     http_timeout,
@@ -171,6 +172,23 @@ impl Default for Config {
 pub struct WorkflowConfig {
     #[serde(default)]
     pub pause_when: Option<PauseWhen>,
+    /// Its runs' steps, in order (SPEC 19): what a run must record to be done.
+    #[serde(default)]
+    pub steps: Vec<String>,
+    /// How soon the next declared step must be recorded after one settles, before the run is
+    /// stalled (SPEC 19; default 15m).
+    #[serde(default, deserialize_with = "opt_step_gap")]
+    pub step_gap: Option<Duration>,
+}
+
+/// How long a run may wait between steps when its workflow declares steps but no `step_gap`.
+pub const DEFAULT_STEP_GAP: Duration = Duration::from_secs(15 * 60);
+
+impl WorkflowConfig {
+    /// The time a run may take between one declared step settling and the next being recorded.
+    pub fn step_gap(&self) -> Duration {
+        self.step_gap.unwrap_or(DEFAULT_STEP_GAP)
+    }
 }
 
 /// The stopping threshold: pause the workflow when either is passed.
@@ -222,6 +240,37 @@ mod tests {
         ] {
             let e = Config::parse(bad, "t").unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_workflow_declares_its_steps_and_their_gap() {
+        let c = Config::parse(
+            "[workflows.onboarding]\nsteps = [\"create-customer\", \"create-task\", \"welcome-sms\"]\nstep_gap = \"10m\"\n\n[workflows.crm-sync]\nsteps = [\"upsert\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let w = &c.workflows["onboarding"];
+        assert_eq!(w.steps, ["create-customer", "create-task", "welcome-sms"]);
+        assert_eq!(w.step_gap(), Duration::from_secs(600));
+        assert_eq!(c.workflows["crm-sync"].step_gap(), DEFAULT_STEP_GAP);
+        for (toml, why) in [
+            (
+                "[workflows.w]\nsteps = [\"a\", \"a\"]\n",
+                "a is declared twice",
+            ),
+            ("[workflows.w]\nsteps = [\"\"]\n", "workflows.w.steps"),
+            (
+                "[workflows.w]\nstep_gap = \"5m\"\n",
+                "a step gap needs the workflow's steps",
+            ),
+            (
+                "[workflows.w]\nsteps = [\"a\"]\nstep_gap = \"0s\"\n",
+                "step_gap",
+            ),
+        ] {
+            let e = Config::parse(toml, "t.toml").unwrap_err().to_string();
+            assert!(e.contains(why), "{toml}: {e}");
         }
     }
 

@@ -36,6 +36,16 @@ pub fn validate_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A run's id (SPEC 19): the key's alphabet, 1-128 characters, and the key's rule on customer
+/// data, said of a run.
+pub fn validate_run(run: &str) -> Result<(), String> {
+    validate_key(run).map_err(|e| {
+        e.replacen("bad key: a key", "bad run: a run", 1)
+            .replacen("bad key: keys", "bad run: runs", 1)
+            .replacen("bad key", "bad run", 1)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ pub mod time;
 pub mod transition;
 
 pub use fingerprint::fingerprint;
-pub use key::validate_key;
+pub use key::{validate_key, validate_run};
 pub use lookup::LookupAnswer;
 pub use names::{validate_name, validate_operator};
 pub use next_step::{NextStep, safe_next_step};

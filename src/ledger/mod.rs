@@ -65,7 +65,7 @@ type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 pub(crate) type KnownAttempts = std::collections::HashMap<(i64, u32), Option<Outcome>>;
 
 /// An intended operation, as an automation records it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Intent {
     pub key: String,
     pub workflow: String,
@@ -73,6 +73,8 @@ pub struct Intent {
     pub destination: String,
     pub action: String,
     pub payload: Value,
+    /// The run this step belongs to (SPEC 19): one execution of the workflow for one case.
+    pub run: Option<String>,
 }
 
 /// An attempt's outcome, as an automation reports it.

@@ -57,8 +57,11 @@ impl Ledger {
         let canonical = canonical_json(&intent.payload);
         crate::domain::payload::check_size(canonical.len(), self.config.max_payload)
             .map_err(|why| Error::Invalid(format!("{}: {why}", intent.key)))?;
+        if let Some(run) = &intent.run {
+            crate::domain::validate_run(run).map_err(Error::Invalid)?;
+        }
         let fp = fingerprint_of_canonical(&intent.destination, &intent.action, &canonical);
-        Ok(Op::new(
+        let mut op = Op::new(
             &intent.key,
             &intent.workflow,
             &intent.step,
@@ -67,7 +70,9 @@ impl Ledger {
             canonical,
             fp,
             self.now(),
-        ))
+        );
+        op.run = intent.run.clone();
+        Ok(op)
     }
 
     pub(super) async fn record_in(
@@ -90,6 +95,7 @@ impl Ledger {
         let cmd = Command::Record {
             payload: op.payload.clone(),
             fingerprint: op.fingerprint.clone(),
+            run: op.run.clone(),
         };
         Ok(
             match self.act_in(tx, &op.key, actor, &Ask::Cmd(cmd)).await? {

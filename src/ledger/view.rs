@@ -180,6 +180,7 @@ impl Ledger {
             last_error,
             resolution: op.resolution,
             superseded_by: op.superseded_by,
+            run: op.run,
             workflow_paused: paused.workflow,
             destination_paused: paused.destination,
             actions,

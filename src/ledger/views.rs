@@ -34,6 +34,8 @@ pub struct OperationView {
     pub last_error: Option<String>,
     pub resolution: Option<Resolution>,
     pub superseded_by: Option<String>,
+    /// The run it belongs to (SPEC 19).
+    pub run: Option<String>,
     pub workflow_paused: bool,
     pub destination_paused: bool,
     /// The staff actions the viewer may take on it now (SPEC 13: what the console offers).
@@ -41,6 +43,13 @@ pub struct OperationView {
     /// Where the next page starts after this row.
     #[serde(skip)]
     pub cursor: crate::store::Cursor,
+}
+
+impl OperationView {
+    /// Done, as a run and a rerun count it (SPEC 19): succeeded, or closed as done elsewhere.
+    pub fn is_done(&self) -> bool {
+        self.state == State::Succeeded || self.resolution == Some(Resolution::DoneElsewhere)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -40,6 +40,8 @@ pub(crate) enum OpCol {
     Resolution,
     SupersededBy,
     Version,
+    /// The run the operation belongs to (SPEC 19), given when it is recorded.
+    Run,
 }
 
 /// What a column holds.
@@ -61,7 +63,7 @@ pub(crate) enum Written {
 }
 
 impl OpCol {
-    pub(crate) const ALL: [OpCol; 29] = [
+    pub(crate) const ALL: [OpCol; 30] = [
         OpCol::Id,
         OpCol::Key,
         OpCol::Workflow,
@@ -91,6 +93,7 @@ impl OpCol {
         OpCol::Resolution,
         OpCol::SupersededBy,
         OpCol::Version,
+        OpCol::Run,
     ];
 
     pub(crate) const fn name(self) -> &'static str {
@@ -124,6 +127,7 @@ impl OpCol {
             OpCol::Resolution => "resolution",
             OpCol::SupersededBy => "superseded_by",
             OpCol::Version => "version",
+            OpCol::Run => "run",
         }
     }
 
@@ -158,7 +162,8 @@ impl OpCol {
             | OpCol::Action
             | OpCol::Payload
             | OpCol::Fingerprint
-            | OpCol::CreatedAt => Written::Once,
+            | OpCol::CreatedAt
+            | OpCol::Run => Written::Once,
             _ => Written::Always,
         }
     }
@@ -196,6 +201,7 @@ impl OpCol {
             OpCol::Resolution => Cell::Text(op.resolution.map(|r| r.as_str())),
             OpCol::SupersededBy => Cell::Text(op.superseded_by.as_deref()),
             OpCol::Version => Cell::Int(Some(op.version)),
+            OpCol::Run => Cell::Text(op.run.as_deref()),
         }
     }
 
@@ -296,6 +302,7 @@ pub(crate) fn decode(row: &dyn Cells) -> Result<(i64, Op)> {
             .transpose()?,
         superseded_by: get(row, OpCol::SupersededBy.at())?,
         version: get(row, OpCol::Version.at())?,
+        run: get(row, OpCol::Run.at())?,
     };
     Ok((get(row, OpCol::Id.at())?, op))
 }

@@ -65,10 +65,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0010_one_trigger.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0010_one_trigger.sql"),
     },
+    Migration {
+        version: 11,
+        sqlite: include_str!("../../assets/migrations/sqlite/0011_runs.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0011_runs.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

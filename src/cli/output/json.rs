@@ -106,6 +106,10 @@ struct Step<'a> {
     state: &'a str,
     attempt: Option<u32>,
     send: bool,
+    /// Succeeded, or closed as done elsewhere: a rerun goes on to the next step (SPEC 19).
+    done: bool,
+    reference: Option<&'a str>,
+    run: Option<&'a str>,
     next_step: &'a str,
 }
 
@@ -115,6 +119,9 @@ pub fn step(detail: &OperationDetail, attempt: Option<u32>, send: bool) {
         state: detail.op.state.as_str(),
         attempt,
         send,
+        done: detail.op.is_done(),
+        reference: detail.op.reference.as_deref(),
+        run: detail.op.run.as_deref(),
         next_step: &detail.op.next_step,
     });
 }

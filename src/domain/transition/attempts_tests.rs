@@ -214,6 +214,7 @@ fn a_conflict_keeps_both_contents_and_its_exception_age() {
         &Command::Record {
             payload: "{\"b\":2}".into(),
             fingerprint: "fp2".into(),
+            run: None,
         },
         &ctx(&policy, "bot"),
     )
@@ -225,4 +226,40 @@ fn a_conflict_keeps_both_contents_and_its_exception_age() {
         t.op.exception_since, op.exception_since,
         "still an exception since it first became one"
     );
+}
+
+/// SPEC 19: an operation's run is the one it was recorded with, in every state; naming none
+/// leaves it as it is.
+#[test]
+fn a_record_keeps_its_run() {
+    let policy = DestinationPolicy::default();
+    let c = ctx(&policy, "settle");
+    let record = |run: Option<&str>| Command::Record {
+        payload: "{}".into(),
+        fingerprint: "fp1".into(),
+        run: run.map(str::to_string),
+    };
+    for state in [State::Pending, State::Succeeded, State::Unknown] {
+        let mut op = op_in(state, false);
+        op.run = Some("onb-42".into());
+        assert_eq!(
+            apply(&op, &record(Some("onb-42")), &c).unwrap(),
+            None,
+            "{state}"
+        );
+        assert_eq!(apply(&op, &record(None), &c).unwrap(), None, "{state}");
+        let why = apply(&op, &record(Some("onb-43")), &c).unwrap_err();
+        assert!(
+            why.0.contains("belongs to run onb-42, not onb-43"),
+            "{state}: {}",
+            why.0
+        );
+        op.run = None;
+        let why = apply(&op, &record(Some("onb-42")), &c).unwrap_err();
+        assert!(
+            why.0.contains("recorded without a run"),
+            "{state}: {}",
+            why.0
+        );
+    }
 }

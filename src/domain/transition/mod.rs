@@ -44,6 +44,8 @@ pub enum Command {
     Record {
         payload: String,
         fingerprint: String,
+        /// The run it names (SPEC 19): an operation's run is the one it was recorded with.
+        run: Option<String>,
     },
     /// The dispatcher starts the next attempt.
     StartAttempt,
@@ -201,6 +203,20 @@ impl Made {
 
 /// Applies a command to an operation. `Ok(None)`: nothing to do (a harmless repeat).
 pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Refusal> {
+    if let Command::Record { run: Some(run), .. } = cmd
+        && op.run.as_deref() != Some(run.as_str())
+    {
+        return refuse(match &op.run {
+            Some(r) => format!(
+                "{} belongs to run {r}, not {run}: an operation's run is the one it was recorded with",
+                op.key
+            ),
+            None => format!(
+                "{} was recorded without a run: an operation's run is given when it is recorded",
+                op.key
+            ),
+        });
+    }
     if op.state.is_terminal() {
         return staff::on_terminal(op, cmd, ctx);
     }
@@ -222,6 +238,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         Command::Record {
             payload,
             fingerprint,
+            ..
         } => attempts::record(op, next, payload, fingerprint),
         Command::StartAttempt => attempts::start(op, next, ctx)?,
         Command::FinishAttempt { .. } => attempts::finish(op, next, cmd, ctx)?,

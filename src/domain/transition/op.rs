@@ -56,6 +56,8 @@ pub struct Op {
     pub resolution: Option<Resolution>,
     pub superseded_by: Option<String>,
     pub version: i64,
+    /// The run it belongs to (SPEC 19), named when it is recorded and never changed after.
+    pub run: Option<String>,
 }
 
 impl Op {
@@ -98,6 +100,7 @@ impl Op {
             resolution: None,
             superseded_by: None,
             version: 0,
+            run: None,
         }
     }
 

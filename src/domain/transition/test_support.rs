@@ -139,6 +139,7 @@ pub(crate) fn commands(op: &Op) -> Vec<(&'static str, Command)> {
             Command::Record {
                 payload: "{}".into(),
                 fingerprint: "fp1".into(),
+                run: None,
             },
         ),
         (
@@ -146,6 +147,7 @@ pub(crate) fn commands(op: &Op) -> Vec<(&'static str, Command)> {
             Command::Record {
                 payload: "{\"a\":1}".into(),
                 fingerprint: "fp2".into(),
+                run: None,
             },
         ),
         ("start", Command::StartAttempt),

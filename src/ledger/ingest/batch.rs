@@ -40,6 +40,7 @@ impl Parsed {
             Parsed::Intent(new, _) => Ask::Cmd(crate::domain::Command::Record {
                 payload: new.payload.clone(),
                 fingerprint: new.fingerprint.clone(),
+                run: new.run.clone(),
             }),
             Parsed::Attempt(report) => Ask::Attempt(report),
             Parsed::Start(..) => unreachable!("a batch with a start goes line by line"),

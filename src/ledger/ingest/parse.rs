@@ -23,6 +23,7 @@ pub(super) struct RawLine {
     action: Option<String>,
     #[serde(default, deserialize_with = "strict_payload")]
     payload: Option<Value>,
+    run: Option<String>,
     attempt: Option<u32>,
     outcome: Option<Outcome>,
     error: Option<String>,
@@ -42,6 +43,7 @@ fn foreign_fields(line: &RawLine) -> Vec<&'static str> {
         ("destination", line.destination.is_some()),
         ("action", line.action.is_some()),
         ("payload", line.payload.is_some()),
+        ("run", line.run.is_some()),
     ];
     let attempt = [
         ("attempt", line.attempt.is_some()),
@@ -137,6 +139,7 @@ impl Ledger {
                 destination: line.destination.unwrap_or_default(),
                 action: line.action.unwrap_or_default(),
                 payload: line.payload.unwrap_or_default(),
+                run: line.run,
             };
             let op = self.prepare(&intent).map_err(|e| e.to_string())?;
             Parsed::Intent(Box::new(op), intent.workflow)

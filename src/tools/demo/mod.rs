@@ -92,6 +92,7 @@ impl Demo {
             destination: dest.into(),
             action: action.into(),
             payload,
+            run: None,
         };
         self.ledger.record(&intent, workflow).await.map(|_| ())
     }
@@ -259,6 +260,7 @@ async fn start_live(url: &str, mut config: Config) -> Result<()> {
                 destination: destination.into(),
                 action: action.into(),
                 payload: json!({"customer": {"name": name, "email": email, "phone": phone}, "template": "welcome"}),
+                run: None,
             };
             if ledger.record(&intent, workflow).await.is_err() {
                 return;
