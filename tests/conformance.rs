@@ -559,6 +559,131 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     );
 }
 
+/// SPEC 19: a run's state from its operations and its declared steps, as the clock moves:
+/// running inside the gap, stalled past it (naming the step it stopped after and the missing
+/// one), running again, blocked on an unknown, done once reconciled.
+async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
+    use settle::domain::run::RunState;
+    let t0 = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    let mut config = common::config();
+    config.workflows.insert(
+        "onboarding".into(),
+        settle::config::WorkflowConfig {
+            steps: vec!["create-customer".into(), "create-task".into()],
+            step_gap: Some(std::time::Duration::from_secs(15 * 60)),
+            ..Default::default()
+        },
+    );
+    let clock = Arc::new(Mutex::new(t0));
+    let c = clock.clone();
+    let l = Ledger::open(&db.url, config)
+        .await
+        .unwrap()
+        .with_clock(move || *c.lock().unwrap());
+    let at = |minutes: i64| *clock.lock().unwrap() = t0 + TimeDelta::minutes(minutes);
+    let step = |key: &str, step: &str| Intent {
+        step: step.into(),
+        run: Some("onb-42".into()),
+        ..intent(key, "crm", json!({}))
+    };
+    assert!(matches!(
+        l.run("onb-42", "t").await,
+        Err(settle::Error::NotFound(_))
+    ));
+    assert!(matches!(
+        l.run("onb 42", "t").await,
+        Err(settle::Error::Invalid(_))
+    ));
+
+    l.record(&step("onb-42:customer", "create-customer"), "bot")
+        .await
+        .unwrap();
+    let r = l.run("onb-42", "t").await.unwrap();
+    assert_eq!(
+        (r.state, r.workflow.as_str(), r.declared),
+        (RunState::Running, "onboarding", true)
+    );
+    let accepted = AttemptReport {
+        reference: Some("CUST-77".into()),
+        ..outcome("onb-42:customer", Outcome::Accepted, None)
+    };
+    l.report_attempt(&accepted, "bot").await.unwrap();
+    at(10);
+    let r = l.run("onb-42", "t").await.unwrap();
+    assert_eq!(
+        r.state,
+        RunState::Running,
+        "inside the gap: {}",
+        r.next_step
+    );
+    assert!(r.next_step.contains("create-task"), "{}", r.next_step);
+    at(16);
+    let r = l.run("onb-42", "t").await.unwrap();
+    assert_eq!(r.state, RunState::Stalled, "past the gap");
+    assert!(
+        r.next_step.contains("stopped after create-customer")
+            && r.next_step.contains("create-task was never recorded"),
+        "{}",
+        r.next_step
+    );
+    assert_eq!(r.since, t0 + TimeDelta::minutes(15));
+    let shown: Vec<(&str, &str, Option<&str>)> = r
+        .steps
+        .iter()
+        .map(|s| (s.step.as_str(), s.state.as_str(), s.reference.as_deref()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("create-customer", "succeeded", Some("CUST-77")),
+            ("create-task", "not_recorded", None)
+        ]
+    );
+
+    // the rerun records the missing step: running, then blocked on its unknown outcome
+    l.record(&step("onb-42:task", "create-task"), "bot")
+        .await
+        .unwrap();
+    assert_eq!(l.run("onb-42", "t").await.unwrap().state, RunState::Running);
+    l.report_attempt(
+        &outcome("onb-42:task", Outcome::Unknown, Some("timeout")),
+        "bot",
+    )
+    .await
+    .unwrap();
+    let r = l.run("onb-42", "t").await.unwrap();
+    assert_eq!(r.state, RunState::Blocked);
+    assert!(
+        r.next_step.starts_with("create-task (onb-42:task): "),
+        "{}",
+        r.next_step
+    );
+    l.staff(
+        "onb-42:task",
+        "alice",
+        StaffAction::ReconcileFound {
+            reference: "TASK-9".into(),
+            note: None,
+        },
+    )
+    .await
+    .unwrap();
+    let r = l.run("onb-42", "t").await.unwrap();
+    assert_eq!(r.state, RunState::Done, "{}", r.next_step);
+
+    // a workflow without declared steps: never stalled, done once every step is terminal
+    let mut free = step("free-1:a", "anything");
+    free.workflow = "crm-sync".into();
+    free.run = Some("free-1".into());
+    l.record(&free, "bot").await.unwrap();
+    l.report_attempt(&outcome("free-1:a", Outcome::Accepted, None), "bot")
+        .await
+        .unwrap();
+    at(600);
+    let r = l.run("free-1", "t").await.unwrap();
+    assert_eq!((r.state, r.declared), (RunState::Done, false));
+}
+
 async fn the_stopping_threshold_pauses_a_workflow(db: &TestDb) {
     let l = ledger(db).await;
     for i in 0..3 {
@@ -2174,6 +2299,7 @@ both_backends!(
     ingesting_twice_changes_nothing,
     sweep_interrupts_stuck_attempts_but_not_claimed_ones,
     the_stopping_threshold_pauses_a_workflow,
+    a_runs_state_follows_its_steps_and_the_clock,
     a_callers_start_keeps_to_the_stopping_threshold,
     the_filter_selects_what_each_term_says,
     filter_words_never_tell_a_redacted_value,

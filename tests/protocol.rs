@@ -551,6 +551,30 @@ fn a_step_names_its_run(db: &TestDb) {
     let shown = json(&settle(db, d, &["show", "no-run", "--json"]));
     assert!(shown["run"].is_null(), "{shown}");
 
+    // settle run show: the run's state, its safe next step and its steps
+    let r = settle(db, d, &["run", "show", "onb-42", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let run = json(&r);
+    assert_eq!(
+        (
+            run["run"].as_str(),
+            run["state"].as_str(),
+            run["steps"][0]["step"].as_str()
+        ),
+        (Some("onb-42"), Some("running"), Some("create-customer")),
+        "{run}"
+    );
+    let r = settle(db, d, &["run", "show", "onb-42"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("state        running") && r.stdout.contains("… create-customer"),
+        "{}",
+        r.stdout
+    );
+    let r = settle(db, d, &["run", "show", "nobody"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("no run nobody"), "{}", r.stderr);
+
     // a run id follows the key's rules
     let r = with_run("onb-45:x", "onb 45");
     assert_eq!(r.code, 2, "{}", r.stderr);

@@ -60,6 +60,7 @@ pub const TAKES: &[(&str, &[&str])] = &[
     ("ingest", &[DB, CONFIG, OPERATOR]),
     ("list", &[DB, CONFIG, OPERATOR]),
     ("show", &[DB, CONFIG, OPERATOR]),
+    ("run", &[DB, CONFIG, OPERATOR]),
     ("claim", &[DB, CONFIG, OPERATOR]),
     ("release", &[DB, CONFIG, OPERATOR]),
     ("reconcile", &[DB, CONFIG, OPERATOR]),

@@ -289,6 +289,18 @@ pub enum Cmd {
     /// Sweep attempts that outlived their timeout (retried where the destination deduplicates,
     /// else unknown)
     Sweep,
+    /// A run of a workflow (SPEC 19): `run show RUN` gives its state, its safe next step and
+    /// its steps in order
+    Run {
+        /// What to do with the run
+        #[arg(value_enum)]
+        verb: RunVerb,
+        /// The run's id, as the automation named it (record --run)
+        run: String,
+        /// As one JSON document: run, workflow, state, since, next_step, claimed_by, steps
+        #[arg(long)]
+        json: bool,
+    },
     /// Totals by state, exceptions, oldest exception, paused workflows
     Stats {
         /// As one JSON document
@@ -336,6 +348,13 @@ pub enum Cmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+/// What `settle run` does with a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RunVerb {
+    /// Its state, safe next step and steps
+    Show,
 }
 
 /// The shells `settle completions` writes for.

@@ -30,7 +30,7 @@ pub(crate) async fn dispatch(
         Cmd::Close { .. } | Cmd::Note { .. } | Cmd::Pause { .. } | Cmd::Resume { .. } => {
             staff::close_or_mark(ledger, command, operator).await
         }
-        Cmd::List { .. } | Cmd::Show { .. } | Cmd::Stats { .. } => {
+        Cmd::List { .. } | Cmd::Show { .. } | Cmd::Stats { .. } | Cmd::Run { .. } => {
             reads::read(ledger, command, operator).await
         }
         Cmd::Report { .. } | Cmd::Init | Cmd::Dispatch { .. } | Cmd::Lookup { .. } | Cmd::Sweep => {

@@ -61,6 +61,14 @@ pub(super) async fn read(ledger: &Ledger, command: &Cmd, operator: &Option<Strin
             };
             output::list(ledger, &filter, viewer, format, *limit).await?;
         }
+        Cmd::Run { verb: _, run, json } => {
+            let view = ledger.run(run, viewer).await?;
+            if *json {
+                output::json(&view);
+            } else {
+                output::run(&view, ledger.now());
+            }
+        }
         Cmd::Show { key, json } => {
             let detail = ledger.show(key, viewer).await?;
             if *json {

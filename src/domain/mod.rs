@@ -16,6 +16,7 @@ pub mod payload;
 pub mod policy;
 pub mod redact;
 pub mod role;
+pub mod run;
 pub mod state;
 pub mod time;
 pub mod transition;

@@ -18,6 +18,7 @@ mod review;
 mod round_steps;
 mod round_types;
 mod rounds;
+mod runs;
 mod start;
 mod view;
 mod views;
@@ -49,6 +50,7 @@ pub use review::{
     Review, ReviewScope,
 };
 pub use round_types::{Finished, Round, StartedOp, StartedRows};
+pub use runs::RunView;
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
     Stats,

@@ -27,6 +27,7 @@ mod open;
 mod ops;
 mod pages;
 pub mod review;
+mod runs;
 mod sql;
 mod sqlite;
 mod work;

@@ -8,10 +8,12 @@ use crate::ledger::{Applied, Stats};
 
 mod json;
 mod list;
+mod run;
 mod show;
 
 pub use json::{json, step};
 pub use list::{ListFormat, list};
+pub use run::run;
 pub use show::show;
 
 const PAGE: usize = 500;
