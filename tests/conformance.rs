@@ -671,6 +671,33 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
     let r = l.run("onb-42", "t").await.unwrap();
     assert_eq!(r.state, RunState::Done, "{}", r.next_step);
 
+    // the filter's run: term: the operations of a run, or (negated) every other one
+    l.record(&intent("no-run", "sms", json!({})), "bot")
+        .await
+        .unwrap();
+    let keys = |text: &str| {
+        let filter = settle::ListFilter {
+            query: settle::domain::filter::Filter::parse(text).unwrap(),
+            scope: settle::Scope::All,
+            ..Default::default()
+        };
+        let l = &l;
+        async move {
+            let mut k: Vec<String> = l
+                .list(&filter, "t", None, 50)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|v| v.key)
+                .collect();
+            k.sort();
+            k
+        }
+    };
+    assert_eq!(keys("run:onb-42").await, ["onb-42:customer", "onb-42:task"]);
+    assert_eq!(keys("-run:onb-42").await, ["no-run"]);
+
     // a workflow without declared steps: never stalled, done once every step is terminal
     let mut free = step("free-1:a", "anything");
     free.workflow = "crm-sync".into();

@@ -37,6 +37,8 @@ pub enum Match {
     KeyPrefix(String),
     /// The key is exactly this.
     Key(String),
+    /// The operations of this run (SPEC 19).
+    Run(String),
     /// Lower-case text found in the key, workflow, step, destination, state or error.
     Word(String),
 }
@@ -102,7 +104,7 @@ fn terms(text: &str) -> Vec<Result<Term, String>> {
     text.split_whitespace().map(term).collect()
 }
 
-const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, age, key";
+const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, age, key, run";
 
 fn term(raw: &str) -> Result<Term, String> {
     let (negated, body) = match raw.strip_prefix('-') {
@@ -130,6 +132,7 @@ fn term(raw: &str) -> Result<Term, String> {
             "step" => Match::Step(value.into()),
             "dest" | "destination" => Match::Destination(value.into()),
             "action" => Match::Action(value.into()),
+            "run" => Match::Run(value.into()),
             "claimed" => Match::Claimed(match value {
                 "me" => Claimed::Me,
                 "none" => Claimed::Nobody,
@@ -176,6 +179,7 @@ mod tests {
         assert_eq!(m("step:create-task"), Match::Step("create-task".into()));
         assert_eq!(m("dest:sms"), Match::Destination("sms".into()));
         assert_eq!(m("action:send"), Match::Action("send".into()));
+        assert_eq!(m("run:onb-42"), Match::Run("onb-42".into()));
         assert_eq!(m("claimed:bob"), Match::Claimed(Claimed::By("bob".into())));
         assert_eq!(m("claimed:me"), Match::Claimed(Claimed::Me));
         assert_eq!(m("claimed:none"), Match::Claimed(Claimed::Nobody));

@@ -303,6 +303,7 @@ fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String>
                 mark(args, Arg::Text(p.clone()))
             ),
             Match::Key(k) => format!("key = {}", mark(args, Arg::Text(k.clone()))),
+            Match::Run(r) => format!("run = {}", mark(args, Arg::Text(r.clone()))),
             Match::Word(w) => {
                 let n = mark(args, Arg::Text(format!("%{}%", like_escaped(w))));
                 words_match(&n)
