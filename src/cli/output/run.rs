@@ -3,16 +3,16 @@
 use chrono::{DateTime, Utc};
 
 use super::esc;
-use crate::domain::format_age;
+use crate::domain::{State, format_age};
 use crate::ledger::RunView;
 
 /// A step's mark: done, an exception or closed without being done, never recorded, under way.
 fn mark(state: &str, done: bool) -> &'static str {
-    match (done, state) {
+    match (done, State::parse(state)) {
         (true, _) => "✓",
-        (false, "not_recorded") => "○",
-        (false, "rejected" | "unknown" | "failed" | "conflict" | "closed") => "✗",
-        _ => "…",
+        (false, Ok(s)) if s.is_exception() || s == State::Closed => "✗",
+        (false, Ok(_)) => "…",
+        (false, Err(_)) => "○",
     }
 }
 
