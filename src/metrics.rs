@@ -57,6 +57,18 @@ pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
             label(workflow)
         );
     }
+    family(
+        &mut out,
+        "settle_runs_stalled",
+        "Runs stalled between steps now, by workflow (SPEC 19).",
+    );
+    for (workflow, n, _) in ledger.stalled_counts().await? {
+        let _ = writeln!(
+            out,
+            "settle_runs_stalled{{workflow=\"{}\"}} {n}",
+            label(&workflow)
+        );
+    }
     family(&mut out, "settle_operations", "Operations by state.");
     for (state, n) in &stats.by_state {
         let _ = writeln!(out, "settle_operations{{state=\"{}\"}} {n}", state.as_str());

@@ -579,6 +579,7 @@ fn every_refresh_recounts_the_tabs() {
     let stats = |pairs: &[(State, i64)], exceptions| Stats {
         by_state: pairs.iter().cloned().collect(),
         exceptions,
+        stalled_runs: 0,
         oldest_exception_seconds: Some(60),
         paused_workflows: vec![],
         paused_destinations: vec![],

@@ -61,6 +61,7 @@ pub const TAKES: &[(&str, &[&str])] = &[
     ("list", &[DB, CONFIG, OPERATOR]),
     ("show", &[DB, CONFIG, OPERATOR]),
     ("run", &[DB, CONFIG, OPERATOR]),
+    ("runs", &[DB, CONFIG, OPERATOR]),
     ("claim", &[DB, CONFIG, OPERATOR]),
     ("release", &[DB, CONFIG, OPERATOR]),
     ("reconcile", &[DB, CONFIG, OPERATOR]),

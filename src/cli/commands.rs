@@ -290,14 +290,36 @@ pub enum Cmd {
     /// else unknown)
     Sweep,
     /// A run of a workflow (SPEC 19): `run show RUN` gives its state, its safe next step and
-    /// its steps in order
+    /// its steps in order; `run claim|release RUN`, `run note RUN TEXT` and
+    /// `run close RUN --resolution R --note TEXT` act on the run as a whole
     Run {
         /// What to do with the run
         #[arg(value_enum)]
         verb: RunVerb,
         /// The run's id, as the automation named it (record --run)
         run: String,
+        /// The note's text (run note)
+        text: Option<String>,
+        /// How it ended (run close): abandoned or done_elsewhere
+        #[arg(long, value_name = "R")]
+        resolution: Option<String>,
+        /// What was done (run close)
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
         /// As one JSON document: run, workflow, state, since, next_step, claimed_by, steps
+        #[arg(long)]
+        json: bool,
+    },
+    /// The runs (SPEC 19), newest first: run, workflow, state, steps, done, current step, since,
+    /// next step; `--where state:stalled` the failures between steps, oldest first
+    Runs {
+        /// Only the runs this holds: state:running|blocked|stalled|done|closed, workflow:W, run:ID
+        #[arg(long = "where", value_name = "FILTER", default_value = "")]
+        filter: String,
+        /// At most this many
+        #[arg(long, default_value_t = 100, value_name = "N")]
+        limit: usize,
+        /// As one JSON array
         #[arg(long)]
         json: bool,
     },
@@ -355,6 +377,14 @@ pub enum Cmd {
 pub enum RunVerb {
     /// Its state, safe next step and steps
     Show,
+    /// Claim it: no one else closes it while you hold it
+    Claim,
+    /// Release your claim (a lead: anyone's)
+    Release,
+    /// Add a note to its history
+    Note,
+    /// Close it (--resolution abandoned|done_elsewhere --note TEXT); its steps stay as they are
+    Close,
 }
 
 /// The shells `settle completions` writes for.

@@ -30,9 +30,11 @@ pub(crate) async fn dispatch(
         Cmd::Close { .. } | Cmd::Note { .. } | Cmd::Pause { .. } | Cmd::Resume { .. } => {
             staff::close_or_mark(ledger, command, operator).await
         }
-        Cmd::List { .. } | Cmd::Show { .. } | Cmd::Stats { .. } | Cmd::Run { .. } => {
-            reads::read(ledger, command, operator).await
-        }
+        Cmd::List { .. }
+        | Cmd::Show { .. }
+        | Cmd::Stats { .. }
+        | Cmd::Run { .. }
+        | Cmd::Runs { .. } => reads::read(ledger, command, operator).await,
         Cmd::Report { .. } | Cmd::Init | Cmd::Dispatch { .. } | Cmd::Lookup { .. } | Cmd::Sweep => {
             reads::run_work(ledger, command, operator).await
         }

@@ -61,12 +61,34 @@ pub(super) async fn read(ledger: &Ledger, command: &Cmd, operator: &Option<Strin
             };
             output::list(ledger, &filter, viewer, format, *limit).await?;
         }
-        Cmd::Run { verb: _, run, json } => {
-            let view = ledger.run(run, viewer).await?;
+        Cmd::Run {
+            verb,
+            run,
+            text,
+            resolution,
+            note,
+            json,
+        } => {
+            let view = match run_action(*verb, text, resolution, note)? {
+                None => ledger.run(run, viewer).await?,
+                Some(action) => ledger.run_action(run, required(operator)?, action).await?,
+            };
             if *json {
                 output::json(&view);
             } else {
                 output::run(&view, ledger.now());
+            }
+        }
+        Cmd::Runs {
+            filter,
+            limit,
+            json,
+        } => {
+            let runs = ledger.runs(filter, viewer, *limit).await?;
+            if *json {
+                output::json(&runs);
+            } else {
+                output::runs(&runs, ledger.now());
             }
         }
         Cmd::Show { key, json } => {
@@ -157,4 +179,52 @@ pub(super) async fn run_work(
         _ => unreachable!("only its own commands come here"),
     }
     Ok(0)
+}
+
+/// What `settle run VERB` asks of the run: nothing (show), or a person's action on it.
+fn run_action(
+    verb: super::commands::RunVerb,
+    text: &Option<String>,
+    resolution: &Option<String>,
+    note: &Option<String>,
+) -> Result<Option<crate::domain::run_action::RunAction>> {
+    use super::commands::RunVerb;
+    use crate::domain::run_action::RunAction;
+    let unused = |what: &str, given: bool| {
+        if given {
+            Err(invalid(format!(
+                "{what} is not taken by this verb of settle run"
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    if verb != RunVerb::Note {
+        unused("a text", text.is_some())?;
+    }
+    if verb != RunVerb::Close {
+        unused("--resolution", resolution.is_some())?;
+        unused("--note", note.is_some())?;
+    }
+    Ok(match verb {
+        RunVerb::Show => None,
+        RunVerb::Claim => Some(RunAction::Claim),
+        RunVerb::Release => Some(RunAction::Release),
+        RunVerb::Note => Some(RunAction::Note {
+            text: text.clone().ok_or_else(|| {
+                invalid("settle run note RUN TEXT: the note's text is missing".into())
+            })?,
+        }),
+        RunVerb::Close => {
+            let resolution = resolution.as_deref().ok_or_else(|| {
+                invalid("settle run close needs --resolution abandoned|done_elsewhere".into())
+            })?;
+            Some(RunAction::Close {
+                resolution: crate::domain::Resolution::parse(resolution).map_err(invalid)?,
+                note: note
+                    .clone()
+                    .ok_or_else(|| invalid("settle run close needs --note TEXT".into()))?,
+            })
+        }
+    })
 }

@@ -46,10 +46,20 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
         }
     };
     match &cli.command {
-        Some(Cmd::Stats { .. } | Cmd::List { .. } | Cmd::Show { .. } | Cmd::Report { .. }) => {}
+        Some(
+            Cmd::Stats { .. }
+            | Cmd::List { .. }
+            | Cmd::Show { .. }
+            | Cmd::Report { .. }
+            | Cmd::Runs { .. }
+            | Cmd::Run {
+                verb: super::commands::RunVerb::Show,
+                ..
+            },
+        ) => {}
         _ => {
             crate::tell!(
-                "settle: over SSH this server answers stats, list, show and report; ssh -t opens the console for the rest"
+                "settle: over SSH this server answers stats, list, show, report, runs and run show; ssh -t opens the console for the rest"
             );
             return 2;
         }

@@ -39,6 +39,9 @@ pub enum Match {
     Key(String),
     /// The operations of this run (SPEC 19).
     Run(String),
+    /// `state:stalled`: a run's state, never an operation's (the console's view 1 shows the
+    /// stalled runs; `settle runs --where state:stalled` lists them).
+    Stalled,
     /// Lower-case text found in the key, workflow, step, destination, state or error.
     Word(String),
 }
@@ -122,6 +125,7 @@ fn term(raw: &str) -> Result<Term, String> {
             return Err(bad(format!("`{name}:` needs a value")));
         }
         match name {
+            "state" if value == "stalled" => Match::Stalled,
             "state" => Match::States(
                 value
                     .split(',')
@@ -180,6 +184,7 @@ mod tests {
         assert_eq!(m("dest:sms"), Match::Destination("sms".into()));
         assert_eq!(m("action:send"), Match::Action("send".into()));
         assert_eq!(m("run:onb-42"), Match::Run("onb-42".into()));
+        assert_eq!(m("state:stalled"), Match::Stalled);
         assert_eq!(m("claimed:bob"), Match::Claimed(Claimed::By("bob".into())));
         assert_eq!(m("claimed:me"), Match::Claimed(Claimed::Me));
         assert_eq!(m("claimed:none"), Match::Claimed(Claimed::Nobody));

@@ -17,6 +17,8 @@ pub mod policy;
 pub mod redact;
 pub mod role;
 pub mod run;
+pub mod run_action;
+pub mod run_filter;
 pub mod state;
 pub mod time;
 pub mod transition;

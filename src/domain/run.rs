@@ -174,24 +174,10 @@ pub fn derive(
         return at(RunState::Running, first, Some(o));
     }
     // every operation is terminal and done
-    if declared.is_empty() {
-        return at(RunState::Done, last_change, None);
-    }
-    let latest = |step: &str| {
-        ops.iter()
-            .filter(|o| o.step == step)
-            .max_by_key(|o| o.recorded_at)
-    };
-    let Some(missing) = declared.iter().position(|s| latest(s).is_none()) else {
+    let Some(w) = waiting(declared, ops) else {
         return at(RunState::Done, last_change, None);
     };
-    // the step before the missing one settled at `settled`; the next is owed within the gap
-    let before = missing
-        .checked_sub(1)
-        .and_then(|k| latest(&declared[k]))
-        .filter(|o| o.is_done());
-    let settled = before.map_or(last_change, |o| o.updated_at);
-    let due = after(settled, step_gap);
+    let due = after(w.since, step_gap);
     Derived {
         state: if now > due {
             RunState::Stalled
@@ -199,10 +185,44 @@ pub fn derive(
             RunState::Running
         },
         since: if now > due { due } else { first },
-        step: Some(declared[missing].clone()),
+        step: Some(w.next),
         key: None,
-        after: before.map(|o| o.step.clone()),
+        after: w.after,
     }
+}
+
+/// Where a run waits between its declared steps: every operation of it is done and a declared
+/// step was never recorded. Free of the clock, so the ledger keeps it in the run's row and finds
+/// the runs that stall without reading every run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Waiting {
+    /// When the step before the missing one settled (the run stalls `step_gap` after).
+    pub since: DateTime<Utc>,
+    /// That step, if the missing one is not the first.
+    pub after: Option<String>,
+    /// The step never recorded.
+    pub next: String,
+}
+
+/// The run's wait between declared steps, if it is in one (see [`Waiting`]).
+pub fn waiting(declared: &[String], ops: &[RunOp]) -> Option<Waiting> {
+    if declared.is_empty() || ops.is_empty() || !ops.iter().all(RunOp::is_done) {
+        return None;
+    }
+    let latest = |step: &str| {
+        ops.iter()
+            .filter(|o| o.step == step)
+            .max_by_key(|o| o.recorded_at)
+    };
+    let missing = declared.iter().position(|s| latest(s).is_none())?;
+    // the step before the missing one settled then; the next is owed within the gap
+    let before = missing.checked_sub(1).and_then(|k| latest(&declared[k]));
+    let last_change = ops.iter().map(|o| o.updated_at).max()?;
+    Some(Waiting {
+        since: before.map_or(last_change, |o| o.updated_at),
+        after: before.map(|o| o.step.clone()),
+        next: declared[missing].clone(),
+    })
 }
 
 #[cfg(test)]

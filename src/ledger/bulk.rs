@@ -306,7 +306,7 @@ impl Ledger {
                 Err(e) => return Err(e),
             }
         }
-        if !write_changes(tx, &changes).await? {
+        if !write_changes(self, tx, &changes).await? {
             return Ok(Tried::Raced);
         }
         Ok(Tried::Done(outcomes))

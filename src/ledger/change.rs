@@ -82,8 +82,13 @@ impl Change {
 /// Writes decided changes (one, or a dispatcher's round or an ingest batch) in one call: the
 /// operations' new rows (a compare-and-set on each; several changes to one operation make one
 /// row, expected at the version first loaded), the attempts and the events in order. False when
-/// another writer changed one of the operations first.
-pub(super) async fn write_changes(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
+/// another writer changed one of the operations first. The rows of the runs they belong to are
+/// kept in the same transaction.
+pub(super) async fn write_changes(
+    ledger: &Ledger,
+    tx: &mut Tx,
+    changes: &[Box<Change>],
+) -> Result<bool> {
     let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
     let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
     for c in changes.iter().filter(|c| !c.made_here) {
@@ -112,8 +117,19 @@ pub(super) async fn write_changes(tx: &mut Tx, changes: &[Box<Change>]) -> Resul
         }
     }
     let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
-    tx.write_changes(&rows, &opened, &closed, &whole, &events)
-        .await
+    if !tx
+        .write_changes(&rows, &opened, &closed, &whole, &events)
+        .await?
+    {
+        return Ok(false);
+    }
+    // the runs whose operations settled (or left a settled state) are read again
+    let touched: Vec<(&Op, bool)> = changes
+        .iter()
+        .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal()))
+        .collect();
+    ledger.keep_runs(tx, &touched).await?;
+    Ok(true)
 }
 
 impl Ledger {

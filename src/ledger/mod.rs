@@ -18,6 +18,8 @@ mod review;
 mod round_steps;
 mod round_types;
 mod rounds;
+mod run_actions;
+mod run_rows;
 mod runs;
 mod start;
 mod view;
@@ -50,7 +52,7 @@ pub use review::{
     Review, ReviewScope,
 };
 pub use round_types::{Finished, Round, StartedOp, StartedRows};
-pub use runs::RunView;
+pub use runs::{RunSummary, RunView};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
     Stats,
@@ -249,7 +251,7 @@ impl Ledger {
         match self.decide(tx, id, &op, actor, ask, paused, None).await? {
             Decided::Unchanged(a) => Ok(Tried::Done(a)),
             Decided::Change(c) => {
-                if !write_changes(tx, std::slice::from_ref(&c)).await? {
+                if !write_changes(self, tx, std::slice::from_ref(&c)).await? {
                     return Ok(Tried::Raced);
                 }
                 Ok(Tried::Done(c.applied))

@@ -328,7 +328,7 @@ impl Ledger {
         w: &RoundWork,
         now: DateTime<Utc>,
     ) -> Result<Tried<()>> {
-        if !write_changes(conn, &w.changes).await? {
+        if !write_changes(self, conn, &w.changes).await? {
             return Ok(Tried::Raced);
         }
         for (name, g) in &w.guards {

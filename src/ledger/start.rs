@@ -77,7 +77,7 @@ impl Ledger {
             b.bucket = left;
             b.changed = true;
         }
-        if !write_changes(tx, std::slice::from_ref(&change)).await? {
+        if !write_changes(self, tx, std::slice::from_ref(&change)).await? {
             return Ok(Tried::Raced);
         }
         for (destination, b) in &budgets {

@@ -149,7 +149,10 @@ pub struct PausedWorkflow {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Stats {
     pub by_state: BTreeMap<State, i64>,
+    /// Operations that are exceptions, and stalled runs (SPEC 19: each an exception).
     pub exceptions: i64,
+    /// Runs stalled between steps now.
+    pub stalled_runs: i64,
     pub oldest_exception_seconds: Option<i64>,
     pub paused_workflows: Vec<String>,
     pub paused_destinations: Vec<String>,

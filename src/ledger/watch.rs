@@ -33,7 +33,15 @@ impl Ledger {
         }
         // an exception is in an exception state, or an attempt in flight past its timeout
         let (stuck, oldest) = self.store.stuck_and_oldest(now).await?;
+        // a stalled run is an exception too (SPEC 19), found by the index of waits
+        let stalled = self.stalled_counts().await?;
+        let stalled_runs: i64 = stalled.iter().map(|(_, n, _)| n).sum();
+        let oldest = oldest
+            .into_iter()
+            .chain(stalled.iter().map(|(_, _, t)| *t))
+            .min();
         let exceptions = stuck
+            + stalled_runs
             + by_state
                 .iter()
                 .filter(|(s, _)| s.is_exception())
@@ -44,6 +52,7 @@ impl Ledger {
         Ok(Stats {
             by_state,
             exceptions,
+            stalled_runs,
             oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
             paused_workflows: paused.into_iter().map(|w| w.name).collect(),
             paused_destinations: destinations.into_iter().map(|d| d.name).collect(),

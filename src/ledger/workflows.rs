@@ -132,7 +132,18 @@ impl Ledger {
         if row.as_ref().is_some_and(|w| w.paused) {
             return Ok(Tried::Done(false));
         }
-        let summary = tx.exception_summary(Some(workflow), now).await?;
+        let mut summary = tx.exception_summary(Some(workflow), now).await?;
+        // its stalled runs are exceptions too (SPEC 19)
+        if let Some(s) = self
+            .stalls()
+            .await?
+            .into_iter()
+            .find(|s| s.workflow == workflow)
+        {
+            summary.count += s.count;
+            summary.oldest = Some(summary.oldest.map_or(s.oldest, |o| o.min(s.oldest)));
+            summary.newest = Some(summary.newest.map_or(s.newest, |n| n.max(s.newest)));
+        }
         // an unpaused row with a time of change was resumed then
         let resumed = row.as_ref().and_then(|w| w.paused_at);
         if resumed.is_some_and(|r| summary.newest.is_none_or(|n| n <= r)) {

@@ -69,6 +69,26 @@ impl Store {
         stmt.rows(self.conn().await?.db(), event_from_row).await
     }
 
+    /// A run's own audit events (a person's claim, release, note or close of the run), in order:
+    /// the events of its workflow that name no operation, whose detail names the run.
+    pub(crate) async fn events_of_run(&self, workflow: &str, run: &str) -> Result<Vec<EventRow>> {
+        let stmt = Stmt::new(
+            format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE operation_id IS NULL AND workflow = $1 \
+                 AND kind LIKE 'run\\_%' ESCAPE '\\' ORDER BY id"
+            ),
+            vec![Cell::Text(Some(workflow))],
+        );
+        let rows = stmt.rows(self.conn().await?.db(), event_from_row).await?;
+        Ok(rows
+            .into_iter()
+            .filter(|e| {
+                serde_json::from_str::<serde_json::Value>(&e.detail)
+                    .is_ok_and(|d| d.get("run").and_then(|r| r.as_str()) == Some(run))
+            })
+            .collect())
+    }
+
     /// The newest audit events, newest first, with their operation.
     pub(crate) async fn recent_events(
         &self,

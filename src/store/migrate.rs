@@ -70,10 +70,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0011_runs.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0011_runs.sql"),
     },
+    Migration {
+        version: 12,
+        sqlite: include_str!("../../assets/migrations/sqlite/0012_run_rows.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0012_run_rows.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

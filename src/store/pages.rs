@@ -304,6 +304,8 @@ fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String>
             ),
             Match::Key(k) => format!("key = {}", mark(args, Arg::Text(k.clone()))),
             Match::Run(r) => format!("run = {}", mark(args, Arg::Text(r.clone()))),
+            // no operation is stalled: a run is
+            Match::Stalled => "1 = 0".into(),
             Match::Word(w) => {
                 let n = mark(args, Arg::Text(format!("%{}%", like_escaped(w))));
                 words_match(&n)

@@ -13,7 +13,7 @@ mod show;
 
 pub use json::{json, step};
 pub use list::{ListFormat, list};
-pub use run::run;
+pub use run::{run, runs};
 pub use show::show;
 
 const PAGE: usize = 500;
@@ -43,6 +43,7 @@ pub fn stats(s: &Stats) {
         say!("{:<11} {n}", state.as_str());
     }
     say!("exceptions  {}", s.exceptions);
+    say!("stalled     {} runs", s.stalled_runs);
     say!(
         "oldest      {}",
         s.oldest_exception_seconds

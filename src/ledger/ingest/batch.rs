@@ -75,6 +75,7 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
 /// The operations a batch made, in one statement, and their `recorded` events in another: their
 /// ids in order, or `None` where one of the keys was stored already (nothing is then written).
 async fn insert_made(
+    ledger: &Ledger,
     tx: &mut Tx,
     made: &[&Op],
     ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
@@ -94,6 +95,9 @@ async fn insert_made(
     if numbered.len() != made.len() {
         return Ok(None);
     }
+    // their runs' rows: a run's first operation makes it
+    let settled: Vec<(&Op, bool)> = rows.iter().map(|r| (*r, r.state.is_terminal())).collect();
+    ledger.keep_runs(tx, &settled).await?;
     ids.extend(made.iter().map(|op| numbered[&op.key]));
     let details: Vec<String> = made.iter().map(|op| recorded_detail(op)).collect();
     let events: Vec<NewEvent> = made
@@ -301,7 +305,7 @@ impl Ledger {
 
         // the new operations in one statement, their `recorded` events in another (before the
         // events of what later lines did to them)
-        let Some(ids) = insert_made(tx, &made, &ops, actor).await? else {
+        let Some(ids) = insert_made(self, tx, &made, &ops, actor).await? else {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored
@@ -315,7 +319,7 @@ impl Ledger {
                 c.made_here = true;
             }
         }
-        if !changes.is_empty() && !change::write_changes(tx, &changes).await? {
+        if !changes.is_empty() && !change::write_changes(self, tx, &changes).await? {
             return Ok(Batched::Raced);
         }
         Ok(Batched::Done { outcomes, all_new })

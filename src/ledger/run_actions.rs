@@ -1,0 +1,85 @@
+//! A person's actions on a run as a whole (SPEC 19): claim, release, note, close. Each is one
+//! transaction: the run's row held, the rules asked (`domain::run_action`), the row written
+//! with a compare-and-set on its version, and one audit event of the run's own.
+
+use super::Ledger;
+use super::checks::check_text;
+use super::runs::RunView;
+use crate::domain::redact::redact_text;
+use crate::domain::run_action::{RunAction, RunCtx, apply_run_action};
+use crate::domain::validate_run;
+use crate::error::{Error, Result};
+use crate::store::{self, NewEvent, Tried, Tx};
+
+impl Ledger {
+    /// `action` on the run `run` by `actor`; the run as it then is.
+    pub async fn run_action(&self, run: &str, actor: &str, action: RunAction) -> Result<RunView> {
+        validate_run(run).map_err(Error::Invalid)?;
+        self.check_acting(actor)?;
+        let action = match action {
+            RunAction::Note { text } => {
+                check_text("the note", Some(&text))?;
+                if text.trim().is_empty() {
+                    return Err(Error::Invalid("a note needs its text".into()));
+                }
+                RunAction::Note {
+                    text: redact_text(&text),
+                }
+            }
+            RunAction::Close { resolution, note } => {
+                check_text("the note", Some(&note))?;
+                RunAction::Close {
+                    resolution,
+                    note: redact_text(&note),
+                }
+            }
+            other => other,
+        };
+        store::in_tx!(self.store, |tx| self
+            .run_action_in(tx, run, actor, &action)
+            .await)?;
+        self.run(run, actor).await
+    }
+
+    async fn run_action_in(
+        &self,
+        tx: &mut Tx,
+        run: &str,
+        actor: &str,
+        action: &RunAction,
+    ) -> Result<Tried<()>> {
+        let held = tx.hold_runs(&[run]).await?;
+        let Some(stored) = held.get(run) else {
+            return Err(Error::NotFound(format!("no run {run}")));
+        };
+        let now = self.now();
+        let ctx = RunCtx {
+            actor,
+            role: self.role(),
+            now,
+            lease: self.config.lease,
+        };
+        let made = apply_run_action(&stored.row, action, &ctx).map_err(Error::Refused)?;
+        if !tx.write_run(&made.row, stored.row.version).await? {
+            return Ok(Tried::Raced);
+        }
+        let mut detail = made.detail;
+        // a session's events hold the key it authenticated with (SPEC 17)
+        if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
+            d.insert("key".into(), s.fingerprint.clone().into());
+        }
+        let detail = detail.to_string();
+        tx.insert_events(&[NewEvent {
+            operation_id: None,
+            workflow: Some(&stored.row.workflow),
+            at: now,
+            actor,
+            kind: made.kind,
+            from_state: None,
+            to_state: None,
+            detail: &detail,
+        }])
+        .await?;
+        Ok(Tried::Done(()))
+    }
+}

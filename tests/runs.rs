@@ -1,0 +1,308 @@
+//! Runs (SPEC 19) on both backends with an injected clock: the run state of every situation of a
+//! step against a table, found by `runs` and the index of waits as the state says; a run's own
+//! claim, note and close, audited; stalled runs counted as exceptions and toward the stopping
+//! threshold.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use common::TestDb;
+use serde_json::json;
+use settle::domain::run::RunState;
+use settle::domain::run_action::RunAction;
+use settle::{AttemptReport, Intent, Ledger, Outcome, Resolution, StaffAction, State};
+
+fn t0() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000, 0).unwrap()
+}
+
+/// A ledger on a clock the test moves, with `onboarding` declaring two steps (gap one hour),
+/// `loose` declaring none, and `guarded` declaring two and pausing at 3 exceptions.
+async fn ledger(db: &TestDb) -> (Ledger, Arc<Mutex<DateTime<Utc>>>) {
+    let mut config = common::config();
+    let declared = |pause_when| settle::config::WorkflowConfig {
+        steps: vec!["first".into(), "second".into()],
+        step_gap: Some(std::time::Duration::from_secs(3600)),
+        pause_when,
+    };
+    config.workflows.insert("onboarding".into(), declared(None));
+    config.workflows.insert(
+        "guarded".into(),
+        declared(Some(settle::config::PauseWhen {
+            unresolved: Some(3),
+            oldest: None,
+        })),
+    );
+    let clock = Arc::new(Mutex::new(t0()));
+    let c = clock.clone();
+    let l = Ledger::open(&db.url, config)
+        .await
+        .unwrap()
+        .with_clock(move || *c.lock().unwrap());
+    (l, clock)
+}
+
+fn step(run: &str, workflow: &str, step: &str, payload: serde_json::Value) -> Intent {
+    Intent {
+        key: format!("{run}:{step}"),
+        workflow: workflow.into(),
+        step: step.into(),
+        destination: "sms".into(),
+        action: "send".into(),
+        payload,
+        run: Some(run.into()),
+    }
+}
+
+fn report(key: &str, o: Outcome) -> AttemptReport {
+    AttemptReport {
+        key: key.into(),
+        outcome: Some(o),
+        reference: (o == Outcome::Accepted).then(|| format!("REF-{key}")),
+        error: (o != Outcome::Accepted).then(|| "said so".into()),
+        ..Default::default()
+    }
+}
+
+/// The second step's situations, each made through the ledger as an automation and staff would.
+const SITUATIONS: [&str; 12] = [
+    "not recorded",
+    "pending",
+    "in flight",
+    "retry_wait",
+    "succeeded",
+    "closed done_elsewhere",
+    "rejected",
+    "unknown",
+    "failed",
+    "conflict",
+    "closed abandoned",
+    "claimed unknown",
+];
+
+async fn make(l: &Ledger, run: &str, workflow: &str, situation: &str) {
+    let first = step(run, workflow, "first", json!({}));
+    l.record(&first, "bot").await.unwrap();
+    l.report_attempt(&report(&first.key, Outcome::Accepted), "bot")
+        .await
+        .unwrap();
+    if situation == "not recorded" {
+        return;
+    }
+    let second = step(run, workflow, "second", json!({"n": 1}));
+    let key = second.key.as_str();
+    l.record(&second, "bot").await.unwrap();
+    let attempt = |o| async move { l.report_attempt(&report(key, o), "bot").await.unwrap() };
+    let staff = |a| async move { l.staff(key, "alice", a).await.unwrap() };
+    let close = |resolution| StaffAction::Close {
+        resolution,
+        reference: (resolution == Resolution::DoneElsewhere).then(|| "DONE-1".to_string()),
+        superseded_by: None,
+        note: "by hand".into(),
+    };
+    match situation {
+        "pending" => {}
+        "in flight" => {
+            l.start_attempt(key, "bot").await.unwrap();
+        }
+        "retry_wait" => {
+            attempt(Outcome::Transient).await;
+        }
+        "succeeded" => {
+            attempt(Outcome::Accepted).await;
+        }
+        "closed done_elsewhere" => {
+            staff(close(Resolution::DoneElsewhere)).await;
+        }
+        "rejected" => {
+            attempt(Outcome::Rejected).await;
+        }
+        "unknown" => {
+            attempt(Outcome::Unknown).await;
+        }
+        "failed" => {
+            attempt(Outcome::Unknown).await;
+            staff(StaffAction::ReconcileAbsent { note: None }).await;
+        }
+        "conflict" => {
+            l.record(&step(run, workflow, "second", json!({"n": 2})), "bot")
+                .await
+                .unwrap();
+        }
+        "closed abandoned" => {
+            staff(close(Resolution::Abandoned)).await;
+        }
+        "claimed unknown" => {
+            attempt(Outcome::Unknown).await;
+            staff(StaffAction::Claim { force_reason: None }).await;
+        }
+        other => panic!("no situation {other}"),
+    }
+}
+
+/// The run state for a second step in each situation, with declared steps and without, inside
+/// the gap (two minutes after the first step settled) and past it (two hours).
+fn expected(situation: &str, declared: bool, past_gap: bool) -> RunState {
+    use RunState::*;
+    match situation {
+        "not recorded" if !declared => Done,
+        "not recorded" if past_gap => Stalled,
+        "not recorded" => Running,
+        "pending" | "retry_wait" => Running,
+        // an attempt in flight past its timeout (five minutes) is an exception
+        "in flight" if past_gap => Blocked,
+        "in flight" => Running,
+        "succeeded" | "closed done_elsewhere" => Done,
+        _ => Blocked,
+    }
+}
+
+/// SPEC 19's table: every situation of a step x declared steps or none x inside or past
+/// `step_gap`, as `run show` derives it and as `runs` finds it (`state:stalled` through the
+/// index of waits, every other state by walking the runs), and counted by `stats`.
+async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
+    let (l, clock) = ledger(db).await;
+    let mut cases = Vec::new();
+    for (i, situation) in SITUATIONS.iter().enumerate() {
+        for (workflow, declared) in [("onboarding", true), ("loose", false)] {
+            let run = format!("r{i}-{workflow}");
+            make(&l, &run, workflow, situation).await;
+            cases.push((run, *situation, declared));
+        }
+    }
+    for (minutes, past_gap) in [(2, false), (120, true)] {
+        *clock.lock().unwrap() = t0() + TimeDelta::minutes(minutes);
+        let mut stalled = Vec::new();
+        for (run, situation, declared) in &cases {
+            let want = expected(situation, *declared, past_gap);
+            let got = l.run(run, "t").await.unwrap();
+            assert_eq!(
+                got.state, want,
+                "{situation}, declared {declared}, past the gap {past_gap}: {}",
+                got.next_step
+            );
+            let listed = l.runs(&format!("run:{run}"), "t", 10).await.unwrap();
+            assert_eq!(listed.len(), 1, "{run}");
+            assert_eq!(listed[0].state, want, "{run} as runs lists it");
+            if want == RunState::Stalled {
+                assert_eq!(listed[0].current_step.as_deref(), Some("second"));
+                stalled.push(run.clone());
+            }
+        }
+        let mut found: Vec<String> = l
+            .runs("state:stalled", "t", 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run)
+            .collect();
+        found.sort();
+        assert_eq!(found, stalled, "past the gap {past_gap}");
+        assert_eq!(l.stats().await.unwrap().stalled_runs, stalled.len() as i64);
+        let blocked = l.runs("state:blocked", "t", 100).await.unwrap();
+        let want_blocked = cases
+            .iter()
+            .filter(|(_, s, d)| expected(s, *d, past_gap) == RunState::Blocked)
+            .count();
+        assert_eq!(blocked.len(), want_blocked);
+    }
+    // a rerun records the missing step: no longer stalled, found by nothing
+    l.record(
+        &step("r0-onboarding", "onboarding", "second", json!({})),
+        "bot",
+    )
+    .await
+    .unwrap();
+    assert!(l.runs("state:stalled", "t", 100).await.unwrap().is_empty());
+    assert_eq!(l.stats().await.unwrap().stalled_runs, 0);
+}
+
+/// SPEC 19: a run is claimed, noted and closed as a whole, each audited; another's claim
+/// refuses the close; a closed run is neither stalled nor counted; stalled runs count toward
+/// their workflow's stopping threshold (SPEC 7).
+async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
+    let (l, clock) = ledger(db).await;
+    for r in ["g1", "g2", "g3"] {
+        make(&l, r, "guarded", "not recorded").await;
+    }
+    *clock.lock().unwrap() = t0() + TimeDelta::hours(2);
+    let s = l.stats().await.unwrap();
+    assert_eq!((s.stalled_runs, s.exceptions), (3, 3));
+    l.sweep().await.unwrap();
+    let paused = l.paused_workflows().await.unwrap();
+    assert_eq!(
+        paused.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["guarded"],
+        "three stalled runs reach the threshold"
+    );
+
+    let claimed = l.run_action("g1", "alice", RunAction::Claim).await.unwrap();
+    assert_eq!(claimed.claimed_by.as_deref(), Some("alice"));
+    let close = |note: &str| RunAction::Close {
+        resolution: Resolution::Abandoned,
+        note: note.into(),
+    };
+    let refused = l.run_action("g1", "bob", close("mine now")).await;
+    assert!(
+        matches!(&refused, Err(settle::Error::Refused(m)) if m.contains("claimed by alice")),
+        "{refused:?}"
+    );
+    l.run_action(
+        "g1",
+        "bob",
+        RunAction::Note {
+            text: "customer called".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let closed = l
+        .run_action("g1", "alice", close("customer left"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (closed.state, closed.resolution, closed.claimed_by),
+        (RunState::Closed, Some(Resolution::Abandoned), None)
+    );
+    let history: Vec<(String, String)> = closed
+        .history
+        .iter()
+        .map(|e| (e.actor.clone(), e.kind.clone()))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            ("alice".to_string(), "run_claimed".to_string()),
+            ("bob".into(), "run_noted".into()),
+            ("alice".into(), "run_closed".into()),
+        ]
+    );
+    assert_eq!(closed.history[2].detail["note"], "customer left");
+    // its steps are left as they are
+    assert_eq!(closed.steps[0].state, State::Succeeded.as_str());
+    assert!(matches!(
+        l.run_action("g1", "alice", RunAction::Claim).await,
+        Err(settle::Error::Refused(_))
+    ));
+    let stalled: Vec<String> = l
+        .runs("state:stalled", "t", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run)
+        .collect();
+    assert_eq!(stalled, ["g2", "g3"]);
+    assert_eq!(l.runs("state:closed", "t", 10).await.unwrap().len(), 1);
+    assert_eq!(l.stats().await.unwrap().stalled_runs, 2);
+    assert!(matches!(
+        l.run_action("nope", "alice", RunAction::Claim).await,
+        Err(settle::Error::NotFound(_))
+    ));
+}
+
+both_backends!(
+    every_situation_of_a_step_gives_its_run_state,
+    a_run_is_claimed_noted_and_closed_by_people,
+);
