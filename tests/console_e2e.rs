@@ -984,3 +984,187 @@ async fn look_up_with_l_at_80x24_on_postgres() {
         .await
         .unwrap();
 }
+
+/// SPEC 19 at 80x24: a stalled run stands in view 1 (KEY the run, DEST the missing step);
+/// `Enter` opens it with its steps; claim, note and close of the run, each audited under the
+/// operator's name; another's claimed run refuses the close; an operation's detail pane shows
+/// its run's steps.
+fn a_stalled_run_at_80x24(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    let t = Tmux::new("runs");
+    let config = t.dir.path().join("settle.toml");
+    std::fs::write(
+        &config,
+        "[workflows.onboarding]\nsteps = [\"create-customer\", \"create-task\", \"welcome-sms\"]\nstep_gap = \"1s\"\n",
+    )
+    .unwrap();
+    let cfg = config.to_str().unwrap();
+    let step = |run: &str, outcome: &str| {
+        let key = format!("{run}:create-customer");
+        settle(
+            url,
+            &[
+                "--config",
+                cfg,
+                "record",
+                "--key",
+                &key,
+                "--workflow",
+                "onboarding",
+                "--step",
+                "create-customer",
+                "--destination",
+                "crm",
+                "--action",
+                "create",
+                "--payload",
+                "{\"name\":\"Ada\"}",
+                "--run",
+                run,
+            ],
+        );
+        let mut args = vec![
+            "--config",
+            cfg,
+            "attempt",
+            "--key",
+            &key,
+            "--outcome",
+            outcome,
+        ];
+        let reference = format!("CUST-{run}");
+        if outcome == "accepted" {
+            args.extend(["--reference", reference.as_str()]);
+        } else {
+            args.extend(["--error", "read timeout"]);
+        }
+        settle(url, &args);
+    };
+    step("st-1", "accepted");
+    step("st-2", "accepted");
+    step("bl-1", "unknown");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (code, _) = settle_code(url, "bob", &["--config", cfg, "run", "claim", "st-2"]);
+    assert_eq!(code, 0);
+    let (code, out) = settle_code(
+        url,
+        "seed",
+        &["--config", cfg, "runs", "--where", "state:stalled"],
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("st-1") && out.contains("st-2"), "{out}");
+    t.shell(
+        "a",
+        (80, 24),
+        &format!(
+            "env SETTLE_OPERATOR=alice SETTLE_LOG_FILE=/dev/null XDG_CONFIG_HOME={} {BIN} --db '{url}' --config {cfg}; echo SETTLE-EXITED-$?; sleep 60",
+            t.dir.path().display()
+        ),
+    );
+    // the oldest stall first, above the operations, and selected
+    t.wait("a", "the stalled runs in view 1", |s| {
+        let rows: Vec<&str> = s.lines().skip(3).take(3).collect();
+        rows.len() == 3
+            && rows[0].contains("stalled")
+            && rows[0].contains("st-1")
+            && rows[0].contains("create-t")
+            && rows[1].contains("st-2")
+            && rows[2].contains("bl-1:create-cus")
+            && s.contains("3 exceptions")
+    });
+    t.keys("a", &["Enter"]);
+    t.wait("a", "the run opened with its steps", |s| {
+        s.contains(" run st-1 ")
+            && s.contains("✓ create-customer  CUST-st-1")
+            && s.contains("○ create-task      not recorded")
+            && s.contains("stopped after create-customer")
+    });
+    t.keys("a", &["Escape", "c"]);
+    t.wait("a", "the run claimed", |s| {
+        s.contains("run st-1: claimed") && s.contains("claim    alice")
+    });
+    t.keys("a", &["n"]);
+    t.literal("a", "called the customer");
+    t.keys("a", &["Enter", "y"]);
+    t.wait("a", "the note", |s| s.contains("run st-1: note added"));
+    t.keys("a", &["x"]);
+    t.wait("a", "the close form", |s| s.contains("Close run st-1"));
+    t.keys("a", &["3"]);
+    t.literal("a", "customer withdrew");
+    t.keys("a", &["Enter", "y"]);
+    t.wait("a", "the run closed and gone from view 1", |s| {
+        s.contains("run st-1: closed") && !s.contains("st-1 ") && s.contains("2 exceptions")
+    });
+    // bob holds st-2: the close is refused, and says why
+    t.wait("a", "st-2 selected", |s| s.contains(" run st-2 "));
+    t.keys("a", &["x", "3"]);
+    t.literal("a", "not mine");
+    t.keys("a", &["Enter", "y"]);
+    t.wait("a", "the refusal", |s| {
+        s.contains("run st-2 is claimed by bob")
+    });
+    // an operation of a run shows its run's steps
+    t.keys("a", &["j"]);
+    t.wait("a", "the operation's run steps", |s| {
+        s.contains(" bl-1:create-customer ")
+            && s.contains("run      bl-1")
+            && s.contains("✗ create-customer  unknown")
+            && s.contains("○ welcome-sms      not recorded")
+    });
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+    let shown = settle(url, &["--config", cfg, "run", "show", "st-1", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(v["state"], "closed");
+    let audit: Vec<(String, String)> = v["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["actor"].as_str().unwrap().to_string(),
+                e["kind"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        audit,
+        [
+            ("alice".to_string(), "run_claimed".to_string()),
+            ("alice".into(), "run_noted".into()),
+            ("alice".into(), "run_closed".into()),
+        ]
+    );
+    assert_eq!(v["history"][2]["detail"]["note"], "customer withdrew");
+    let st2 = json_run(url, cfg, "st-2");
+    assert_eq!(
+        (st2["state"].as_str(), st2["claimed_by"].as_str()),
+        (Some("stalled"), Some("bob"))
+    );
+}
+
+fn json_run(db: &str, cfg: &str, run: &str) -> serde_json::Value {
+    serde_json::from_str(&settle(
+        db,
+        &["--config", cfg, "run", "show", run, "--json"],
+    ))
+    .unwrap()
+}
+
+#[test]
+fn a_stalled_run_at_80x24_on_sqlite() {
+    a_stalled_run_at_80x24(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn a_stalled_run_at_80x24_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || a_stalled_run_at_80x24(&db))
+        .await
+        .unwrap();
+}

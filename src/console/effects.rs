@@ -67,6 +67,17 @@ async fn run_effect_with(
             };
             Msg::Header(header.await.map_err(s))
         }
+        Effect::Stalled { seq, filter } => Msg::Stalled {
+            seq,
+            runs: ledger
+                .stalled_for(&filter, operator, crate::console::app::PAGE)
+                .await
+                .map_err(s),
+        },
+        Effect::Run { run } => Msg::Run {
+            view: ledger.run(&run, operator).await.map(Box::new).map_err(s),
+            run,
+        },
         Effect::Count { seq, filter } => Msg::Counted {
             seq,
             count: ledger.count_matching(&filter, operator).await.map_err(s),
@@ -84,7 +95,8 @@ async fn run_effect_with(
         | Effect::LookUp { .. }
         | Effect::BulkPreviewEach { .. }
         | Effect::BulkApplyEach { .. }
-        | Effect::Reveal { .. } => act(ledger, fx, operator, progress).await,
+        | Effect::Reveal { .. }
+        | Effect::RunAction { .. } => act(ledger, fx, operator, progress).await,
         Effect::Review { seq, days, scope } => Msg::Reviewed {
             seq,
             review: ledger
@@ -114,6 +126,22 @@ fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
 async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg) + Sync)) -> Msg {
     let s = |e: Error| e.to_string();
     match fx {
+        Effect::RunAction { run, action } => {
+            use crate::domain::run_action::RunAction;
+            let what = match action {
+                RunAction::Claim => "claimed",
+                RunAction::Release => "released",
+                RunAction::Note { .. } => "note added",
+                RunAction::Close { .. } => "closed",
+            };
+            Msg::Acted(
+                ledger
+                    .run_action(&run, operator, action)
+                    .await
+                    .map(|v| format!("run {run}: {what} ({})", v.state))
+                    .map_err(s),
+            )
+        }
         Effect::Staff { key, action } => {
             let what = staff_verb(&action);
             let result = ledger.staff(&key, operator, action).await;

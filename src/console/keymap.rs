@@ -24,6 +24,8 @@ pub enum When {
     Lead,
     /// The detail pane has focus, shows a redacted field, and the operator is a lead.
     Reveal,
+    /// A stalled run is selected in view 1 (SPEC 19).
+    Run,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -42,18 +44,9 @@ pub struct Binding {
 
 pub const KEYMAP: &[Binding] = &[
     Binding {
-        keys: "j/k ↑/↓",
+        keys: "j/k g/G ↑/↓",
         label: "move",
-        help: "move the selection",
-        when: When::Always,
-        footer: false,
-        offers: &[],
-        bulk: false,
-    },
-    Binding {
-        keys: "g/G PgUp/Dn",
-        label: "first/last, page",
-        help: "first / last item; a page up / down",
+        help: "move; g/G the first / last item; PgUp/PgDn a page",
         when: When::Always,
         footer: false,
         offers: &[],
@@ -65,6 +58,15 @@ pub const KEYMAP: &[Binding] = &[
         help: "the detail pane (Enter again: full screen; j/k scroll)",
         when: When::Row,
         footer: false,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "c/u/n/x",
+        label: "run: claim release note close",
+        help: "a stalled run (view 1): claim, release, note or close it",
+        when: When::Run,
+        footer: true,
         offers: &[],
         bulk: false,
     },

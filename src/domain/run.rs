@@ -86,6 +86,28 @@ pub struct RunStep {
     pub settled_at: Option<DateTime<Utc>>,
 }
 
+impl RunStep {
+    /// Its mark where a run's steps are listed: `✓` done, `✗` an exception or closed without
+    /// being done, `…` under way, `○` never recorded.
+    pub fn mark(&self) -> &'static str {
+        match (self.done, State::parse(&self.state)) {
+            (true, _) => "✓",
+            (false, Ok(s)) if s.is_exception() || s == State::Closed => "✗",
+            (false, Ok(_)) => "…",
+            (false, Err(_)) => "○",
+        }
+    }
+
+    /// What follows its name: the reference when done, else its state in words.
+    pub fn shown(&self) -> String {
+        match (&self.reference, self.done) {
+            (Some(r), true) => r.clone(),
+            (None, true) => "done".into(),
+            _ => self.state.replace('_', " "),
+        }
+    }
+}
+
 /// A run's state, since when it has been in it, and the step it is at (or waits on).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Derived {

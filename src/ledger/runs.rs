@@ -55,6 +55,35 @@ pub struct RunSummary {
     pub waiting_since: Option<DateTime<Utc>>,
 }
 
+impl Ledger {
+    /// A run's operations as its rules read them, each reference redacted.
+    fn run_ops(&self, ops: &[(i64, crate::domain::Op)]) -> Vec<RunOp> {
+        let now = self.now();
+        ops.iter()
+            .map(|(_, op)| RunOp {
+                key: op.key.clone(),
+                step: op.step.clone(),
+                state: op.state,
+                resolution: op.resolution,
+                exception: op.state.is_exception() || op.exception_since.is_some_and(|t| t <= now),
+                reference: op.reference.as_deref().map(|r| {
+                    self.redactor
+                        .scrubber_of(&op.destination, &op.action, &[op.payload.as_str()])
+                        .text(r)
+                }),
+                recorded_at: op.created_at,
+                updated_at: op.updated_at,
+            })
+            .collect()
+    }
+
+    /// The steps of run `run` of `workflow`, in order (an operation's detail shows them).
+    pub(super) async fn run_steps(&self, run: &str, workflow: &str) -> Result<Vec<RunStep>> {
+        let ops = self.store.ops_of_run(run).await?;
+        Ok(run::steps(self.run_rules(workflow).0, &self.run_ops(&ops)))
+    }
+}
+
 /// A workflow's stalled runs now.
 pub(super) struct Stalls {
     pub workflow: String,
@@ -76,23 +105,7 @@ impl Ledger {
         let stored = self.store.run_row(run).await?;
         let (declared, _) = self.run_rules(&workflow);
         let declared = declared.to_vec();
-        let run_ops: Vec<RunOp> = ops
-            .iter()
-            .map(|(_, op)| RunOp {
-                key: op.key.clone(),
-                step: op.step.clone(),
-                state: op.state,
-                resolution: op.resolution,
-                exception: op.state.is_exception() || op.exception_since.is_some_and(|t| t <= now),
-                reference: op.reference.as_deref().map(|r| {
-                    self.redactor
-                        .scrubber_of(&op.destination, &op.action, &[op.payload.as_str()])
-                        .text(r)
-                }),
-                recorded_at: op.created_at,
-                updated_at: op.updated_at,
-            })
-            .collect();
+        let run_ops = self.run_ops(&ops);
         let derived = self.derive_run(&workflow, stored.as_ref(), &run_ops);
         let next_step = self.run_next_step(run, &workflow, &derived, viewer).await?;
         let history = self
@@ -290,5 +303,49 @@ impl Ledger {
             RunState::Closed => "Closed by a person: nothing to do".into(),
             RunState::Blocked => "Blocked: reconcile the step it waits on".into(),
         })
+    }
+}
+
+impl Ledger {
+    /// The stalled runs view 1 shows with a list filter (SPEC 19): none when the filter asks for
+    /// what only an operation has (a state, a destination, a key, words); else the oldest
+    /// stalls first, at most `limit`, those the filter's workflow, run, claim and age allow.
+    pub async fn stalled_for(
+        &self,
+        filter: &super::ListFilter,
+        viewer: &str,
+        limit: usize,
+    ) -> Result<Vec<RunSummary>> {
+        use crate::domain::filter::{Claimed, Match};
+        let now = self.now();
+        let terms = &filter.query.terms;
+        let fits = terms.iter().all(|t| match &t.matches {
+            Match::Workflow(_) | Match::Run(_) | Match::AgeOver(_) | Match::AgeUnder(_) => true,
+            Match::Claimed(_) => true,
+            Match::Stalled => !t.negated,
+            _ => false,
+        });
+        if filter.scope != super::Scope::Exceptions || !fits || filter.state.is_some() {
+            return Ok(Vec::new());
+        }
+        let mut out = self.stalled_runs(None, limit, viewer).await?;
+        out.retain(|r| {
+            let age = (now - r.since).to_std().unwrap_or_default();
+            terms.iter().all(|t| {
+                let holds = match &t.matches {
+                    Match::Workflow(w) => *w == r.workflow,
+                    Match::Run(x) => *x == r.run,
+                    Match::AgeOver(d) => age >= *d,
+                    Match::AgeUnder(d) => age < *d,
+                    Match::Claimed(Claimed::Nobody) => r.claimed_by.is_none(),
+                    Match::Claimed(Claimed::Me) => r.claimed_by.as_deref() == Some(viewer),
+                    Match::Claimed(Claimed::By(who)) => r.claimed_by.as_deref() == Some(who),
+                    Match::Claimed(Claimed::Anyone) => r.claimed_by.is_some(),
+                    _ => true,
+                };
+                holds != t.negated
+            })
+        });
+        Ok(out)
     }
 }

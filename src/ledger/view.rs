@@ -254,6 +254,10 @@ impl Ledger {
                 .into_iter()
                 .map(|e| event_view(e, &|v| red.json(v), None))
                 .collect(),
+            run_steps: match &op.run {
+                Some(r) => self.run_steps(r, &op.workflow).await?,
+                None => Vec::new(),
+            },
         };
         search_by(&mut detail);
         Ok(detail)

@@ -136,6 +136,9 @@ pub struct OperationDetail {
     pub conflicting_fingerprint: Option<String>,
     pub attempt_log: Vec<AttemptView>,
     pub history: Vec<EventView>,
+    /// The steps of the run it belongs to, in order (SPEC 19; none without a run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub run_steps: Vec<crate::domain::run::RunStep>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -3,18 +3,8 @@
 use chrono::{DateTime, Utc};
 
 use super::esc;
-use crate::domain::{State, format_age};
+use crate::domain::format_age;
 use crate::ledger::{RunSummary, RunView};
-
-/// A step's mark: done, an exception or closed without being done, never recorded, under way.
-fn mark(state: &str, done: bool) -> &'static str {
-    match (done, State::parse(state)) {
-        (true, _) => "✓",
-        (false, Ok(s)) if s.is_exception() || s == State::Closed => "✗",
-        (false, Ok(_)) => "…",
-        (false, Err(_)) => "○",
-    }
-}
 
 pub fn run(v: &RunView, now: DateTime<Utc>) {
     say!("run          {}", esc(&v.run));
@@ -43,18 +33,11 @@ pub fn run(v: &RunView, now: DateTime<Utc>) {
         .max()
         .unwrap_or(0);
     for s in &v.steps {
-        let what = if s.done {
-            s.reference
-                .as_deref()
-                .map_or(String::new(), |r| esc(r).into_owned())
-        } else {
-            s.state.replace('_', " ")
-        };
         say!(
             "  {} {:<width$}  {}",
-            mark(&s.state, s.done),
+            s.mark(),
             esc(&s.step),
-            what
+            esc(&s.shown())
         );
     }
 }

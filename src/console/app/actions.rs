@@ -145,7 +145,11 @@ impl App {
                     self.mode = Mode::Form(Box::new(form));
                     return Vec::new();
                 };
-                choose(&mut form, &options, c);
+                if form.run {
+                    super::runs::choose_run_close(&mut form, c);
+                } else {
+                    choose(&mut form, &options, c);
+                }
             }
             FormStep::Text { label, required } => match key.code {
                 KeyCode::Enter => {
@@ -179,6 +183,13 @@ impl App {
 
     pub(super) fn submit(&mut self, form: Form) -> Vec<Effect> {
         let key = form.target.clone();
+        if form.run {
+            let Some(action) = super::runs::run_action_of(&form) else {
+                return Vec::new();
+            };
+            self.set_status("working…", false);
+            return vec![Effect::RunAction { run: key, action }];
+        }
         let text = form.text.clone().unwrap_or_default();
         match (form.kind.clone(), form.staff_action()) {
             (ActionKind::Pause, _) => vec![Effect::Pause {

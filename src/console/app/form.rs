@@ -87,6 +87,8 @@ pub struct Form {
     pub pausing: Option<crate::ledger::Pausable>,
     /// A lookup's answers, once they came: (key, destination, what it said).
     pub answers: Vec<(String, String, crate::domain::LookupAnswer)>,
+    /// The target is a run (SPEC 19): its note or close is the run's own.
+    pub run: bool,
 }
 
 impl ActionKind {
@@ -128,6 +130,7 @@ impl Form {
             pause_choices: Vec::new(),
             pausing: None,
             answers: Vec::new(),
+            run: false,
         }
     }
 }

@@ -53,6 +53,9 @@ impl App {
         {
             return effects;
         }
+        if let Some(effects) = self.on_run_key(key) {
+            return effects;
+        }
         match key.code {
             KeyCode::Char('q') => {
                 self.quit = true;
@@ -281,7 +284,7 @@ impl App {
         use crate::domain::Offer;
         match b.when {
             When::Offered if b.offers.iter().all(|o| *o == Offer::TakeOver) => self.role.leads(),
-            When::Offered | When::Marks => self.role.acts(),
+            When::Offered | When::Marks | When::Run => self.role.acts(),
             When::Lead | When::Reveal => self.role.leads(),
             When::Always | When::Row | When::Activity | When::Review => true,
         }
@@ -316,6 +319,7 @@ impl App {
                         .is_some_and(|d| !crate::ledger::redacted_paths(&d.payload).is_empty())
             }
             When::Activity => self.view == View::Activity,
+            When::Run => self.online && self.selected_run().is_some(),
         }
     }
 }

@@ -73,6 +73,17 @@ impl App {
             place: Place::Replace { select_last },
         }];
         self.filter_count = None;
+        if self.view == View::Exceptions {
+            self.stalled_seq = seq;
+            self.stalled_fresh = true;
+            self.on_run = None;
+            fx.push(Effect::Stalled {
+                seq,
+                filter: filter.clone(),
+            });
+        } else {
+            self.on_run = None;
+        }
         if !filter.query.is_empty() {
             self.count_seq = seq;
             fx.push(Effect::Count { seq, filter });
@@ -104,6 +115,13 @@ impl App {
                 limit,
                 place: Place::Replace { select_last: false },
             }];
+            if self.view == View::Exceptions {
+                self.stalled_seq = seq;
+                fx.push(Effect::Stalled {
+                    seq,
+                    filter: filter.clone(),
+                });
+            }
             // the header's "N of M" follows the change too
             if !filter.query.is_empty() {
                 self.count_seq = seq;
@@ -114,6 +132,9 @@ impl App {
         fx.push(Effect::Header);
         if let Some(k) = self.selected_row().map(|r| r.key.clone()) {
             fx.push(Effect::Detail { key: k });
+        }
+        if let Some(r) = self.selected_run() {
+            fx.push(Effect::Run { run: r.run.clone() });
         }
         fx
     }

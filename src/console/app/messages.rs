@@ -97,6 +97,20 @@ pub enum Effect {
         days: u64,
         scope: crate::ledger::ReviewScope,
     },
+    /// The stalled runs view 1 shows above its operations (SPEC 19), for request `seq`.
+    Stalled {
+        seq: u64,
+        filter: ListFilter,
+    },
+    /// One run, for the detail pane.
+    Run {
+        run: String,
+    },
+    /// A person's action on a run as a whole.
+    RunAction {
+        run: String,
+        action: crate::domain::run_action::RunAction,
+    },
     Poll,
     Quit,
 }
@@ -170,6 +184,16 @@ pub enum Msg {
     },
     /// Another writer changed something (a PostgreSQL notification).
     Changed,
+    /// The stalled runs for request `seq`.
+    Stalled {
+        seq: u64,
+        runs: Result<Vec<crate::ledger::RunSummary>, String>,
+    },
+    /// One run, for the detail pane.
+    Run {
+        run: String,
+        view: Result<Box<crate::ledger::RunView>, String>,
+    },
     /// The review asked for by request `seq`.
     Reviewed {
         seq: u64,

@@ -11,6 +11,7 @@ mod keys;
 mod loads;
 pub(crate) mod lookup;
 mod messages;
+mod runs;
 mod update;
 
 pub use form::{ActionKind, Form, FormStep};
@@ -162,6 +163,15 @@ pub struct App {
     /// How many rows the review's tables are scrolled (`j`/`k` in view 6).
     pub review_scroll: usize,
     pub detail: Option<OperationDetail>,
+    /// View 1's stalled runs (SPEC 19), shown above its operations, oldest stall first.
+    pub stalled: Vec<crate::ledger::RunSummary>,
+    /// The selection is on this stalled run (not on an operation).
+    pub on_run: Option<usize>,
+    /// The selected run, for the detail pane.
+    pub run_view: Option<crate::ledger::RunView>,
+    /// The newest request for the stalled runs; `stalled_fresh`: it was a new list's.
+    stalled_seq: u64,
+    stalled_fresh: bool,
     /// How many items of the view the filter matches, once counted (for request `count_seq`).
     pub filter_count: Option<i64>,
     count_seq: u64,
@@ -222,6 +232,11 @@ impl App {
             review_of: Default::default(),
             review_scroll: 0,
             detail: None,
+            stalled: Vec::new(),
+            on_run: None,
+            run_view: None,
+            stalled_seq: 0,
+            stalled_fresh: false,
             detail_scroll: 0,
             marks: Default::default(),
             marking: None,
@@ -265,7 +280,7 @@ impl App {
     }
 
     pub fn selected_row(&self) -> Option<&OperationView> {
-        if self.view == View::Activity {
+        if self.view == View::Activity || self.selected_run().is_some() {
             return None;
         }
         self.rows.get(self.selected)

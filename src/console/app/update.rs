@@ -41,6 +41,8 @@ impl App {
             }
             Msg::Changed => vec![Effect::Poll],
             Msg::Reviewed { seq, review } => self.on_reviewed(seq, review),
+            Msg::Stalled { seq, runs } => self.on_stalled(seq, runs),
+            Msg::Run { run, view } => self.on_run_view(run, view),
             Msg::Marked { seq, keys } => self.on_marked(seq, keys),
             Msg::Previewed(preview) => self.on_previewed(preview),
             Msg::BulkProgress { done, total } => {
@@ -309,6 +311,7 @@ impl App {
     }
 
     pub(crate) fn move_by(&mut self, delta: isize) -> Vec<Effect> {
+        self.on_run = None;
         let len = self.len();
         if len == 0 {
             return Vec::new();

@@ -12,6 +12,9 @@ use crate::ledger::OperationView;
 use super::*;
 
 pub(super) fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    if let Some(r) = app.selected_run() {
+        return draw_run(f, app, theme, area, r);
+    }
     // a list's selected row, or the operation Activity opened
     let subject = match app.view {
         View::Activity => app.detail.as_ref().map(|d| &d.op),
@@ -146,6 +149,11 @@ pub(super) fn loaded_lines<'a>(
     theme: &Theme,
     lines: &mut Vec<Line<'a>>,
 ) {
+    // the run it belongs to, its steps in order (SPEC 19)
+    if let Some(run) = &d.op.run {
+        lines.push(Line::from(vec![label(theme, "run"), Span::raw(esc(run))]));
+        step_lines(&d.run_steps, theme, lines);
+    }
     let notes: Vec<String> = d
         .history
         .iter()

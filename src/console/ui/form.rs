@@ -158,6 +158,8 @@ pub(super) fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 /// What the form's title says it does.
 pub(super) fn form_verb(form: &crate::console::app::Form) -> &'static str {
     match form.kind {
+        crate::console::app::ActionKind::Close if form.run => "Close run",
+        crate::console::app::ActionKind::Note if form.run => "Note on run",
         crate::console::app::ActionKind::Claim => "Claim",
         crate::console::app::ActionKind::TakeOver => "Take over",
         crate::console::app::ActionKind::Release => "Release",

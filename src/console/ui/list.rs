@@ -55,6 +55,25 @@ pub(super) fn cell(v: &OperationView, name: &str, app: &App) -> String {
     }
 }
 
+/// A stalled run's cell (SPEC 19): KEY the run, DEST the step never recorded, age since it
+/// stalled.
+fn run_cell(r: &crate::ledger::RunSummary, name: &str, app: &App) -> String {
+    match name {
+        "" => " ".into(),
+        "AGE" => format_age(app.now - r.since),
+        "STATE" => "stalled".into(),
+        "WORKFLOW/STEP" => esc(&format!("{} (run)", r.workflow)),
+        "DEST" => esc(r.current_step.as_deref().unwrap_or("-")),
+        "KEY" => esc(&r.run),
+        "CLAIM" => match &r.claimed_by {
+            Some(c) if *c == app.operator => "you".into(),
+            Some(c) => esc(c),
+            None => "-".into(),
+        },
+        _ => esc(&r.next_step),
+    }
+}
+
 /// The column the list is sorted by, and the arrow its title and the tabs' sort label carry.
 pub(super) fn sorted_column(app: &App) -> (&'static str, &'static str) {
     use crate::ledger::Sort;
@@ -81,48 +100,70 @@ pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }))
     .style(theme.style(Meaning::Muted));
     let body_height = area.height.saturating_sub(1) as usize;
-    let start = app
-        .selected
+    // view 1's stalled runs stand above its operations (SPEC 19)
+    let runs: &[crate::ledger::RunSummary] = if app.view == View::Exceptions {
+        &app.stalled
+    } else {
+        &[]
+    };
+    let chosen = app.on_run.unwrap_or(runs.len() + app.selected);
+    let start = chosen
         .saturating_sub(body_height.saturating_sub(1))
-        .min(app.rows.len());
-    let rows = app
-        .rows
-        .iter()
-        .enumerate()
+        .min(runs.len() + app.rows.len());
+    let run_rows = runs.iter().enumerate().map(|(i, r)| {
+        let cells = cols.iter().map(|(name, width)| {
+            let style = match *name {
+                "STATE" => theme.style(Meaning::Critical),
+                "AGE" => age_style(app, theme, (app.now - r.since).num_seconds()),
+                _ => Style::default(),
+            };
+            ratatui::widgets::Cell::from(fit(run_cell(r, name, app), *width)).style(style)
+        });
+        let row = Row::new(cells);
+        if app.on_run == Some(i) && app.focus == Focus::List {
+            row.style(theme.style(Meaning::Selected))
+        } else {
+            row
+        }
+    });
+    let op_rows = app.rows.iter().enumerate().map(|(i, v)| {
+        let cells = cols.iter().map(|(name, width)| {
+            let text = fit(cell(v, name, app), *width);
+            let style = match *name {
+                "STATE" => state_style(theme, v.state),
+                "AGE" if v.state.is_exception() || v.exception_since.is_some() => {
+                    age_style(app, theme, v.age_seconds)
+                }
+                "" => theme.style(Meaning::Accent),
+                _ => Style::default(),
+            };
+            ratatui::widgets::Cell::from(text).style(style)
+        });
+        let row = Row::new(cells);
+        let changed = app.changed.contains_key(&v.key);
+        let selected = app.on_run.is_none() && i == app.selected && app.focus == Focus::List;
+        if selected && changed {
+            // the selection keeps its look; the change shows as bold and underlined
+            row.style(theme.style(Meaning::Selected).add_modifier(
+                ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED,
+            ))
+        } else if selected {
+            row.style(theme.style(Meaning::Selected))
+        } else if changed {
+            row.style(theme.style(Meaning::Changed))
+        } else {
+            row
+        }
+    });
+    let rows: Vec<Row> = run_rows
+        .chain(op_rows)
         .skip(start)
         .take(body_height)
-        .map(|(i, v)| {
-            let cells = cols.iter().map(|(name, width)| {
-                let text = fit(cell(v, name, app), *width);
-                let style = match *name {
-                    "STATE" => state_style(theme, v.state),
-                    "AGE" if v.state.is_exception() || v.exception_since.is_some() => {
-                        age_style(app, theme, v.age_seconds)
-                    }
-                    "" => theme.style(Meaning::Accent),
-                    _ => Style::default(),
-                };
-                ratatui::widgets::Cell::from(text).style(style)
-            });
-            let row = Row::new(cells);
-            let changed = app.changed.contains_key(&v.key);
-            if i == app.selected && app.focus == Focus::List && changed {
-                // the selection keeps its look; the change shows as bold and underlined
-                row.style(theme.style(Meaning::Selected).add_modifier(
-                    ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED,
-                ))
-            } else if i == app.selected && app.focus == Focus::List {
-                row.style(theme.style(Meaning::Selected))
-            } else if changed {
-                row.style(theme.style(Meaning::Changed))
-            } else {
-                row
-            }
-        });
+        .collect();
     let widths: Vec<Constraint> = cols.iter().map(|(_, w)| Constraint::Length(*w)).collect();
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     f.render_widget(table, area);
-    if app.rows.is_empty() {
+    if app.rows.is_empty() && runs.is_empty() {
         let text = if !app.loaded_once {
             format!("{} loading…", SPINNER[app.spinner % 4])
         } else if !app.filter.value().is_empty() {

@@ -15,6 +15,7 @@ mod form;
 mod header;
 mod list;
 mod review;
+mod run_detail;
 mod status;
 
 use activity::*;
@@ -22,6 +23,7 @@ use detail::*;
 use form::*;
 use header::*;
 use list::*;
+use run_detail::*;
 use status::*;
 
 fn esc(s: &str) -> String {
