@@ -122,26 +122,34 @@ fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
     }
 }
 
+/// A person's action on a run as a whole; what the status line says of it.
+async fn run_action(
+    ledger: &Ledger,
+    run: String,
+    action: crate::domain::run_action::RunAction,
+    operator: &str,
+) -> Msg {
+    use crate::domain::run_action::RunAction;
+    let what = match action {
+        RunAction::Claim => "claimed",
+        RunAction::Release => "released",
+        RunAction::Note { .. } => "note added",
+        RunAction::Close { .. } => "closed",
+    };
+    Msg::Acted(
+        ledger
+            .run_action(&run, operator, action)
+            .await
+            .map(|v| format!("run {run}: {what} ({})", v.state))
+            .map_err(|e| e.to_string()),
+    )
+}
+
 /// The effects that act: staff actions, pauses, marks, bulk runs, lookups and reveals.
 async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg) + Sync)) -> Msg {
     let s = |e: Error| e.to_string();
     match fx {
-        Effect::RunAction { run, action } => {
-            use crate::domain::run_action::RunAction;
-            let what = match action {
-                RunAction::Claim => "claimed",
-                RunAction::Release => "released",
-                RunAction::Note { .. } => "note added",
-                RunAction::Close { .. } => "closed",
-            };
-            Msg::Acted(
-                ledger
-                    .run_action(&run, operator, action)
-                    .await
-                    .map(|v| format!("run {run}: {what} ({})", v.state))
-                    .map_err(s),
-            )
-        }
+        Effect::RunAction { run, action } => run_action(ledger, run, action, operator).await,
         Effect::Staff { key, action } => {
             let what = staff_verb(&action);
             let result = ledger.staff(&key, operator, action).await;
