@@ -302,7 +302,135 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
     ));
 }
 
+/// SPEC 19 in the review (SPEC 18): a known ledger's runs as `review` counts them, as
+/// `settle report --json` gives them, and as view 6 draws them at 80x24.
+async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
+    let t0 = Utc::now() - TimeDelta::hours(3);
+    let (l, clock) = ledger(db).await;
+    let at = |minutes: i64| *clock.lock().unwrap() = t0 + TimeDelta::minutes(minutes);
+    at(0);
+    for r in ["done-a", "stalled-b", "rerun-c", "closed-d"] {
+        make(&l, r, "onboarding", "not recorded").await;
+    }
+    // done-a: its second step recorded 10 minutes after the first settled, then done
+    at(10);
+    let second = |run: &str| step(run, "onboarding", "second", json!({}));
+    l.record(&second("done-a"), "bot").await.unwrap();
+    l.report_attempt(&report("done-a:second", Outcome::Accepted), "bot")
+        .await
+        .unwrap();
+    // rerun-c: stalled (the gap is an hour), rerun after two hours, done
+    at(120);
+    l.record(&second("rerun-c"), "bot").await.unwrap();
+    l.report_attempt(&report("rerun-c:second", Outcome::Accepted), "bot")
+        .await
+        .unwrap();
+    // closed-d: a person closed it
+    l.run_action(
+        "closed-d",
+        "alice",
+        RunAction::Close {
+            resolution: Resolution::Abandoned,
+            note: "withdrawn".into(),
+        },
+    )
+    .await
+    .unwrap();
+    at(180);
+    let scope = settle::ledger::ReviewScope::default();
+    let review = l
+        .review(std::time::Duration::from_secs(86_400), &scope)
+        .await
+        .unwrap();
+    let runs = &review.runs;
+    assert_eq!(
+        (
+            runs.started,
+            runs.done,
+            runs.stalled,
+            runs.closed,
+            runs.stalled_now
+        ),
+        (4, 2, 2, 1, 1),
+        "{runs:?}"
+    );
+    let t: Vec<_> = runs
+        .transitions
+        .iter()
+        .map(|t| {
+            (
+                t.workflow.as_str(),
+                t.from.as_str(),
+                t.to.as_str(),
+                t.count,
+                t.p50_seconds,
+                t.p90_seconds,
+            )
+        })
+        .collect();
+    assert_eq!(
+        t,
+        [("onboarding", "first", "second", 2, Some(600), Some(7200))]
+    );
+
+    // settle report --json, the real binary at the real time (the clock above ends about now)
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("settle.toml");
+    std::fs::write(
+        &config,
+        "[destinations.sms]\nmax_attempts = 3\n[workflows.onboarding]\nsteps = [\"first\", \"second\"]\nstep_gap = \"1h\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+        .args(["--db", &db.url, "--config", config.to_str().unwrap()])
+        .args(["report", "--since", "1d", "--json"])
+        .env("SETTLE_LOG_FILE", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["runs"];
+    assert_eq!(
+        [
+            &r["started"],
+            &r["done"],
+            &r["stalled"],
+            &r["closed"],
+            &r["stalled_now"]
+        ],
+        [&json!(4), &json!(2), &json!(2), &json!(1), &json!(1)],
+        "{r}"
+    );
+    assert_eq!(r["transitions"][0]["p90_seconds"], 7200);
+
+    // view 6 at 80x24
+    let mut app = settle::console::app::App::new("sqlite://settle.db", "alice");
+    app.view = settle::console::app::View::Review;
+    app.review = Some(Box::new(review));
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+    term.draw(|f| {
+        settle::console::ui::draw(f, &app, &settle::console::theme::Theme { color: false })
+    })
+    .unwrap();
+    let buf = term.backend().buffer().clone();
+    let screen: Vec<String> = (0..24)
+        .map(|y| (0..80).map(|x| buf[(x, y)].symbol().to_string()).collect())
+        .collect();
+    assert!(
+        screen.iter().any(|l| l.contains(
+            "runs 4 started · 2 done · 2 stalled (1 now) · 1 closed · first→second p50 10m"
+        )),
+        "{}",
+        screen.join("\n")
+    );
+}
+
 both_backends!(
     every_situation_of_a_step_gives_its_run_state,
     a_run_is_claimed_noted_and_closed_by_people,
+    the_review_counts_a_known_ledgers_runs,
 );

@@ -19,6 +19,7 @@ mod round_steps;
 mod round_types;
 mod rounds;
 mod run_actions;
+mod run_review;
 mod run_rows;
 mod runs;
 mod start;
@@ -52,6 +53,7 @@ pub use review::{
     Review, ReviewScope,
 };
 pub use round_types::{Finished, Round, StartedOp, StartedRows};
+pub use run_review::{RunsReview, StepTransition};
 pub use runs::{RunSummary, RunView};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,

@@ -80,6 +80,9 @@ pub struct Review {
     pub by_workflow: BTreeMap<String, GroupReview>,
     pub by_destination: BTreeMap<String, GroupReview>,
     pub duplicates: Duplicates,
+    /// The runs of the window (SPEC 19); of the scope's workflow (a destination's review counts
+    /// every run: a run has no destination of its own).
+    pub runs: super::run_review::RunsReview,
 }
 
 /// The longest window a review covers.
@@ -96,12 +99,14 @@ impl Ledger {
         let now = self.now();
         let since = now - TimeDelta::from_std(window).unwrap_or(TimeDelta::days(3650));
         let rows = self.store.review_rows(since, now).await?;
-        Ok(fold(rows, window, now, scope))
+        let mut review = fold(rows, window, now, scope);
+        review.runs = self.run_review(since, scope.workflow.as_deref()).await?;
+        Ok(review)
     }
 }
 
 /// The nearest-rank percentile `p` (0..=100) of sorted values.
-fn percentile(sorted: &[i64], p: usize) -> Option<i64> {
+pub(super) fn percentile(sorted: &[i64], p: usize) -> Option<i64> {
     if sorted.is_empty() {
         return None;
     }
@@ -178,6 +183,7 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
         by_workflow: lines.by_workflow,
         by_destination: lines.by_destination,
         duplicates,
+        runs: Default::default(),
     }
 }
 

@@ -208,9 +208,16 @@ impl Ledger {
 
     /// For each workflow, the latest start of a wait that has stalled by now (and for any other).
     fn stall_cutoffs(&self) -> (Vec<(String, DateTime<Utc>)>, DateTime<Utc>) {
-        let now = self.now();
+        self.stall_cutoffs_at(self.now())
+    }
+
+    /// For each workflow, the latest start of a wait that had stalled by `t` (and for any other).
+    pub(super) fn stall_cutoffs_at(
+        &self,
+        t: DateTime<Utc>,
+    ) -> (Vec<(String, DateTime<Utc>)>, DateTime<Utc>) {
         let back = |gap| {
-            now - TimeDelta::from_std(gap).unwrap_or(TimeDelta::MAX) - TimeDelta::milliseconds(1)
+            t - TimeDelta::from_std(gap).unwrap_or(TimeDelta::MAX) - TimeDelta::milliseconds(1)
         };
         let cutoffs = self
             .config

@@ -27,6 +27,7 @@ mod open;
 mod ops;
 mod pages;
 pub mod review;
+mod run_review;
 mod run_writes;
 mod runs;
 mod sql;

@@ -89,7 +89,7 @@ pub(super) fn run_from_row(r: &dyn Cells) -> Result<StoredRun> {
     })
 }
 
-fn run_op_from_row(r: &dyn Cells) -> Result<RunOpRow> {
+pub(super) fn run_op_from_row(r: &dyn Cells) -> Result<RunOpRow> {
     let state: String = get(r, "state")?;
     let resolution: Option<String> = get(r, "resolution")?;
     Ok(RunOpRow {
@@ -235,11 +235,25 @@ impl Store {
 
 /// The condition of a stalled run: waiting since at or before its workflow's cutoff, not closed
 /// (the partial index's own condition, word for word).
-fn stalled_condition(
+pub(super) fn stalled_condition(
     cutoffs: &[(String, DateTime<Utc>)],
     other: DateTime<Utc>,
 ) -> (String, Vec<Cell<'_>>) {
     let mut cells = Vec::new();
+    let cutoff = cutoff_case(&mut cells, cutoffs, other);
+    (
+        format!("waiting_since IS NOT NULL AND closed_at IS NULL AND waiting_since <= {cutoff}"),
+        cells,
+    )
+}
+
+/// Each workflow's time (and `other` for the rest), as one expression over the row's workflow;
+/// its parameters are pushed onto `cells`.
+pub(super) fn cutoff_case<'a>(
+    cells: &mut Vec<Cell<'a>>,
+    cutoffs: &'a [(String, DateTime<Utc>)],
+    other: DateTime<Utc>,
+) -> String {
     let mut arms = String::new();
     for (w, t) in cutoffs {
         cells.push(Cell::Text(Some(w.as_str())));
@@ -247,15 +261,11 @@ fn stalled_condition(
         arms.push_str(&format!(" WHEN ${} THEN ${}", cells.len() - 1, cells.len()));
     }
     cells.push(Cell::Int(Some(ms(other))));
-    let cutoff = if arms.is_empty() {
+    if arms.is_empty() {
         format!("${}", cells.len())
     } else {
         format!("CASE workflow{arms} ELSE ${} END", cells.len())
-    };
-    (
-        format!("waiting_since IS NOT NULL AND closed_at IS NULL AND waiting_since <= {cutoff}"),
-        cells,
-    )
+    }
 }
 
 const RUN_OP_COLUMNS: &str =

@@ -23,5 +23,9 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_waiting ON runs (waiting_since, id) WHERE waiting_since IS NOT NULL AND closed_at IS NULL;
 CREATE INDEX runs_started ON runs (started_at);
+-- the review's counts of a window: runs done, closed, and stalled then rerun in it
+CREATE INDEX runs_done ON runs (done_at) WHERE done_at IS NOT NULL;
+CREATE INDEX runs_closed ON runs (closed_at) WHERE closed_at IS NOT NULL;
+CREATE INDEX runs_stalled ON runs (stalled_at) WHERE stalled_at IS NOT NULL;
 INSERT INTO runs (run, workflow, started_at)
     SELECT run, MIN(workflow), MIN(created_at) FROM operations WHERE run IS NOT NULL GROUP BY run;

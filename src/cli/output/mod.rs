@@ -149,6 +149,27 @@ pub fn review(r: &crate::ledger::Review, scope: &crate::ledger::ReviewScope) {
         }
     }
     say!();
+    let runs = &r.runs;
+    say!(
+        "runs: {} started, {} done, {} stalled ({} stalled now), {} closed",
+        runs.started,
+        runs.done,
+        runs.stalled,
+        runs.stalled_now,
+        runs.closed
+    );
+    for t in &runs.transitions {
+        say!(
+            "  {} {} -> {}: next step recorded after p50 {}, p90 {} ({} runs)",
+            esc(&t.workflow),
+            esc(&t.from),
+            esc(&t.to),
+            age(t.p50_seconds),
+            age(t.p90_seconds),
+            t.count
+        );
+    }
+    say!();
     let d = &r.duplicates;
     say!(
         "duplicates: {} cleaned up (closed as duplicate_cleaned_up), {} conflicts (a key came with new contents), {} prevented (unknown outcomes found done by lookup or reconcile: a blind retry would have repeated them)",

@@ -27,9 +27,10 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         return;
     };
     let chart_height = if rest.height >= 30 { 12 } else { 7 };
-    let [charts, tables, dupes] = Layout::vertical([
+    let [charts, tables, runs, dupes] = Layout::vertical([
         Constraint::Length(chart_height),
         Constraint::Min(4),
+        Constraint::Length(1),
         Constraint::Length(1),
     ])
     .areas(rest);
@@ -64,7 +65,47 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         app.review_scroll,
         by_destination,
     );
+    draw_runs(f, theme, r, runs);
     draw_duplicates(f, theme, r, dupes);
+}
+
+/// The runs line (SPEC 19): started, done, stalled (now), closed, then the step transitions'
+/// times, the slowest first, as many as the width holds.
+fn draw_runs(f: &mut Frame, theme: &Theme, r: &Review, area: Rect) {
+    let runs = &r.runs;
+    let mut spans = vec![
+        Span::styled(" runs ", theme.style(Meaning::Title)),
+        Span::raw(format!("{} started · {} done · ", runs.started, runs.done)),
+        Span::styled(
+            format!("{} stalled ({} now)", runs.stalled, runs.stalled_now),
+            if runs.stalled_now > 0 {
+                theme.style(Meaning::Critical)
+            } else {
+                theme.style(Meaning::Normal)
+            },
+        ),
+        Span::raw(format!(" · {} closed", runs.closed)),
+    ];
+    let mut slowest: Vec<_> = runs.transitions.iter().collect();
+    slowest.sort_by_key(|t| std::cmp::Reverse(t.p90_seconds));
+    let age = |s: Option<i64>| {
+        s.map_or("-".into(), |s| {
+            crate::domain::format_age(chrono::TimeDelta::seconds(s))
+        })
+    };
+    for t in slowest {
+        spans.push(Span::styled(
+            format!(
+                " · {}→{} p50 {} p90 {}",
+                escape_text(&t.from),
+                escape_text(&t.to),
+                age(t.p50_seconds),
+                age(t.p90_seconds)
+            ),
+            theme.style(Meaning::Muted),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
 /// The review's title line: its window, its scope, the windows [ and ] go round.
