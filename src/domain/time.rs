@@ -130,6 +130,15 @@ pub fn format_duration(d: Duration) -> String {
     out
 }
 
+/// The nearest-rank percentile `p` (0..=100) of sorted values.
+pub fn percentile(sorted: &[i64], p: usize) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    Some(sorted[rank - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +208,14 @@ mod tests {
     fn durations_format_back() {
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
         assert_eq!(format_duration(Duration::from_secs(300)), "5m");
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<i64> = (1..=10).collect();
+        assert_eq!(super::percentile(&v, 50), Some(5));
+        assert_eq!(super::percentile(&v, 90), Some(9));
+        assert_eq!(super::percentile(&[7], 90), Some(7));
+        assert_eq!(super::percentile(&[], 50), None);
     }
 }

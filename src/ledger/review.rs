@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::Ledger;
 use crate::domain::State;
+use crate::domain::time::percentile;
 use crate::error::{Error, Result};
 use crate::store::review::{AGE_BOUNDS_HOURS, ReviewRows};
 
@@ -103,15 +104,6 @@ impl Ledger {
         review.runs = self.run_review(since, scope.workflow.as_deref()).await?;
         Ok(review)
     }
-}
-
-/// The nearest-rank percentile `p` (0..=100) of sorted values.
-pub(super) fn percentile(sorted: &[i64], p: usize) -> Option<i64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    Some(sorted[rank - 1])
 }
 
 fn day_label(day: i64) -> String {
@@ -292,19 +284,5 @@ fn fold_events(
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<i64> = (1..=10).collect();
-        assert_eq!(percentile(&v, 50), Some(5));
-        assert_eq!(percentile(&v, 90), Some(9));
-        assert_eq!(percentile(&[7], 90), Some(7));
-        assert_eq!(percentile(&[], 50), None);
     }
 }

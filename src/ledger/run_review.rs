@@ -102,8 +102,8 @@ impl Ledger {
                     to: declared[k].clone(),
                     workflow: w,
                     count: v.len(),
-                    p50_seconds: super::review::percentile(&v, 50),
-                    p90_seconds: super::review::percentile(&v, 90),
+                    p50_seconds: crate::domain::time::percentile(&v, 50),
+                    p90_seconds: crate::domain::time::percentile(&v, 90),
                 }
             })
             .collect();
