@@ -696,3 +696,220 @@ async fn drill_7_a_script_killed_between_start_and_attempt_on_postgres() {
         .await
         .unwrap();
 }
+
+/// The README's three-step Python automation, as it stands in the README.
+fn readme_python() -> String {
+    let readme = include_str!("../README.md");
+    let start = readme
+        .find("```python\nimport json, os, subprocess")
+        .expect("the README's three-step Python recipe");
+    let body = &readme[start + "```python\n".len()..];
+    body[..body.find("```").unwrap()].to_string()
+}
+
+/// Calls the real settle, counting the calls; SIGKILLs the script (its parent) before or after
+/// the call `SHIM_KILL` names (`before-3`, `after-5`).
+const SHIM: &str = r#"#!/bin/sh
+n=$(( $(cat "$SHIM_COUNT" 2>/dev/null || echo 0) + 1 )); echo $n > "$SHIM_COUNT"
+if [ "$SHIM_KILL" = "before-$n" ]; then kill -9 $PPID; exit 137; fi
+"$SHIM_REAL" "$@"; rc=$?
+if [ "$SHIM_KILL" = "after-$n" ]; then kill -9 $PPID; fi
+exit $rc
+"#;
+
+const STEPS: [(&str, &str); 3] = [
+    ("create-customer", "crm"),
+    ("create-task", "projects"),
+    ("welcome-sms", "sms"),
+];
+
+/// Drill 9 (SPEC 19): the README's three-step Python automation killed with SIGKILL at every
+/// call to settle in turn (before it and after it: every protocol line), then rerun, against
+/// three `settle sim --no-dedupe` destinations (none deduplicates, none can be looked up). A kill
+/// outside an attempt: the rerun finishes the run. A kill between start and report: the rerun
+/// sends nothing and the run is blocked on that step; a person reconciles it from the
+/// destination's own records, and a rerun finishes it. In the end each destination holds one task
+/// per run step and every run is done; one run crashed after its first step and not rerun is
+/// stalled, listed, counted by stats and the metrics, its next step naming the missing step.
+fn a_three_step_automation_killed_at_every_line(db: &TestDb) {
+    let sims: Vec<Sim> = STEPS.iter().map(|_| Sim::start(&["--no-dedupe"])).collect();
+    let d = common::drill_with(
+        &db.url,
+        "attempt_timeout = \"1s\"\n\
+         [destinations.crm]\n[destinations.projects]\n[destinations.sms]\n\
+         [workflows.onboarding]\nsteps = [\"create-customer\", \"create-task\", \"welcome-sms\"]\n\
+         step_gap = \"1s\"\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("onboard.py");
+    std::fs::write(&script, readme_python()).unwrap();
+    let shim = dir.path().join("settle-shim");
+    std::fs::write(&shim, SHIM).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let onboard = |run: &str, kill: &str| -> Option<i32> {
+        Command::new("python3")
+            .arg(&script)
+            .args([run, "Ada Lovelace", "ada@example.com", "+44 20 7946 0000"])
+            .env("SETTLE", &shim)
+            .env("SHIM_REAL", env!("CARGO_BIN_EXE_settle"))
+            .env("SHIM_COUNT", dir.path().join(format!("count-{run}-{kill}")))
+            .env("SHIM_KILL", kill)
+            .env("SETTLE_DATABASE_URL", &db.url)
+            .env("SETTLE_CONFIG", &d.config)
+            .env("SETTLE_OPERATOR", "onboarding-bot")
+            .env("SETTLE_LOG_FILE", "/dev/null")
+            .env("CRM_URL", format!("{}/tasks", sims[0].base))
+            .env("PROJECTS_URL", format!("{}/tasks", sims[1].base))
+            .env("SMS_URL", format!("{}/tasks", sims[2].base))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .code()
+    };
+    let run_state = |run: &str| -> Value {
+        serde_json::from_str(&d.run(&["run", "show", run, "--json"])).unwrap()
+    };
+    let tasks = || -> Vec<std::collections::BTreeMap<String, u64>> {
+        sims.iter().map(|s| s.tasks().1).collect()
+    };
+    // every call of a whole run (record, start, attempt per step), killed before and after each
+    let mut runs = Vec::new();
+    for n in 1..=9 {
+        for when in ["before", "after"] {
+            let run = format!("r{n}{}", &when[..1]);
+            let code = onboard(&run, &format!("{when}-{n}"));
+            assert_eq!(code, None, "{run}: killed by its signal");
+            runs.push((run, n, when));
+        }
+    }
+    // the one left after its first step
+    assert_eq!(onboard("left", "before-4"), None);
+    // between start (call 2, 5, 8) and its report (3, 6, 9): an outcome nobody observed
+    let unobserved =
+        |n: usize, when: &str| (n % 3 == 2 && when == "after") || (n % 3 == 0 && when == "before");
+    std::thread::sleep(Duration::from_millis(1200));
+    let before = tasks();
+    for (run, n, when) in &runs {
+        let code = onboard(run, "");
+        let v = run_state(run);
+        if unobserved(*n, when) {
+            assert_eq!(code, Some(3), "{run}: the rerun stops");
+            assert_eq!(v["state"], "blocked", "{run}: {v}");
+            let (step, _) = STEPS[(*n - 1) / 3];
+            assert!(
+                v["next_step"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{step} ({run}:{step})")),
+                "{run}: {v}"
+            );
+        } else {
+            assert_eq!(code, Some(0), "{run}: the rerun finishes ({v})");
+            assert_eq!(v["state"], "done", "{run}: {v}");
+        }
+    }
+    // the reruns of the blocked runs sent nothing
+    let after = tasks();
+    for (run, n, when) in runs.iter().filter(|(_, n, w)| unobserved(*n, w)) {
+        let (step, _) = STEPS[(*n - 1) / 3];
+        let key = format!("{run}:{step}");
+        let i = (*n - 1) / 3;
+        assert_eq!(after[i].get(&key), before[i].get(&key), "{key} ({when})");
+    }
+    // a person reconciles each from the destination's own records, and reruns it
+    for (run, n, _) in runs.iter().filter(|(_, n, w)| unobserved(*n, w)) {
+        let i = (*n - 1) / 3;
+        let (step, _) = STEPS[i];
+        let key = format!("{run}:{step}");
+        let seen = Command::new("curl")
+            .args(["-s", &format!("{}/tasks?key={key}", sims[i].base)])
+            .output()
+            .unwrap();
+        let seen: Value = serde_json::from_slice(&seen.stdout).unwrap();
+        match seen["id"].as_str() {
+            Some(id) => {
+                d.run(&["reconcile", &key, "--found", id, "--note", "in its records"]);
+            }
+            None => {
+                d.run(&[
+                    "reconcile",
+                    &key,
+                    "--absent",
+                    "--note",
+                    "not in its records",
+                ]);
+                d.run(&["retry", &key]);
+            }
+        }
+        assert_eq!(
+            onboard(run, ""),
+            Some(0),
+            "{run}: finished after the reconcile"
+        );
+        assert_eq!(run_state(run)["state"], "done");
+    }
+    // one task per run step at each destination, and every run done
+    let held = tasks();
+    for (i, (step, _)) in STEPS.iter().enumerate() {
+        for (run, _, _) in &runs {
+            assert_eq!(
+                held[i].get(&format!("{run}:{step}")),
+                Some(&1),
+                "{run}:{step}"
+            );
+        }
+        assert_eq!(
+            held[i].values().all(|n| *n == 1),
+            true,
+            "{step}: {:?}",
+            held[i]
+        );
+    }
+    assert_eq!(held[0].get("left:create-customer"), Some(&1));
+    assert_eq!(held[1].get("left:create-task"), None);
+    // the one not rerun: stalled, listed, counted, its next step naming the missing one
+    let stalled: Value =
+        serde_json::from_str(&d.run(&["runs", "--where", "state:stalled", "--json"])).unwrap();
+    let stalled = stalled.as_array().unwrap();
+    assert_eq!(stalled.len(), 1, "{stalled:?}");
+    assert_eq!(stalled[0]["run"], "left");
+    assert!(
+        stalled[0]["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("create-task was never recorded"),
+        "{stalled:?}"
+    );
+    let stats: Value = serde_json::from_str(&d.run(&["stats", "--json"])).unwrap();
+    assert_eq!(stats["stalled_runs"], 1, "{stats}");
+    let metrics = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let config = settle::Config::load(&d.config).unwrap();
+            let ledger = settle::Ledger::open(&db.url, config).await.unwrap();
+            let text = settle::metrics::render(&ledger, 0).await.unwrap();
+            ledger.close().await;
+            text
+        });
+    assert!(
+        metrics.contains("settle_runs_stalled{workflow=\"onboarding\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn drill_9_a_three_step_automation_killed_at_every_line_on_sqlite() {
+    a_three_step_automation_killed_at_every_line(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn drill_9_a_three_step_automation_killed_at_every_line_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || a_three_step_automation_killed_at_every_line(&db))
+        .await
+        .unwrap();
+}
