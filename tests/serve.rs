@@ -386,8 +386,16 @@ fn keys_decide_who_logs_in(db: &TestDb) {
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = s.exec("oper", &["claim", "s-1"]);
     assert_eq!(code, 2);
-    assert!(err.contains("stats, list, show and report"), "{err}");
+    assert!(
+        err.contains("stats, list, show, report, runs and run show"),
+        "{err}"
+    );
     assert!(show(&db.url, "s-1")["claimed_by"].is_null());
+    // a run's own actions are the console's too; its reads are answered
+    let (code, _, err) = s.exec("oper", &["run", "claim", "r-1"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, out, err) = s.exec("viewer", &["runs"]);
+    assert_eq!((code, out.trim()), (0, "no runs"), "{err}");
     // a console needs a terminal
     let (code, _, err) = s.exec("oper", &[]);
     assert_eq!(code, 1);

@@ -41,6 +41,7 @@ pub(super) async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
 
     conflict_and_live(demo, now).await?;
     incident(demo, now).await?;
+    super::runs::onboardings(demo, now).await?;
 
     staff_at_work(demo, operator, now).await?;
     demo.at(now);

@@ -19,6 +19,7 @@ use crate::ledger::{AttemptReport, Intent, Ledger, StaffAction};
 
 mod fill;
 mod life;
+mod runs;
 
 use fill::{fill, with_lookups_to_ask};
 
