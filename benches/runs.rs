@@ -41,13 +41,19 @@ fn config() -> Config {
 }
 
 /// JSON lines of runs `from..to`: each step recorded and accepted; every hundredth run stops
-/// after its first step. `with_run: false` writes the same operations without their run.
+/// after its first step; one in fifty others has an unknown outcome for its SMS (blocked: the
+/// operations' exceptions of view 1). `with_run: false` writes the same operations without their run.
 fn lines(from: usize, to: usize, with_run: bool) -> String {
     let mut out = String::with_capacity((to - from) * 700);
     for i in from..to {
         let steps = if i % 100 == 0 { 1 } else { 3 };
         for step in &STEPS[..steps] {
             let key = format!("run-{i}:{step}");
+            let outcome = if i % 50 == 25 && *step == "welcome-sms" {
+                "\"outcome\":\"unknown\",\"error\":\"read timeout\"".to_string()
+            } else {
+                format!("\"outcome\":\"accepted\",\"reference\":\"R-{i}\"")
+            };
             let run = if with_run {
                 format!(",\"run\":\"run-{i}\"")
             } else {
@@ -55,7 +61,7 @@ fn lines(from: usize, to: usize, with_run: bool) -> String {
             };
             out.push_str(&format!(
                 "{{\"type\":\"intent\",\"key\":\"{key}\",\"workflow\":\"onboarding\",\"step\":\"{step}\",\"destination\":\"crm\",\"action\":\"create\",\"payload\":{{\"n\":{i}}}{run}}}\n\
-                 {{\"type\":\"attempt\",\"key\":\"{key}\",\"attempt\":1,\"outcome\":\"accepted\",\"reference\":\"R-{i}\"}}\n"
+                 {{\"type\":\"attempt\",\"key\":\"{key}\",\"attempt\":1,{outcome}}}\n"
             ));
         }
     }
@@ -138,6 +144,7 @@ async fn main() {
     for _ in 0..7 {
         let (a, p, shown) = first_data(&ledger).await;
         assert_eq!(shown, 100, "a page of stalled runs");
+        assert!(p > Duration::ZERO);
         all.push(a);
         page.push(p);
     }

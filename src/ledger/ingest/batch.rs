@@ -76,6 +76,7 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
 /// ids in order, or `None` where one of the keys was stored already (nothing is then written).
 async fn insert_made(
     ledger: &Ledger,
+    kept: &std::collections::HashSet<&str>,
     tx: &mut Tx,
     made: &[&Op],
     ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
@@ -95,8 +96,13 @@ async fn insert_made(
     if numbered.len() != made.len() {
         return Ok(None);
     }
-    // their runs' rows: a run's first operation makes it
-    let settled: Vec<(&Op, bool)> = rows.iter().map(|r| (*r, r.state.is_terminal())).collect();
+    // their runs' rows (a run's first operation makes it), but for the runs that this batch's
+    // changes keep anyway, once, when they are written
+    let settled: Vec<(&Op, bool)> = rows
+        .iter()
+        .filter(|r| r.run.as_deref().is_none_or(|run| !kept.contains(run)))
+        .map(|r| (*r, r.state.is_terminal()))
+        .collect();
     ledger.keep_runs(tx, &settled).await?;
     ids.extend(made.iter().map(|op| numbered[&op.key]));
     let details: Vec<String> = made.iter().map(|op| recorded_detail(op)).collect();
@@ -305,7 +311,9 @@ impl Ledger {
 
         // the new operations in one statement, their `recorded` events in another (before the
         // events of what later lines did to them)
-        let Some(ids) = insert_made(self, tx, &made, &ops, actor).await? else {
+        let kept: std::collections::HashSet<&str> =
+            changes.iter().filter_map(|c| c.op.run.as_deref()).collect();
+        let Some(ids) = insert_made(self, &kept, tx, &made, &ops, actor).await? else {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored
