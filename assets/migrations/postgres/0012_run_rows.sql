@@ -5,6 +5,7 @@
 --   waiting_since: every operation of the run is done and a declared step was never recorded;
 --     the time the step before it settled (the run stalls step_gap after it), else NULL.
 --   stalled_at: when the run last stalled and was then rerun (the review counts stalls).
+-- runs_waiting holds the workflow too: counting the stalls by workflow reads the index alone.
 CREATE TABLE runs (
     id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     run              TEXT    NOT NULL UNIQUE,
@@ -21,7 +22,7 @@ CREATE TABLE runs (
     resolution       TEXT,
     version          BIGINT NOT NULL DEFAULT 0
 );
-CREATE INDEX runs_waiting ON runs (waiting_since, id) WHERE waiting_since IS NOT NULL AND closed_at IS NULL;
+CREATE INDEX runs_waiting ON runs (waiting_since, id, workflow) WHERE waiting_since IS NOT NULL AND closed_at IS NULL;
 CREATE INDEX runs_started ON runs (started_at);
 -- the review's counts of a window: runs done, closed, and stalled then rerun in it
 CREATE INDEX runs_done ON runs (done_at) WHERE done_at IS NOT NULL;
