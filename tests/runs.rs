@@ -295,6 +295,21 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
         .collect();
     assert_eq!(stalled, ["g2", "g3"]);
     assert_eq!(l.runs("state:closed", "t", 10).await.unwrap().len(), 1);
+    // view 1's "N of M" counts the stalled runs it shows
+    let count = |text: &str| {
+        let filter = settle::ListFilter {
+            query: settle::domain::filter::Filter::parse(text).unwrap(),
+            scope: settle::Scope::Exceptions,
+            ..Default::default()
+        };
+        let l = l.clone();
+        async move { l.count_matching(&filter, "t").await.unwrap() }
+    };
+    assert_eq!(count("state:stalled").await, Some(2));
+    assert_eq!(count("wf:guarded").await, Some(2));
+    assert_eq!(count("wf:onboarding").await, Some(0));
+    assert_eq!(count("run:g2").await, Some(1));
+    assert_eq!(count("state:unknown").await, Some(0));
     assert_eq!(l.stats().await.unwrap().stalled_runs, 2);
     assert!(matches!(
         l.run_action("nope", "alice", RunAction::Claim).await,

@@ -89,6 +89,33 @@ pub(super) async fn write_changes(
     tx: &mut Tx,
     changes: &[Box<Change>],
 ) -> Result<bool> {
+    if !write_only(tx, changes).await? {
+        return Ok(false);
+    }
+    // the runs whose operations settled (or left a settled state) are read again
+    let touched = touched_by(std::iter::empty(), changes);
+    ledger.keep_runs(tx, &touched, false).await?;
+    Ok(true)
+}
+
+/// What a write touched, for its runs' rows: the operations it made (in their final state), then
+/// its changes in order, each with whether it settled (or left a settled state).
+pub(super) fn touched_by<'a>(
+    made: impl Iterator<Item = &'a Op>,
+    changes: &'a [Box<Change>],
+) -> Vec<(&'a Op, bool)> {
+    let mut touched: Vec<(&Op, bool)> = made.map(|op| (op, op.state.is_terminal())).collect();
+    touched.extend(
+        changes
+            .iter()
+            .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal())),
+    );
+    touched
+}
+
+/// [`write_changes`] without keeping the runs' rows: for a caller that keeps them itself, once
+/// for what it inserted and changed together (an ingest batch).
+pub(super) async fn write_only(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
     let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
     let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
     for c in changes.iter().filter(|c| !c.made_here) {
@@ -117,19 +144,8 @@ pub(super) async fn write_changes(
         }
     }
     let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
-    if !tx
-        .write_changes(&rows, &opened, &closed, &whole, &events)
-        .await?
-    {
-        return Ok(false);
-    }
-    // the runs whose operations settled (or left a settled state) are read again
-    let touched: Vec<(&Op, bool)> = changes
-        .iter()
-        .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal()))
-        .collect();
-    ledger.keep_runs(tx, &touched).await?;
-    Ok(true)
+    tx.write_changes(&rows, &opened, &closed, &whole, &events)
+        .await
 }
 
 impl Ledger {

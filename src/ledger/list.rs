@@ -265,7 +265,9 @@ impl Ledger {
             return Ok(Some(0));
         };
         let query = list_query(filter, viewer, &states, not_after, now);
-        self.store.count_matching(&query).await.map(Some)
+        let ops = self.store.count_matching(&query).await?;
+        // view 1 shows the stalled runs the filter allows above its operations (SPEC 19)
+        Ok(Some(ops + self.stalled_count_for(filter, viewer).await?))
     }
 }
 

@@ -90,7 +90,7 @@ impl Ledger {
             let detail = recorded_detail(&op);
             tx.insert_events(&[recorded_event(id, &op, actor, &detail)])
                 .await?;
-            self.keep_runs(tx, &[(&op, false)]).await?;
+            self.keep_runs(tx, &[(&op, false)], true).await?;
             return Ok(Tried::Done(Recorded::Created));
         }
         let cmd = Command::Record {

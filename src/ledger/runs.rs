@@ -314,6 +314,37 @@ impl Ledger {
 }
 
 impl Ledger {
+    /// How many stalled runs view 1 shows with a list filter: by the counts of the index of
+    /// waits when it asks for no more than a workflow, else those of the first thousand it allows.
+    pub(super) async fn stalled_count_for(
+        &self,
+        filter: &super::ListFilter,
+        viewer: &str,
+    ) -> Result<i64> {
+        use crate::domain::filter::Match;
+        let terms = &filter.query.terms;
+        let by_workflow = terms
+            .iter()
+            .all(|t| !t.negated && matches!(t.matches, Match::Stalled | Match::Workflow(_)));
+        if by_workflow && filter.scope == super::Scope::Exceptions && filter.state.is_none() {
+            let only: Vec<&str> = terms
+                .iter()
+                .filter_map(|t| match &t.matches {
+                    Match::Workflow(w) => Some(w.as_str()),
+                    _ => None,
+                })
+                .collect();
+            return Ok(self
+                .stalled_counts()
+                .await?
+                .iter()
+                .filter(|(w, _, _)| only.iter().all(|o| o == w))
+                .map(|(_, n, _)| n)
+                .sum());
+        }
+        Ok(self.stalled_for(filter, viewer, 1000).await?.len() as i64)
+    }
+
     /// The stalled runs view 1 shows with a list filter (SPEC 19): none when the filter asks for
     /// what only an operation has (a state, a destination, a key, words); else the oldest
     /// stalls first, at most `limit`, those the filter's workflow, run, claim and age allow.

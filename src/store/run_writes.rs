@@ -31,8 +31,10 @@ impl Tx {
                 let sql = format!(
                     "SELECT {RUN_COLUMNS} FROM runs WHERE run = ANY($1) ORDER BY run FOR UPDATE"
                 );
+                // planned for each call (see `Tx::load_ops`)
                 let rows = sqlx::query(&sql)
                     .bind(runs)
+                    .persistent(false)
                     .fetch_all(&mut **t)
                     .await
                     .map_err(db)?;
@@ -43,6 +45,71 @@ impl Tx {
             }
         }
         Ok(found)
+    }
+
+    /// The rows of these runs, made where they do not exist yet, and held until the transaction
+    /// ends (in run order; PostgreSQL: one statement that inserts or locks each): by run, the row
+    /// and whether this transaction made it (then every operation of the run is this
+    /// transaction's own). `new`: each run with its workflow and first operation's time.
+    pub(crate) async fn make_or_hold_runs(
+        &mut self,
+        new: &[(&str, &str, chrono::DateTime<chrono::Utc>)],
+    ) -> Result<HashMap<String, (StoredRun, bool)>> {
+        let mut out = HashMap::new();
+        match self {
+            Tx::Sqlite(_) => {
+                // one writer at a time: what is not there is this transaction's to make
+                let names: Vec<&str> = new.iter().map(|(r, _, _)| *r).collect();
+                let held = self.hold_runs(&names).await?;
+                let mut made = Vec::new();
+                for (run, workflow, started) in new {
+                    match held.get(*run) {
+                        Some(r) => {
+                            out.insert(r.row.run.clone(), (r.clone(), false));
+                        }
+                        None => made.push((*run, *workflow, *started)),
+                    }
+                }
+                for (run, workflow, started) in made {
+                    Stmt::new(
+                        "INSERT INTO runs (run, workflow, started_at) VALUES ($1, $2, $3)",
+                        vec![
+                            Cell::Text(Some(run)),
+                            Cell::Text(Some(workflow)),
+                            Cell::Int(Some(ms(started))),
+                        ],
+                    )
+                    .execute(self.db())
+                    .await?;
+                    out.insert(run.to_string(), (fresh(run, workflow, started), true));
+                }
+            }
+            Tx::Postgres(t) => {
+                let mut sorted = new.to_vec();
+                sorted.sort_by_key(|(r, _, _)| *r);
+                let sql = format!(
+                    "INSERT INTO runs (run, workflow, started_at) \
+                     SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) ORDER BY 1 \
+                     ON CONFLICT (run) DO UPDATE SET run = EXCLUDED.run \
+                     RETURNING {RUN_COLUMNS}, (xmax = 0) AS made"
+                );
+                let arrays = vec![
+                    Array::Text(sorted.iter().map(|(r, _, _)| Some(*r)).collect()),
+                    Array::Text(sorted.iter().map(|(_, w, _)| Some(*w)).collect()),
+                    Array::Int(sorted.iter().map(|(_, _, t)| Some(ms(*t))).collect()),
+                ];
+                for r in pg_query(&sql, arrays)
+                    .fetch_all(&mut **t)
+                    .await
+                    .map_err(db)?
+                {
+                    let made: bool = sqlx::Row::try_get(&r, "made").map_err(db)?;
+                    let row = run_from_row(&r)?;
+                    out.insert(row.row.run.clone(), (row, made));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The operations of these runs, as this transaction sees them.
@@ -124,6 +191,22 @@ impl Tx {
         .execute(self.db())
         .await?;
         Ok(n == 1)
+    }
+}
+
+/// A run's row as it is made: nobody holds it, nothing kept yet.
+fn fresh(run: &str, workflow: &str, started: chrono::DateTime<chrono::Utc>) -> StoredRun {
+    StoredRun {
+        row: RunRow {
+            run: run.into(),
+            workflow: workflow.into(),
+            started_at: started,
+            claim: None,
+            closed_at: None,
+            resolution: None,
+            version: 0,
+        },
+        kept: Default::default(),
     }
 }
 

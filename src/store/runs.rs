@@ -287,8 +287,11 @@ pub(super) async fn select_run_ops(conn: super::Db<'_>, runs: &[&str]) -> Result
         super::Db::Postgres(c) => {
             let sql =
                 format!("SELECT {RUN_OP_COLUMNS} FROM operations WHERE run = ANY($1) ORDER BY id");
+            // planned for each call (see `Tx::load_ops`): a plan kept from a nearly empty table
+            // scans the whole table once it is not
             let rows = sqlx::query(&sql)
                 .bind(runs)
+                .persistent(false)
                 .fetch_all(c)
                 .await
                 .map_err(db)?;

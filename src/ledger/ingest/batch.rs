@@ -75,8 +75,6 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
 /// The operations a batch made, in one statement, and their `recorded` events in another: their
 /// ids in order, or `None` where one of the keys was stored already (nothing is then written).
 async fn insert_made(
-    ledger: &Ledger,
-    kept: &std::collections::HashSet<&str>,
     tx: &mut Tx,
     made: &[&Op],
     ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
@@ -96,14 +94,6 @@ async fn insert_made(
     if numbered.len() != made.len() {
         return Ok(None);
     }
-    // their runs' rows (a run's first operation makes it), but for the runs that this batch's
-    // changes keep anyway, once, when they are written
-    let settled: Vec<(&Op, bool)> = rows
-        .iter()
-        .filter(|r| r.run.as_deref().is_none_or(|run| !kept.contains(run)))
-        .map(|r| (*r, r.state.is_terminal()))
-        .collect();
-    ledger.keep_runs(tx, &settled).await?;
     ids.extend(made.iter().map(|op| numbered[&op.key]));
     let details: Vec<String> = made.iter().map(|op| recorded_detail(op)).collect();
     let events: Vec<NewEvent> = made
@@ -311,9 +301,7 @@ impl Ledger {
 
         // the new operations in one statement, their `recorded` events in another (before the
         // events of what later lines did to them)
-        let kept: std::collections::HashSet<&str> =
-            changes.iter().filter_map(|c| c.op.run.as_deref()).collect();
-        let Some(ids) = insert_made(self, &kept, tx, &made, &ops, actor).await? else {
+        let Some(ids) = insert_made(tx, &made, &ops, actor).await? else {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored
@@ -327,9 +315,13 @@ impl Ledger {
                 c.made_here = true;
             }
         }
-        if !changes.is_empty() && !change::write_changes(self, tx, &changes).await? {
+        if !changes.is_empty() && !change::write_only(tx, &changes).await? {
             return Ok(Batched::Raced);
         }
+        // the runs' rows, once for the batch
+        let made_rows = made.iter().map(|op| &*ops[op.key.as_str()].1);
+        let touched = change::touched_by(made_rows, &changes);
+        self.keep_runs(tx, &touched, true).await?;
         Ok(Batched::Done { outcomes, all_new })
     }
 
