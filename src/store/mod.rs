@@ -288,7 +288,7 @@ impl Store {
         }
     }
 
-    /// Refreshes the planner's statistics of `operations` when they are missing or stale
+    /// Refreshes the planner's statistics of `operations` (and of `runs`) when they are missing or stale
     /// (PostgreSQL: never analyzed, or more rows changed since than half the table holds, as
     /// after a bulk load that autovacuum has not yet seen). Without them a table filled since
     /// looks nearly empty, and the dispatcher's due query reads and sorts every due row each round
@@ -309,21 +309,24 @@ impl Store {
         .execute(p)
         .await
         .map_err(|e| self.err(e))?;
-        let stale: Option<bool> = sqlx::query_scalar(
-            "SELECT (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) \
-               OR s.n_mod_since_analyze > GREATEST(c.reltuples, 1000) / 2 \
-             FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
-             WHERE s.relid = 'operations'::regclass",
-        )
-        .fetch_optional(p)
-        .await
-        .map_err(|e| self.err(e))?;
-        if stale == Some(true) {
-            sqlx::query("ANALYZE operations")
-                .persistent(false)
-                .execute(p)
-                .await
-                .map_err(|e| self.err(e))?;
+        // the runs' rows (schema 12) are read by run and by their waits alike
+        for table in ["operations", "runs"] {
+            let stale: Option<bool> = sqlx::query_scalar(&format!(
+                "SELECT (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) \
+                   OR s.n_mod_since_analyze > GREATEST(c.reltuples, 1000) / 2 \
+                 FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
+                 WHERE s.relid = '{table}'::regclass"
+            ))
+            .fetch_optional(p)
+            .await
+            .map_err(|e| self.err(e))?;
+            if stale == Some(true) {
+                sqlx::query(&format!("ANALYZE {table}"))
+                    .persistent(false)
+                    .execute(p)
+                    .await
+                    .map_err(|e| self.err(e))?;
+            }
         }
         Ok(())
     }
