@@ -228,12 +228,16 @@ pub(super) fn loaded_lines<'a>(
             Span::styled(esc(&p.to_string()), theme.style(Meaning::Warning)),
         ]));
     }
-    history_lines(d, theme, lines);
+    history_lines(&d.history, theme, lines);
 }
 
-/// The detail's history, oldest first.
-fn history_lines<'a>(d: &crate::ledger::OperationDetail, theme: &Theme, lines: &mut Vec<Line<'a>>) {
-    for (i, e) in d.history.iter().enumerate() {
+/// A history, oldest first (an operation's, or a run's own).
+pub(super) fn history_lines<'a>(
+    history: &[crate::ledger::EventView],
+    theme: &Theme,
+    lines: &mut Vec<Line<'a>>,
+) {
+    for (i, e) in history.iter().enumerate() {
         let mut text = format!(
             "{} {} {}",
             e.at.format("%m-%d %H:%M"),

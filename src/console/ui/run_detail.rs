@@ -51,30 +51,7 @@ pub(super) fn draw_run(f: &mut Frame, app: &App, theme: &Theme, area: Rect, r: &
         ))),
         Some(v) => {
             step_lines(&v.steps, theme, &mut lines);
-            for (i, e) in v.history.iter().enumerate() {
-                let mut text = format!(
-                    "{} {} {}",
-                    e.at.format("%m-%d %H:%M"),
-                    esc(&e.actor),
-                    esc(&e.kind)
-                );
-                if let Some(t) = e
-                    .detail
-                    .get("text")
-                    .or_else(|| e.detail.get("note"))
-                    .and_then(|v| v.as_str())
-                {
-                    text.push_str(&format!(": {}", esc(t)));
-                }
-                lines.push(Line::from(vec![
-                    if i == 0 {
-                        label(theme, "history")
-                    } else {
-                        Span::raw(" ".repeat(9))
-                    },
-                    Span::raw(text),
-                ]));
-            }
+            history_lines(&v.history, theme, &mut lines);
         }
     }
     let last = (lines.len() as u16).saturating_sub(area.height.saturating_sub(1).max(1));
