@@ -5,6 +5,10 @@ pub enum Error {
     /// A state, claim or safety rule said no; nothing changed.
     #[error("{0}")]
     Refused(String),
+    /// Not this actor's to do or to read: an automation outside its workflows, or asking for a
+    /// staff action (SPEC 20). Exit 3, as a refusal; 403 over HTTP.
+    #[error("{0}")]
+    Forbidden(String),
     /// No operation (or workflow) with that name.
     #[error("{0}")]
     NotFound(String),
@@ -28,7 +32,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Invalid(_) | Error::Unstorable(_) => 2,
-            Error::Refused(_) | Error::NotFound(_) => 3,
+            Error::Refused(_) | Error::Forbidden(_) | Error::NotFound(_) => 3,
             Error::Unavailable(_) => 4,
         }
     }

@@ -35,6 +35,7 @@ pub fn stdout_failed(e: &std::io::Error) {
     }
 }
 
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod console;
@@ -46,6 +47,7 @@ pub mod logging;
 pub mod metrics;
 pub mod out;
 pub mod serve;
+pub mod signals;
 pub mod store;
 pub mod tools;
 

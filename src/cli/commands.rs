@@ -342,22 +342,11 @@ pub enum Cmd {
         json: bool,
     },
     /// The console over SSH for a team: operators log in with their keys (SPEC 17)
-    Serve {
-        /// Address for SSH (port 0 picks a free one; the first line printed says which)
-        #[arg(long, default_value = "0.0.0.0:2222", value_name = "ADDR")]
-        listen: String,
-        /// The server's host key (made on first start); else $XDG_STATE_HOME/settle/host_key
-        #[arg(long, value_name = "FILE")]
-        host_key: Option<PathBuf>,
-        /// Also serve Prometheus metrics at http://ADDR/metrics and /healthz
-        #[arg(long, value_name = "ADDR")]
-        metrics: Option<String>,
-        /// The most sessions open at once
-        #[arg(long, default_value_t = 32, value_name = "N")]
-        max_sessions: usize,
-        /// A console without a key for this long ends (warned a minute before), e.g. 30m
-        #[arg(long, default_value = "30m", value_name = "DUR")]
-        idle_timeout: String,
+    Serve(super::serving::ServeArgs),
+    /// Bearer tokens for automations of the HTTP API (SPEC 20)
+    Token {
+        #[command(subcommand)]
+        what: super::serving::TokenCmd,
     },
     /// Print a shell's completions for settle, e.g. settle completions bash > /etc/bash_completion.d/settle
     Completions {

@@ -15,7 +15,8 @@ pub(crate) async fn dispatch(
     match command {
         Cmd::Demo { .. }
         | Cmd::Sim { .. }
-        | Cmd::Serve { .. }
+        | Cmd::Serve(_)
+        | Cmd::Token { .. }
         | Cmd::Completions { .. }
         | Cmd::Man { .. } => {
             unreachable!("handled before the database is opened")

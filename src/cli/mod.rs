@@ -15,6 +15,7 @@ mod lookup;
 pub(crate) mod output;
 mod reads;
 pub mod remote;
+mod serving;
 mod staff;
 mod targets;
 mod tools;
@@ -22,10 +23,8 @@ mod writes;
 
 pub use args::command;
 use args::{Cli, Cmd};
-use common::{clean, duration_arg, invalid, required, usage_error};
+use common::{clean, invalid, required, usage_error};
 use dispatch::dispatch;
-
-use std::time::Duration;
 
 use crate::config::{Config, DEFAULT_DATABASE};
 use crate::error::Result;
@@ -94,6 +93,7 @@ async fn execute(cli: Cli) -> Result<i32> {
     match &cli.command {
         Some(Cmd::Completions { shell }) => return docs::completions(*shell),
         Some(Cmd::Man { dir }) => return docs::man_page(dir.as_deref()),
+        Some(Cmd::Token { what }) => return serving::token(what),
         _ => {}
     }
     let config = Config::discover(cli.globals.config.as_deref())?;
@@ -117,8 +117,10 @@ async fn execute(cli: Cli) -> Result<i32> {
         let who = actor.as_deref().unwrap_or("alice");
         return crate::tools::demo::run(&url, config, *reset, *live, who).await;
     }
-    if let Cmd::Serve { .. } = command {
-        return serve(&cli, command, config).await;
+    if let Cmd::Serve(args) = command {
+        let url = database_url(&cli, &config, DEFAULT_DATABASE);
+        let config_path = Config::discover_path(cli.globals.config.as_deref());
+        return serving::serve(args, &url, config, config_path).await;
     }
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
@@ -133,39 +135,4 @@ async fn execute(cli: Cli) -> Result<i32> {
     let code = dispatch(&ledger, command, &actor).await;
     ledger.close().await;
     code
-}
-
-/// `settle serve`: the operators checked, then the server until it is stopped.
-async fn serve(cli: &Cli, command: &Cmd, config: Config) -> Result<i32> {
-    let Cmd::Serve {
-        listen,
-        host_key,
-        metrics,
-        max_sessions,
-        idle_timeout,
-    } = command
-    else {
-        unreachable!("serve is given its own command only")
-    };
-    let options = crate::serve::Options {
-        listen: listen.clone(),
-        host_key: host_key
-            .clone()
-            .unwrap_or_else(crate::serve::default_host_key),
-        metrics: metrics.clone(),
-        max_sessions: (*max_sessions).max(1),
-        idle: duration_arg(
-            "--idle-timeout",
-            idle_timeout,
-            Duration::from_secs(1),
-            Duration::from_secs(7 * 86_400),
-        )?,
-        config_path: Config::discover_path(cli.globals.config.as_deref()),
-    };
-    crate::serve::Operators::from_config(&config)?;
-    let ledger = Ledger::open_server(&database_url(cli, &config, DEFAULT_DATABASE), config).await?;
-    tracing::info!(command = "serve", "start");
-    let result = crate::serve::run(ledger.clone(), options).await;
-    ledger.close().await;
-    result.map(|()| 0)
 }

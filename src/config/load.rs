@@ -66,19 +66,7 @@ impl Config {
         }
         Redactor::new(&config.redaction.rules)
             .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
-        for (name, o) in &config.operators {
-            crate::domain::validate_operator(name)
-                .map_err(|e| Error::Invalid(format!("{origin}: key `operators.{name}`: {e}")))?;
-            for key in &o.keys {
-                let mut parts = key.split_whitespace();
-                let (kind, body) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                if !kind.starts_with("ssh-") && !kind.starts_with("ecdsa-") || body.is_empty() {
-                    return Err(Error::Invalid(format!(
-                        "{origin}: key `operators.{name}.keys`: not an OpenSSH public key (want `ssh-ed25519 AAAA... comment`)"
-                    )));
-                }
-            }
-        }
+        check_people(&config, origin)?;
         Ok(config)
     }
 
@@ -150,7 +138,56 @@ impl Config {
     }
 }
 
-/// The 1-based line of a byte offset, and the key written on that line (or the table it opens).
+/// `[operators]` and `[automations]`: names as a person is named, staff roles for the staff,
+/// public keys that look like keys, and one token for one automation.
+fn check_people(config: &Config, origin: &str) -> Result<()> {
+    for (name, o) in &config.operators {
+        crate::domain::validate_operator(name)
+            .map_err(|e| Error::Invalid(format!("{origin}: key `operators.{name}`: {e}")))?;
+        for key in &o.keys {
+            let mut parts = key.split_whitespace();
+            let (kind, body) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            if !kind.starts_with("ssh-") && !kind.starts_with("ecdsa-") || body.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "{origin}: key `operators.{name}.keys`: not an OpenSSH public key (want `ssh-ed25519 AAAA... comment`)"
+                )));
+            }
+        }
+    }
+    for (name, o) in &config.operators {
+        if !crate::domain::Role::ALL.contains(&o.role) {
+            return Err(Error::Invalid(format!(
+                "{origin}: key `operators.{name}.role`: {} is not a staff role (viewer, operator or lead); an automation goes under [automations.{name}]",
+                o.role
+            )));
+        }
+    }
+    for (name, a) in &config.automations {
+        crate::domain::validate_operator(name)
+            .map_err(|e| Error::Invalid(format!("{origin}: key `automations.{name}`: {e}")))?;
+        if a.workflows.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{origin}: key `automations.{name}.workflows`: name at least one workflow (\"*\": all)"
+            )));
+        }
+        for w in a.workflows.iter().filter(|w| *w != "*") {
+            crate::domain::validate_name("workflow", w, false).map_err(|e| {
+                Error::Invalid(format!("{origin}: key `automations.{name}.workflows`: {e}"))
+            })?;
+        }
+        if let Some((other, _)) = config
+            .automations
+            .iter()
+            .find(|(n, o)| *n < name && o.token_sha256 == a.token_sha256)
+        {
+            return Err(Error::Invalid(format!(
+                "{origin}: key `automations.{name}.token_sha256`: the same token is also {other}'s"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A workflow's declared steps (SPEC 19): names as a step is named, each once; a `step_gap`
 /// means something only beside them.
 fn check_steps(name: &str, w: &WorkflowConfig) -> std::result::Result<(), String> {
@@ -169,6 +206,7 @@ fn check_steps(name: &str, w: &WorkflowConfig) -> std::result::Result<(), String
     Ok(())
 }
 
+/// The 1-based line of a byte offset, and the key written on that line (or the table it opens).
 pub(super) fn locate(text: &str, offset: usize) -> (usize, String) {
     let offset = offset.min(text.len());
     let line_no = text[..offset].matches('\n').count() + 1;

@@ -9,9 +9,11 @@ use serde::{Deserialize, Deserializer};
 use crate::domain::redact::FieldRule;
 use crate::domain::time::parse_duration_within;
 
+mod automations;
 mod destinations;
 mod load;
 
+pub use automations::*;
 pub use destinations::*;
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
@@ -93,6 +95,13 @@ pub struct Config {
     /// Who may log in to `settle serve`, by name: their role and public keys (SPEC 17).
     #[serde(default)]
     pub operators: BTreeMap<String, OperatorConfig>,
+    /// Who may write over the HTTP API, by name: their token's SHA-256 and scope (SPEC 20).
+    #[serde(default)]
+    pub automations: BTreeMap<String, AutomationConfig>,
+    /// The largest request body the HTTP API takes (SPEC 20; default 1 MiB): bytes, or a text
+    /// like `1MiB`.
+    #[serde(default = "default_max_body", deserialize_with = "body_size")]
+    pub max_body: usize,
 }
 
 /// `[operators.NAME]`: an operator of `settle serve`, known by their SSH public keys.
@@ -109,12 +118,29 @@ fn default_bulk_limit() -> usize {
     100
 }
 
+fn default_max_body() -> usize {
+    1024 * 1024
+}
+
+/// `max_body`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
+fn body_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    size_within(d, "max_body")
+}
+
 fn default_max_payload() -> usize {
     crate::domain::payload::DEFAULT_MAX_PAYLOAD
 }
 
 /// `max_payload`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
 fn payload_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    size_within(d, "max_payload")
+}
+
+/// A size of the config, bytes or a text with its unit, from 1 KiB to 16 MiB.
+fn size_within<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &str,
+) -> std::result::Result<usize, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Size {
@@ -128,9 +154,9 @@ fn payload_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D
         }
     };
     if !(1024..=16 * 1024 * 1024).contains(&bytes) {
-        return Err(serde::de::Error::custom(
-            "max_payload is from 1KiB to 16MiB",
-        ));
+        return Err(serde::de::Error::custom(format!(
+            "{what} is from 1KiB to 16MiB"
+        )));
     }
     Ok(bytes)
 }
@@ -163,6 +189,8 @@ impl Default for Config {
             bulk_limit: default_bulk_limit(),
             max_payload: default_max_payload(),
             operators: BTreeMap::new(),
+            automations: BTreeMap::new(),
+            max_body: default_max_body(),
         }
     }
 }

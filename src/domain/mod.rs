@@ -19,6 +19,7 @@ pub mod role;
 pub mod run;
 pub mod run_action;
 pub mod run_filter;
+pub mod safe_json;
 pub mod state;
 pub mod time;
 pub mod transition;

@@ -15,9 +15,13 @@ pub enum Role {
     /// The local CLI's role: whoever holds the database credentials may do anything.
     #[default]
     Lead,
+    /// An automation over the HTTP API (SPEC 20): it records, starts, reports attempts and
+    /// reads its own workflows; it takes no staff action.
+    Automation,
 }
 
 impl Role {
+    /// The staff roles, as `[operators]` names them.
     pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Lead];
 
     pub fn as_str(self) -> &'static str {
@@ -25,12 +29,13 @@ impl Role {
             Role::Viewer => "viewer",
             Role::Operator => "operator",
             Role::Lead => "lead",
+            Role::Automation => "automation",
         }
     }
 
     /// Whether this role may take any staff action at all.
     pub fn acts(self) -> bool {
-        self != Role::Viewer
+        matches!(self, Role::Operator | Role::Lead)
     }
 
     /// Whether this role may take over a claim, pause or resume, and act in bulk without limit.

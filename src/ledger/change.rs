@@ -182,6 +182,7 @@ impl Ledger {
         paused: Option<bool>,
         known: Option<&KnownAttempts>,
     ) -> Result<Decided> {
+        self.check_scope(&op.workflow)?;
         let now = self.now();
         let key = op.key.as_str();
         let unchanged = |op: &Op| {
@@ -227,9 +228,7 @@ impl Ledger {
             .scrubber_of(&op.destination, &op.action, &payloads);
         let mut detail = redaction.json(&t.detail);
         // a session's events hold the key it authenticated with (SPEC 17)
-        if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
-            d.insert("key".into(), s.fingerprint.clone().into());
-        }
+        self.sign(&mut detail);
         let detail = detail.to_string();
         Ok(Decided::Change(Box::new(Change {
             id,

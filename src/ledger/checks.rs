@@ -55,8 +55,54 @@ pub(super) fn check_report(report: &AttemptReport) -> Result<()> {
 }
 
 impl Ledger {
-    /// A session acts under its operator's name only; the local faces under the name given.
+    /// This ledger as an automation of the HTTP API (SPEC 20): role `automation`, its events
+    /// naming it with its token's fingerprint, and only `workflows` to write and read (`None`:
+    /// all).
+    pub fn for_automation(
+        &self,
+        who: crate::domain::Identity,
+        workflows: Option<Vec<String>>,
+    ) -> Ledger {
+        Ledger {
+            scope: workflows.map(Into::into),
+            ..self.for_session(who)
+        }
+    }
+
+    /// Refused (403 over HTTP) when an automation's handle asks for a workflow outside its scope.
+    pub(crate) fn check_scope(&self, workflow: &str) -> Result<()> {
+        match &self.scope {
+            Some(mine) if !mine.iter().any(|w| w == workflow) => Err(Error::Forbidden(format!(
+                "{} may write and read workflow{} {} only, not {workflow}",
+                self.session.as_ref().map_or("this automation", |s| &s.name),
+                if mine.len() == 1 { "" } else { "s" },
+                mine.join(", ")
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// An event's detail with the credential this handle acts with: a session's key, an
+    /// automation's token fingerprint (SPEC 17, 20).
+    pub(super) fn sign(&self, detail: &mut serde_json::Value) {
+        if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
+            d.insert("key".into(), s.fingerprint.clone().into());
+        }
+    }
+
+    /// The workflows this handle may read (`None`: all).
+    pub(crate) fn scope(&self) -> Option<&[String]> {
+        self.scope.as_deref()
+    }
+
+    /// A session acts under its operator's name only; the local faces under the name given. An
+    /// automation takes no staff action (SPEC 20).
     pub(super) fn check_acting(&self, actor: &str) -> Result<()> {
+        if self.role() == crate::domain::Role::Automation {
+            return Err(Error::Forbidden(
+                "an automation records, starts and reports attempts; staff actions are for people (settle serve, or the CLI)".into(),
+            ));
+        }
         check_operator(actor)?;
         match &self.session {
             Some(s) if s.name != actor => Err(Error::Refused(format!(

@@ -133,6 +133,7 @@ fn scope_of(
 /// how many it takes; a count takes the filter alone).
 fn list_query<'a>(
     filter: &'a ListFilter,
+    within: Option<&'a [String]>,
     viewer: &'a str,
     states: &'a [State],
     not_after: Option<DateTime<Utc>>,
@@ -145,6 +146,7 @@ fn list_query<'a>(
         exceptions_only: filter.scope == Scope::Exceptions,
         states,
         workflow: filter.workflow.as_deref(),
+        within,
         claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
         not_after,
         order: filter.sort.order(),
@@ -187,7 +189,7 @@ impl Ledger {
         };
         let query = ListQuery {
             backwards: filter.reverse,
-            ..list_query(filter, viewer, &states, not_after, now)
+            ..list_query(filter, self.scope(), viewer, &states, not_after, now)
         };
         self.store.matching_keys(&query).await.map(Some)
     }
@@ -233,7 +235,7 @@ impl Ledger {
             inclusive,
             backwards,
             limit: limit as i64,
-            ..list_query(filter, viewer, &states, not_after, now)
+            ..list_query(filter, self.scope(), viewer, &states, not_after, now)
         };
         let mut rows = self.store.page(&query).await?;
         let full = rows.len() >= limit;
@@ -264,7 +266,7 @@ impl Ledger {
         let Some((states, not_after)) = scope_of(filter, now) else {
             return Ok(Some(0));
         };
-        let query = list_query(filter, viewer, &states, not_after, now);
+        let query = list_query(filter, self.scope(), viewer, &states, not_after, now);
         let ops = self.store.count_matching(&query).await?;
         // view 1 shows the stalled runs the filter allows above its operations (SPEC 19)
         Ok(Some(ops + self.stalled_count_for(filter, viewer).await?))

@@ -9,6 +9,7 @@ mod bulk;
 mod change;
 mod checks;
 mod dispatching;
+mod group;
 mod guards;
 mod ingest;
 mod list;
@@ -40,11 +41,12 @@ use crate::error::{Error, Result};
 use crate::store::{self, Store, Tried, Tx};
 use change::{Ask, Decided, write_changes};
 use checks::{check_name, check_report, check_text};
-use record::{recorded_detail, recorded_event};
+use record::recorded_event;
 
 pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
 pub use bulk::{BulkPreview, BulkReport};
+pub use group::{GROUP as WRITE_GROUP, Write, Writer, Written};
 pub use ingest::{IngestProblem, IngestReport};
 pub use list::{ListFilter, Page, Position, Scope, Sort};
 pub use reveal::redacted_paths;
@@ -57,7 +59,7 @@ pub use run_review::{RunsReview, StepTransition};
 pub use runs::{RunSummary, RunView};
 pub use views::{
     Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
-    Stats,
+    Stats, StepView,
 };
 pub use watch::ChangeListener;
 
@@ -108,6 +110,8 @@ pub struct Ledger {
     /// is enforced by the rules, and every event names them and their key. `None`: the local
     /// CLI, console or an automation, acting as `lead` under the name it gives.
     session: Option<Arc<crate::domain::Identity>>,
+    /// The workflows an automation's handle may write and read (SPEC 20); `None`: all.
+    scope: Option<Arc<[String]>>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -143,6 +147,7 @@ impl Ledger {
             config: Arc::new(config),
             clock: Arc::new(Utc::now),
             session: None,
+            scope: None,
         })
     }
 

@@ -11,11 +11,6 @@ use crate::domain::{Command, Op, State, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, NewEvent, Tried, Tx};
 
-/// The detail of an operation's `recorded` event: the fingerprint of the contents recorded.
-pub(super) fn recorded_detail(op: &Op) -> String {
-    json!({ "fingerprint": op.fingerprint }).to_string()
-}
-
 /// The audit event of a new operation (`id` as stored), at the time it was created.
 pub(super) fn recorded_event<'a>(
     id: i64,
@@ -35,6 +30,14 @@ pub(super) fn recorded_event<'a>(
 }
 
 impl Ledger {
+    /// The detail of an operation's `recorded` event: the fingerprint of the contents recorded,
+    /// and the credential of the one who recorded it.
+    pub(super) fn recorded_detail(&self, op: &Op) -> String {
+        let mut detail = json!({ "fingerprint": op.fingerprint });
+        self.sign(&mut detail);
+        detail.to_string()
+    }
+
     /// Records an intended operation. Repeating it is harmless; new contents under a known key
     /// make a `conflict` that keeps both (a terminal operation refuses them).
     pub async fn record(&self, intent: &Intent, actor: &str) -> Result<Recorded> {
@@ -50,6 +53,7 @@ impl Ledger {
     pub(super) fn prepare(&self, intent: &Intent) -> Result<Op> {
         validate_key(&intent.key).map_err(Error::Invalid)?;
         check_name("workflow", &intent.workflow, false)?;
+        self.check_scope(&intent.workflow)?;
         check_name("step", &intent.step, true)?;
         check_name("destination", &intent.destination, false)?;
         check_name("action", &intent.action, false)?;
@@ -87,7 +91,7 @@ impl Ledger {
         op.updated_at = now;
         op.next_attempt_at = Some(now);
         if let Some((id, _)) = tx.insert_ops(&[&op]).await?.pop() {
-            let detail = recorded_detail(&op);
+            let detail = self.recorded_detail(&op);
             tx.insert_events(&[recorded_event(id, &op, actor, &detail)])
                 .await?;
             self.keep_runs(tx, &[(&op, false)], true).await?;

@@ -85,9 +85,8 @@ impl Ledger {
         };
         // the reason is the lead's own words, scrubbed of this operation's values all the same
         let mut detail = serde_json::json!({ "field": path, "reason": red.text(reason) });
-        if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
-            d.insert("key".into(), s.fingerprint.clone().into());
-        }
+        // a session's events hold the key it authenticated with (SPEC 17)
+        self.sign(&mut detail);
         let detail = detail.to_string();
         let now = self.now();
         store::in_tx!(self.store, |tx| {

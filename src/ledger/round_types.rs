@@ -64,6 +64,6 @@ impl Round {
 pub(super) fn per_operation(e: &Error) -> bool {
     matches!(
         e,
-        Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_)
+        Error::Refused(_) | Error::Forbidden(_) | Error::NotFound(_) | Error::Invalid(_)
     )
 }

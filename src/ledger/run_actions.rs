@@ -65,9 +65,7 @@ impl Ledger {
         }
         let mut detail = made.detail;
         // a session's events hold the key it authenticated with (SPEC 17)
-        if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
-            d.insert("key".into(), s.fingerprint.clone().into());
-        }
+        self.sign(&mut detail);
         let detail = detail.to_string();
         tx.insert_events(&[NewEvent {
             operation_id: None,

@@ -102,6 +102,7 @@ impl Ledger {
             return Err(Error::NotFound(format!("no run {run}")));
         };
         let workflow = first.workflow.clone();
+        self.check_scope(&workflow)?;
         let stored = self.store.run_row(run).await?;
         let (declared, _) = self.run_rules(&workflow);
         let declared = declared.to_vec();

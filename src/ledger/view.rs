@@ -188,6 +188,30 @@ impl Ledger {
         }
     }
 
+    /// One operation as lists show it, in one statement (what the HTTP API answers a write
+    /// with); not found outside the handle's workflows.
+    pub async fn operation(&self, key: &str, viewer: &str) -> Result<OperationView> {
+        use crate::domain::filter::{Filter, Match, Term};
+        crate::domain::validate_key(key).map_err(Error::Invalid)?;
+        let filter = super::ListFilter {
+            scope: super::Scope::All,
+            query: Filter {
+                terms: vec![Term {
+                    negated: false,
+                    matches: Match::Key(key.to_string()),
+                }],
+            },
+            ..Default::default()
+        };
+        let page = self
+            .page(&filter, viewer, &super::Position::First, 1)
+            .await?;
+        page.items
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::NotFound(format!("no operation with key {key}")))
+    }
+
     /// One operation in full: redacted payload, attempts, history.
     pub async fn show(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
         crate::domain::validate_key(key).map_err(Error::Invalid)?;
@@ -195,6 +219,7 @@ impl Ledger {
         let Some((id, op)) = self.store.load_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
+        self.check_scope(&op.workflow)?;
         let paused = Paused {
             workflow: self
                 .store

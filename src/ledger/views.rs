@@ -50,6 +50,35 @@ impl OperationView {
     pub fn is_done(&self) -> bool {
         self.state == State::Succeeded || self.resolution == Some(Resolution::DoneElsewhere)
     }
+
+    /// What a caller following the protocol reads after record, start or attempt (SPEC 11:
+    /// `--json`, and the HTTP API's answers): whether it may send now, and the attempt to report.
+    pub fn step(&self, attempt: Option<u32>, send: bool) -> StepView<'_> {
+        StepView {
+            key: &self.key,
+            state: self.state.as_str(),
+            attempt,
+            send,
+            done: self.is_done(),
+            reference: self.reference.as_deref(),
+            run: self.run.as_deref(),
+            next_step: &self.next_step,
+        }
+    }
+}
+
+/// See [`OperationView::step`].
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StepView<'a> {
+    pub key: &'a str,
+    pub state: &'a str,
+    pub attempt: Option<u32>,
+    pub send: bool,
+    /// Succeeded, or closed as done elsewhere: a rerun goes on to the next step (SPEC 19).
+    pub done: bool,
+    pub reference: Option<&'a str>,
+    pub run: Option<&'a str>,
+    pub next_step: &'a str,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -30,7 +30,7 @@ use screen::*;
 pub use sessions::Sessions;
 use sessions::*;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -157,7 +157,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
     let stop = running.handle();
     tokio::select! {
         r = running => r.map_err(|e| Error::Invalid(format!("the SSH server failed: {e}")))?,
-        () = terminated() => {
+        () = crate::signals::terminated() => {
             tracing::info!("serve: stopping");
             stop.shutdown("settle serve is stopping".into());
         }
@@ -165,46 +165,11 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
     Ok(())
 }
 
-async fn terminated() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-}
-
 /// Re-reads `[operators]` on SIGHUP and when the file changes (checked every 500 ms). A file
 /// that does not parse leaves the last good list in force and says why.
 async fn reload_operators(shared: Arc<Shared>, path: PathBuf) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup()).ok();
-    let stamp = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let mut seen = stamp(&path);
-    let mut every = tokio::time::interval(Duration::from_millis(500));
-    loop {
-        let hup_now = async {
-            match hup.as_mut() {
-                Some(h) => h.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        let why = tokio::select! {
-            _ = hup_now => "SIGHUP",
-            _ = every.tick() => {
-                let now = stamp(&path);
-                if now == seen {
-                    continue;
-                }
-                "the file changed"
-            }
-        };
-        seen = stamp(&path);
+    let mut changes = crate::signals::config_changes(path.clone());
+    while let Some(why) = changes.recv().await {
         let loaded = Config::load(&path).and_then(|c| Operators::from_config(&c));
         match loaded {
             Ok(ops) => {

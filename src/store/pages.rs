@@ -65,6 +65,8 @@ pub(crate) struct ListQuery<'a> {
     pub exceptions_only: bool,
     pub states: &'a [State],
     pub workflow: Option<&'a str>,
+    /// Only these workflows (an automation's scope, SPEC 20); `None`: all.
+    pub within: Option<&'a [String]>,
     pub claimed_by: Option<&'a str>,
     /// Only rows whose ordering time is at or before this.
     pub not_after: Option<DateTime<Utc>>,
@@ -219,10 +221,8 @@ pub(super) fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
     format!("${}", args.len())
 }
 
-/// The conditions of a list's filter (scope, states, workflow, claim, SPEC 12's terms),
-/// shared by a page and its count; their values are appended to `args`.
-fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String> {
-    let mut cond: Vec<String> = Vec::new();
+/// The conditions of a list's scope and options (before SPEC 12's terms).
+fn scope_conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>, cond: &mut Vec<String>) {
     if q.exceptions_only {
         cond.push("exception_since IS NOT NULL".into());
     }
@@ -242,10 +242,28 @@ fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String>
         let m = mark(args, Arg::Text(w.to_string()));
         cond.push(format!("workflow = {m}"));
     }
+    if let Some(ws) = q.within {
+        let marks: Vec<String> = ws
+            .iter()
+            .map(|w| mark(args, Arg::Text(w.clone())))
+            .collect();
+        cond.push(if marks.is_empty() {
+            "1 = 0".into()
+        } else {
+            format!("workflow IN ({})", marks.join(", "))
+        });
+    }
     if let Some(c) = q.claimed_by {
         let m = mark(args, Arg::Text(c.to_string()));
         cond.push(format!("claimed_by = {m}"));
     }
+}
+
+/// The conditions of a list's filter (scope, states, workflow, claim, SPEC 12's terms),
+/// shared by a page and its count; their values are appended to `args`.
+fn conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>) -> Vec<String> {
+    let mut cond: Vec<String> = Vec::new();
+    scope_conditions(q, time, args, &mut cond);
     // a negated bare word is left to the reader, who checks it against the redacted row
     for t in q
         .terms

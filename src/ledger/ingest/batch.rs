@@ -7,7 +7,7 @@ use super::{IngestProblem, IngestReport};
 use crate::domain::Op;
 use crate::error::{Error, Result};
 use crate::ledger::change::{self, Ask};
-use crate::ledger::{Ledger, Recorded, Tried, recorded_detail, recorded_event};
+use crate::ledger::{Ledger, Recorded, Tried, recorded_event};
 use crate::store::{self, NewEvent, Tx};
 
 use super::parse::Parsed;
@@ -75,6 +75,7 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
 /// The operations a batch made, in one statement, and their `recorded` events in another: their
 /// ids in order, or `None` where one of the keys was stored already (nothing is then written).
 async fn insert_made(
+    ledger: &Ledger,
     tx: &mut Tx,
     made: &[&Op],
     ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
@@ -95,7 +96,7 @@ async fn insert_made(
         return Ok(None);
     }
     ids.extend(made.iter().map(|op| numbered[&op.key]));
-    let details: Vec<String> = made.iter().map(|op| recorded_detail(op)).collect();
+    let details: Vec<String> = made.iter().map(|op| ledger.recorded_detail(op)).collect();
     let events: Vec<NewEvent> = made
         .iter()
         .zip(&ids)
@@ -293,7 +294,12 @@ impl Ledger {
                     changes.push(c);
                     Ok(taken)
                 }
-                Err(e @ (Error::Refused(_) | Error::NotFound(_) | Error::Invalid(_))) => Err(e),
+                Err(
+                    e @ (Error::Refused(_)
+                    | Error::Forbidden(_)
+                    | Error::NotFound(_)
+                    | Error::Invalid(_)),
+                ) => Err(e),
                 Err(e) => return Err(e),
             };
             outcomes.push(outcome);
@@ -301,7 +307,7 @@ impl Ledger {
 
         // the new operations in one statement, their `recorded` events in another (before the
         // events of what later lines did to them)
-        let Some(ids) = insert_made(tx, &made, &ops, actor).await? else {
+        let Some(ids) = insert_made(self, tx, &made, &ops, actor).await? else {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored

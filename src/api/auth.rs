@@ -1,0 +1,201 @@
+//! Who may call the HTTP API (SPEC 20): `[automations]` by the SHA-256 of their bearer token,
+//! compared in constant time, and each token's rate (a token bucket).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::config::Config;
+use crate::domain::{Identity, Role};
+
+/// A new bearer token: `settle_` and 32 random bytes in hex. Shown once; only its SHA-256 is
+/// kept (in the config).
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::Rng::fill(&mut rand::rng(), &mut bytes);
+    format!("settle_{}", hex(&bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A token's SHA-256 in hex, as `token_sha256` holds it.
+pub fn token_sha256(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// What an event names a token by: the first 12 hex digits of its SHA-256.
+pub fn token_fingerprint(sha256: &str) -> String {
+    sha256.chars().take(12).collect()
+}
+
+/// Equal, in a time that does not depend on where two strings of one length differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// One automation as the server knows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Automation {
+    pub name: String,
+    pub sha256: String,
+    /// `None`: every workflow.
+    pub workflows: Option<Vec<String>>,
+    pub rate: f64,
+    pub burst: u32,
+}
+
+impl Automation {
+    pub fn identity(&self) -> Identity {
+        Identity {
+            name: self.name.clone(),
+            role: Role::Automation,
+            fingerprint: token_fingerprint(&self.sha256),
+        }
+    }
+}
+
+/// `[automations]`, re-read on SIGHUP.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Automations(Vec<Automation>);
+
+impl Automations {
+    pub fn from_config(config: &Config) -> Automations {
+        Automations(
+            config
+                .automations
+                .iter()
+                .map(|(name, a)| Automation {
+                    name: name.clone(),
+                    sha256: a.token_sha256.clone(),
+                    workflows: a.scope(),
+                    rate: a.rate,
+                    burst: a.burst,
+                })
+                .collect(),
+        )
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The automation a bearer token belongs to. Every configured hash is compared, whatever
+    /// matches first, each in constant time.
+    pub fn find(&self, token: &str) -> Option<&Automation> {
+        let presented = token_sha256(token);
+        let mut found = None;
+        for a in &self.0 {
+            if same(presented.as_bytes(), a.sha256.as_bytes()) {
+                found = Some(a);
+            }
+        }
+        found
+    }
+}
+
+/// The bearer token of an `Authorization` header's value.
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Each token's bucket: `burst` requests at once, refilled at `rate` a second.
+#[derive(Default)]
+pub struct Rates {
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl Rates {
+    /// Takes one request from `who`'s bucket: `Err(wait)` when it is empty, with how long until
+    /// one is back.
+    pub fn take(&self, who: &Automation, now: Instant) -> Result<(), Duration> {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let burst = f64::from(who.burst.max(1));
+        let (tokens, since) = buckets.entry(who.sha256.clone()).or_insert((burst, now));
+        let refilled =
+            (*tokens + now.saturating_duration_since(*since).as_secs_f64() * who.rate).min(burst);
+        *since = now;
+        if refilled >= 1.0 {
+            *tokens = refilled - 1.0;
+            Ok(())
+        } else {
+            *tokens = refilled;
+            Err(Duration::from_secs_f64((1.0 - refilled) / who.rate))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bot(rate: f64, burst: u32) -> Automation {
+        Automation {
+            name: "bot".into(),
+            sha256: token_sha256("t"),
+            workflows: None,
+            rate,
+            burst,
+        }
+    }
+
+    #[test]
+    fn a_token_is_found_by_its_hash_only_and_named_by_twelve_hex_digits() {
+        let token = new_token();
+        let sha = token_sha256(&token);
+        assert_eq!(sha.len(), 64);
+        let mut config = Config::default();
+        config.automations.insert(
+            "bot".into(),
+            crate::config::AutomationConfig {
+                token_sha256: sha.clone(),
+                workflows: vec!["onboarding".into()],
+                rate: 100.0,
+                burst: 200,
+            },
+        );
+        let all = Automations::from_config(&config);
+        let found = all.find(&token).expect("its own token");
+        assert_eq!(found.name, "bot");
+        assert_eq!(
+            found.workflows.as_deref(),
+            Some(&["onboarding".to_string()][..])
+        );
+        assert_eq!(found.identity().fingerprint, sha[..12]);
+        assert!(all.find(&format!("{token}x")).is_none());
+        assert!(all.find(&sha).is_none(), "the hash is not the token");
+        assert_eq!(bearer(&format!("Bearer {token}")), Some(token.as_str()));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer "), None);
+    }
+
+    #[test]
+    fn a_bucket_lets_a_burst_through_then_the_rate_and_says_how_long_to_wait() {
+        let rates = Rates::default();
+        let who = bot(10.0, 3);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(rates.take(&who, t0).is_ok());
+        }
+        let wait = rates.take(&who, t0).unwrap_err();
+        assert!(wait > Duration::from_millis(90) && wait <= Duration::from_millis(100));
+        assert!(rates.take(&who, t0 + Duration::from_millis(100)).is_ok());
+        assert!(rates.take(&who, t0 + Duration::from_millis(110)).is_err());
+        // a long quiet refills to the burst, no more
+        let later = t0 + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert!(rates.take(&who, later).is_ok());
+        }
+        assert!(rates.take(&who, later).is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! `settle serve --http` (SPEC 20): the HTTP API by which automations on other machines and in
+//! automation tools write to the ledger without its database credentials.
+//!
+//! Design:
+//! - One axum router. A middleware gives every answer an `X-Request-Id` (the client's, when it
+//!   sent a sane one), checks the bearer token against `[automations]` (by SHA-256, in constant
+//!   time), takes one request from the token's bucket (429 with `Retry-After` when empty), and
+//!   writes one log line per request: its id, method, route, key, automation and status, never
+//!   the token.
+//! - The caller's ledger is [`Ledger::for_automation`]: role `automation`, its workflows, its
+//!   token's fingerprint in every event. The ledger enforces all of it, as it does the staff's
+//!   roles; the API only says who is calling.
+//! - Writes go through one [`Writer`] (the ledger's group commit); reads straight to the ledger.
+//! - `[automations]` is re-read on SIGHUP and when the config file changes; a file that does not
+//!   parse leaves the last good list in force.
+//! - TLS (rustls) when `--tls-cert` and `--tls-key` are given; plain HTTP otherwise, with a line
+//!   at start saying it belongs on localhost or behind a TLS proxy.
+
+mod answer;
+pub mod auth;
+mod body;
+mod reads;
+mod tls;
+mod writes;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::ledger::{Ledger, Writer};
+use answer::Failure;
+use auth::{Automation, Automations, Rates};
+pub use reads::OPENAPI;
+
+pub struct Options {
+    pub listen: String,
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// The config file to re-read for `[automations]`.
+    pub config_path: Option<PathBuf>,
+    /// Lanes of the group writer (see `ledger::Writer`).
+    pub lanes: usize,
+}
+
+/// What every request shares.
+#[derive(Clone)]
+pub struct Api {
+    ledger: Ledger,
+    writer: Writer,
+    automations: Arc<RwLock<Arc<Automations>>>,
+    rates: Arc<Rates>,
+    max_body: usize,
+}
+
+/// Who is calling: their automation, and the ledger acting for it.
+#[derive(Clone)]
+pub struct Caller {
+    pub name: String,
+    pub ledger: Ledger,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = Failure;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> std::result::Result<Caller, Failure> {
+        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            Failure::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a bearer token is required",
+            )
+        })
+    }
+}
+
+/// The lanes of the group writer that suit a backend: SQLite writes one transaction at a time
+/// whatever the lanes; PostgreSQL runs a few beside each other.
+pub fn default_lanes(backend: crate::store::Backend) -> usize {
+    match backend {
+        crate::store::Backend::Sqlite => 1,
+        crate::store::Backend::Postgres => 4,
+    }
+}
+
+/// The router of the API on `ledger` (a test or a bench may serve it on a listener of its own).
+pub fn router(ledger: Ledger, lanes: usize) -> (axum::Router, Api) {
+    let api = Api {
+        automations: Arc::new(RwLock::new(Arc::new(Automations::from_config(
+            ledger.config(),
+        )))),
+        max_body: ledger.config().max_body,
+        writer: Writer::new(lanes),
+        rates: Arc::default(),
+        ledger,
+    };
+    let mut router = axum::Router::new();
+    for (path, methods) in ROUTES {
+        let mut endpoint = MethodRouter::new();
+        for method in methods {
+            endpoint = endpoint.merge(handler(method, path));
+        }
+        router = router.route(path, endpoint);
+    }
+    let router = router
+        .fallback(reads::not_found)
+        .method_not_allowed_fallback(|| async {
+            Failure::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "not_found",
+                "this route does not take that method: GET /openapi.json lists them",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(api.clone(), around))
+        .layer(axum::extract::DefaultBodyLimit::max(api.max_body))
+        .with_state(api.clone());
+    (router, api)
+}
+
+/// Every route the API answers, with its methods: the router is made from this table, and
+/// `assets/openapi.json` describes exactly these (a test holds them together).
+pub const ROUTES: [(&str, &[&str]); 9] = [
+    ("/v1/operations", &["GET", "POST"]),
+    ("/v1/operations/{key}", &["GET"]),
+    ("/v1/operations/{key}/start", &["POST"]),
+    ("/v1/operations/{key}/attempts", &["POST"]),
+    ("/v1/operations/{key}/{action}", &["POST"]),
+    ("/v1/runs/{run}", &["GET"]),
+    ("/v1/ingest", &["POST"]),
+    ("/openapi.json", &["GET"]),
+    ("/healthz", &["GET"]),
+];
+
+/// The handler of one route and method of [`ROUTES`].
+fn handler(method: &str, path: &str) -> MethodRouter<Api> {
+    match (method, path) {
+        ("POST", "/v1/operations") => post(writes::record),
+        ("GET", "/v1/operations") => get(reads::list),
+        ("GET", "/v1/operations/{key}") => get(reads::show),
+        ("POST", "/v1/operations/{key}/start") => post(writes::start),
+        ("POST", "/v1/operations/{key}/attempts") => post(writes::attempt),
+        ("POST", "/v1/operations/{key}/{action}") => post(reads::staff),
+        ("GET", "/v1/runs/{run}") => get(reads::run),
+        ("POST", "/v1/ingest") => post(writes::ingest),
+        ("GET", "/openapi.json") => get(reads::openapi),
+        ("GET", "/healthz") => get(reads::healthz),
+        _ => unreachable!("every route of ROUTES has its handler: {method} {path}"),
+    }
+}
+
+/// A request id as a client may send one: up to 64 of `[A-Za-z0-9._-]`.
+fn sane_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    (!s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)))
+    .then(|| s.to_string())
+}
+
+fn new_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+/// Who a request comes from: `Ok(None)` for the open routes, the automation otherwise.
+fn authenticate(api: &Api, req: &Request) -> std::result::Result<Option<Automation>, Failure> {
+    let path = req.uri().path();
+    if path == "/healthz" || path == "/openapi.json" {
+        return Ok(None);
+    }
+    let unauthorized = |why: &str| Failure::new(StatusCode::UNAUTHORIZED, "unauthorized", why);
+    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
+        return Err(unauthorized(
+            "a bearer token is required (Authorization: Bearer TOKEN)",
+        ));
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(auth::bearer)
+        .ok_or_else(|| unauthorized("the Authorization header must be `Bearer TOKEN`"))?;
+    let all = api
+        .automations
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let who = all
+        .find(token)
+        .cloned()
+        .ok_or_else(|| unauthorized("this token is not one of [automations]"))?;
+    if let Err(wait) = api.rates.take(&who, Instant::now()) {
+        return Err(Failure::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "{} is over its rate ({}/s, burst {}): try again after the Retry-After seconds",
+                who.name, who.rate, who.burst
+            ),
+        )
+        .retry_after(wait.as_secs_f64().ceil() as u64));
+    }
+    Ok(Some(who))
+}
+
+/// Every request: its id, its caller, its log line.
+async fn around(State(api): State<Api>, mut req: Request, next: Next) -> Response {
+    let began = Instant::now();
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(sane_id)
+        .unwrap_or_else(new_id);
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("(no route)".to_string(), |m| m.as_str().to_string());
+    // a key or run named in the path, logged only when it is a valid name (never customer data)
+    let named = req
+        .uri()
+        .path()
+        .split('/')
+        .nth(3)
+        .filter(|k| crate::domain::validate_key(k).is_ok())
+        .map(str::to_string);
+    let who = authenticate(&api, &req);
+    let automation = who
+        .as_ref()
+        .ok()
+        .and_then(|w| w.as_ref())
+        .map(|w| w.name.clone());
+    let mut response = match who {
+        Err(f) => f.into_response(),
+        Ok(who) => {
+            if let Some(w) = who {
+                let ledger = api.ledger.for_automation(w.identity(), w.workflows.clone());
+                req.extensions_mut().insert(Caller {
+                    name: w.name.clone(),
+                    ledger,
+                });
+            }
+            next.run(req).await
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    tracing::info!(
+        request_id = %id,
+        method = %method,
+        route = %route,
+        key = named.as_deref().unwrap_or("-"),
+        automation = automation.as_deref().unwrap_or("-"),
+        status = response.status().as_u16(),
+        ms = format_args!("{:.2}", began.elapsed().as_secs_f64() * 1000.0),
+        "http"
+    );
+    response
+}
+
+/// Runs the API until SIGTERM or SIGINT. Prints where it listens first.
+pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
+    let socket = tokio::net::TcpListener::bind(&options.listen)
+        .await
+        .map_err(|e| Error::Invalid(format!("--http {}: {e}", options.listen)))?;
+    let addr: SocketAddr = socket
+        .local_addr()
+        .map_err(|e| Error::Invalid(format!("--http {}: {e}", options.listen)))?;
+    let (app, api) = router(ledger, options.lanes);
+    let n = api.automations.read().map(|a| a.len()).unwrap_or(0);
+    if let Some(path) = options.config_path.clone() {
+        tokio::spawn(reload(api.clone(), path));
+    }
+    let served = match &options.tls {
+        Some((cert, key)) => {
+            let acceptor = tls::acceptor(cert, key)?;
+            crate::say!("settle serve: HTTP API on https://{addr}/ ({n} automation(s))");
+            let listener = tls::Listener::new(socket, acceptor);
+            axum::serve(listener, app)
+                .with_graceful_shutdown(crate::signals::terminated())
+                .await
+        }
+        None => {
+            crate::say!("settle serve: HTTP API on http://{addr}/ ({n} automation(s))");
+            crate::say!(
+                "settle serve: plain HTTP: keep it on localhost or behind a TLS proxy, or give --tls-cert and --tls-key"
+            );
+            axum::serve(socket, app)
+                .with_graceful_shutdown(crate::signals::terminated())
+                .await
+        }
+    };
+    tracing::info!(%addr, "http: listening ended");
+    served.map_err(|e| Error::Unavailable(format!("the HTTP API failed: {e}")))
+}
+
+/// Re-reads `[automations]` on SIGHUP and when the file changes (checked every 500 ms).
+async fn reload(api: Api, path: PathBuf) {
+    let mut changes = crate::signals::config_changes(path.clone());
+    while let Some(why) = changes.recv().await {
+        match Config::load(&path) {
+            Ok(c) => {
+                let all = Automations::from_config(&c);
+                let n = all.len();
+                *api.automations.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(all);
+                tracing::info!(why, automations = n, "http: automations re-read");
+                crate::tell!("settle serve: automations re-read ({why}): {n}");
+            }
+            Err(e) => {
+                let text = crate::domain::escape_text(&e.to_string()).into_owned();
+                tracing::warn!(why, error = %text, "http: automations not re-read");
+                crate::tell!("settle serve: {text}; the last good automations stay");
+            }
+        }
+    }
+}
+
+/// How long a TLS handshake may take before the connection is dropped.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_openapi_document_describes_every_route_and_no_other() {
+        let doc: serde_json::Value =
+            serde_json::from_str(OPENAPI).expect("assets/openapi.json is JSON");
+        assert_eq!(doc["openapi"], "3.1.0");
+        let paths = doc["paths"].as_object().expect("paths");
+        let mut described: Vec<(String, String)> = paths
+            .iter()
+            .flat_map(|(p, ops)| {
+                ops.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(move |m| (p.clone(), m.to_uppercase()))
+            })
+            .collect();
+        let mut served: Vec<(String, String)> = ROUTES
+            .iter()
+            .flat_map(|(p, ms)| ms.iter().map(move |m| (p.to_string(), m.to_string())))
+            .collect();
+        described.sort();
+        served.sort();
+        assert_eq!(described, served);
+        // and the router is made of them: building it finds a handler for each
+        let config = crate::Config::default();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", dir.path().join("t.db").display());
+            let ledger = Ledger::open(&url, config).await.unwrap();
+            let _ = router(ledger, 1);
+        });
+    }
+}

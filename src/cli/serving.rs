@@ -1,0 +1,149 @@
+//! The options of `settle serve` (the console over SSH, the metrics, the HTTP API) and `settle
+//! token`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::common::duration_arg;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::ledger::Ledger;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address for SSH (port 0 picks a free one; the first line printed says which); default
+    /// 0.0.0.0:2222, and none with --http unless given
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The server's host key (made on first start); else $XDG_STATE_HOME/settle/host_key
+    #[arg(long, value_name = "FILE")]
+    pub host_key: Option<PathBuf>,
+    /// Also serve Prometheus metrics at http://ADDR/metrics and /healthz
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+    /// The most sessions open at once
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub max_sessions: usize,
+    /// A console without a key for this long ends (warned a minute before), e.g. 30m
+    #[arg(long, default_value = "30m", value_name = "DUR")]
+    pub idle_timeout: String,
+    /// Serve the HTTP API for automations on ADDR (SPEC 20), e.g. 127.0.0.1:8080
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// HTTPS for the API: the certificate chain (PEM); needs --tls-key
+    #[arg(long, value_name = "FILE", requires = "tls_key", requires = "http")]
+    pub tls_cert: Option<PathBuf>,
+    /// HTTPS for the API: the private key (PEM); needs --tls-cert
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCmd {
+    /// Make a new bearer token for automation NAME: printed once, with the config lines that let
+    /// it in (only its SHA-256 is kept)
+    New {
+        /// The automation's name (as an operator is named)
+        name: String,
+        /// The workflows it may write and read ("*": all)
+        #[arg(long, value_name = "NAME", num_args = 1.., default_values_t = ["*".to_string()])]
+        workflows: Vec<String>,
+    },
+}
+
+/// `settle serve`: the operators checked, then the servers asked for (the console over SSH, the
+/// HTTP API, or both) until they are stopped.
+pub(super) async fn serve(
+    a: &ServeArgs,
+    url: &str,
+    config: Config,
+    config_path: Option<PathBuf>,
+) -> Result<i32> {
+    let ssh = (a.listen.is_some() || a.http.is_none()).then(|| crate::serve::Options {
+        listen: a.listen.clone().unwrap_or_else(|| "0.0.0.0:2222".into()),
+        host_key: a
+            .host_key
+            .clone()
+            .unwrap_or_else(crate::serve::default_host_key),
+        metrics: a.metrics.clone(),
+        max_sessions: a.max_sessions.max(1),
+        idle: Duration::ZERO,
+        config_path: config_path.clone(),
+    });
+    let idle = duration_arg(
+        "--idle-timeout",
+        &a.idle_timeout,
+        Duration::from_secs(1),
+        Duration::from_secs(7 * 86_400),
+    )?;
+    let ssh = ssh.map(|o| crate::serve::Options { idle, ..o });
+    crate::serve::Operators::from_config(&config)?;
+    let ledger = Ledger::open_server(url, config).await?;
+    let http = a.http.as_ref().map(|listen| crate::api::Options {
+        listen: listen.clone(),
+        tls: a.tls_cert.clone().zip(a.tls_key.clone()),
+        config_path,
+        lanes: crate::api::default_lanes(ledger.backend()),
+    });
+    tracing::info!(command = "serve", "start");
+    let result = match (ssh, http) {
+        (Some(s), Some(h)) => tokio::select! {
+            r = crate::serve::run(ledger.clone(), s) => r,
+            r = crate::api::run(ledger.clone(), h) => r,
+        },
+        (Some(s), None) => crate::serve::run(ledger.clone(), s).await,
+        (None, Some(h)) => match metrics_alone(&ledger, a.metrics.as_deref()).await {
+            Ok(()) => crate::api::run(ledger.clone(), h).await,
+            Err(e) => Err(e),
+        },
+        (None, None) => Ok(()),
+    };
+    ledger.close().await;
+    result.map(|()| 0)
+}
+
+/// `--metrics` beside the HTTP API alone (no console sessions to count).
+async fn metrics_alone(ledger: &Ledger, at: Option<&str>) -> Result<()> {
+    let Some(at) = at else { return Ok(()) };
+    let listener = tokio::net::TcpListener::bind(at)
+        .await
+        .map_err(|e| Error::Invalid(format!("--metrics {at}: {e}")))?;
+    let shown = listener
+        .local_addr()
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    crate::say!("settle serve: metrics on http://{shown}/metrics");
+    let app = crate::metrics::router(ledger.clone(), Default::default());
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "metrics server ended");
+        }
+    });
+    Ok(())
+}
+
+/// `settle token new NAME`: a new token, shown once, and the lines of the config that let it in.
+pub(super) fn token(what: &TokenCmd) -> Result<i32> {
+    let TokenCmd::New { name, workflows } = what;
+    crate::domain::validate_operator(name)
+        .map_err(|e| Error::Invalid(format!("the automation's name: {e}")))?;
+    for w in workflows.iter().filter(|w| *w != "*") {
+        crate::domain::validate_name("workflow", w, false).map_err(Error::Invalid)?;
+    }
+    let token = crate::api::auth::new_token();
+    let list: Vec<String> = workflows.iter().map(|w| format!("{w:?}")).collect();
+    crate::say!("{token}");
+    crate::say!("");
+    crate::say!("[automations.{name}]");
+    crate::say!(
+        "token_sha256 = \"{}\"",
+        crate::api::auth::token_sha256(&token)
+    );
+    crate::say!("workflows = [{}]", list.join(", "));
+    crate::tell!(
+        "settle: the first line is {name}'s bearer token, shown this once: keep it in the automation's secret store; \
+         add the lines after it to settle.toml (a running settle serve reads them on SIGHUP)"
+    );
+    Ok(0)
+}

@@ -1,0 +1,251 @@
+//! Concurrent writes grouped into shared transactions (SPEC 20), as a dispatcher's round groups
+//! its sends: the HTTP API hands each record, start and attempt report to a [`Writer`], which
+//! runs whatever has queued while the last group committed as one transaction and answers each
+//! only after that commit. Nothing is acknowledged before it is in the ledger.
+//!
+//! Design:
+//! - A few lanes (one task each), a write going to the lane its key hashes to: two writes of one
+//!   key meet in one lane, in the order they came, and never in two transactions at once. The
+//!   lanes share no operation's row, so their groups do not wait for each other's row locks.
+//! - A lane takes the first write that comes, and then every write already queued (up to
+//!   [`GROUP`]): no timer, so a lone write waits for nothing, and under load a commit is shared by
+//!   as many writes as arrived while the last one ran.
+//! - Each write runs on the rules of the single call (`record_in`, `start_in`, `act_in`) inside
+//!   the group's transaction. A refusal concerns that write alone (the rules refuse before they
+//!   write). Anything else (a lost compare-and-set, a value the database will not store, a
+//!   deadlock between lanes) rolls the group back, and each of its writes is then run on its own,
+//!   as the single call would run it.
+//! - A commit that fails leaves each write's outcome unknown: every write of that group is told
+//!   the database is unavailable, never retried here (the caller repeats it with its key, and the
+//!   rules answer as for any repeat).
+
+use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::change::Ask;
+use super::round_types::per_operation;
+use super::{Applied, AttemptReport, Intent, Ledger, Recorded};
+use crate::domain::Op;
+use crate::error::{Error, Result};
+use crate::store::{self, Tried, Tx};
+
+/// The most writes one transaction takes.
+pub const GROUP: usize = 64;
+
+/// A write the HTTP API asks of the ledger.
+#[derive(Clone, Debug)]
+pub enum Write {
+    Record(Intent),
+    Start(String),
+    Attempt(AttemptReport),
+}
+
+impl Write {
+    pub fn key(&self) -> &str {
+        match self {
+            Write::Record(i) => &i.key,
+            Write::Start(k) => k,
+            Write::Attempt(r) => &r.key,
+        }
+    }
+}
+
+/// What a write came to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Written {
+    Recorded(Recorded),
+    /// The change a start made (or none), and the operation's attempt count after it.
+    Started(Applied, u32),
+    Reported(Applied),
+}
+
+/// A write as a lane holds it: checked, and for a record its operation made.
+enum Prepared {
+    Record(Box<Op>, String),
+    Start(String),
+    Attempt(AttemptReport),
+}
+
+struct Job {
+    /// The handle of the one who writes (an automation's: its scope and its token's
+    /// fingerprint).
+    ledger: Ledger,
+    actor: String,
+    write: Prepared,
+    reply: oneshot::Sender<Result<Written>>,
+}
+
+/// Hands writes to the lanes; cheap to clone. The lanes end when every clone is dropped.
+#[derive(Clone)]
+pub struct Writer {
+    lanes: Vec<mpsc::Sender<Job>>,
+}
+
+impl Writer {
+    /// `lanes` lanes of groups (at least one), each a task of its own.
+    pub fn new(lanes: usize) -> Writer {
+        let lanes = (0..lanes.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(GROUP * 4);
+                tokio::spawn(lane(rx));
+                tx
+            })
+            .collect();
+        Writer { lanes }
+    }
+
+    /// `write` by `actor` through `ledger` (its scope and its events' signature), in the next
+    /// group of its lane; answered after that group committed.
+    pub async fn write(&self, ledger: &Ledger, actor: &str, write: Write) -> Result<Written> {
+        super::check_name("actor", actor, false)?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        write.key().hash(&mut hasher);
+        let lane = &self.lanes[hasher.finish() as usize % self.lanes.len()];
+        let write = match write {
+            Write::Record(intent) => {
+                let op = ledger.prepare(&intent)?;
+                Prepared::Record(Box::new(op), intent.workflow)
+            }
+            Write::Start(key) => {
+                crate::domain::validate_key(&key).map_err(Error::Invalid)?;
+                Prepared::Start(key)
+            }
+            Write::Attempt(report) => {
+                super::check_report(&report)?;
+                Prepared::Attempt(report)
+            }
+        };
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            ledger: ledger.clone(),
+            actor: actor.to_string(),
+            write,
+            reply,
+        };
+        let gone = || Error::Unavailable("the ledger's writer stopped".into());
+        lane.send(job).await.map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+async fn lane(mut rx: mpsc::Receiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < GROUP {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        run_group(jobs).await;
+    }
+}
+
+impl Job {
+    /// This write inside a transaction, on the single call's rules.
+    async fn run_in(&self, tx: &mut Tx) -> Result<Tried<Written>> {
+        let (l, actor) = (&self.ledger, self.actor.as_str());
+        Ok(match &self.write {
+            Prepared::Record(op, _) => match l.record_in(tx, op, actor).await? {
+                Tried::Done(r) => Tried::Done(Written::Recorded(r)),
+                Tried::Raced => Tried::Raced,
+            },
+            Prepared::Start(key) => match l.start_in(tx, key, actor).await? {
+                Tried::Done((a, n)) => Tried::Done(Written::Started(a, n)),
+                Tried::Raced => Tried::Raced,
+            },
+            Prepared::Attempt(report) => {
+                match l
+                    .act_in(tx, &report.key, actor, &Ask::Attempt(report))
+                    .await?
+                {
+                    Tried::Done(a) => Tried::Done(Written::Reported(a)),
+                    Tried::Raced => Tried::Raced,
+                }
+            }
+        })
+    }
+
+    /// This write in a transaction of its own, tried again where another writer raced it.
+    async fn run_alone(&self) -> Result<Written> {
+        store::in_tx!(self.ledger.store, |tx| self.run_in(tx).await)
+    }
+
+    /// The workflow whose stopping threshold this write's answer may have reached.
+    fn threshold_of(&self, done: &Result<Written>) -> Option<String> {
+        match (done, &self.write) {
+            (Ok(Written::Recorded(Recorded::Conflict)), Prepared::Record(_, w)) => Some(w.clone()),
+            (Ok(Written::Reported(a) | Written::Started(a, _)), _)
+                if a.to != a.from && a.to.is_exception() =>
+            {
+                Some(a.workflow.clone())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One group: one transaction for all, or each alone where the group could not stand.
+async fn run_group(jobs: Vec<Job>) {
+    let results = match together(&jobs).await {
+        Some(r) => r,
+        None => {
+            let mut each = Vec::with_capacity(jobs.len());
+            for j in &jobs {
+                each.push(j.run_alone().await);
+            }
+            each
+        }
+    };
+    // as the single call does before it answers: a write that made an exception may pause its
+    // workflow at its threshold (asked once a workflow)
+    let mut asked = BTreeSet::new();
+    for (j, r) in jobs.iter().zip(&results) {
+        if let Some(w) = j.threshold_of(r)
+            && asked.insert(w.clone())
+        {
+            let _ = j.ledger.check_threshold(&w).await;
+        }
+    }
+    for (j, r) in jobs.into_iter().zip(results) {
+        let _ = j.reply.send(r);
+    }
+}
+
+/// The group in one transaction: each write's answer, or `None` where the group must be run
+/// write by write (see the module's design). A failed commit answers every write with it.
+async fn together(jobs: &[Job]) -> Option<Vec<Result<Written>>> {
+    if jobs.len() == 1 {
+        return None;
+    }
+    let store = &jobs[0].ledger.store;
+    let mut tx = store.begin().await.ok()?;
+    let mut results = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        match j.run_in(&mut tx).await {
+            Ok(Tried::Done(w)) => results.push(Ok(w)),
+            Err(e) if per_operation(&e) => results.push(Err(e)),
+            Ok(Tried::Raced) | Err(_) => {
+                tx.rollback().await;
+                return None;
+            }
+        }
+    }
+    match tx.commit().await {
+        Ok(()) => Some(results),
+        Err(e) => {
+            let why = e.to_string();
+            Some(
+                jobs.iter()
+                    .map(|_| {
+                        Err(Error::Unavailable(format!(
+                            "the write's commit failed, its outcome is unknown: repeat it with its key ({why})"
+                        )))
+                    })
+                    .collect(),
+            )
+        }
+    }
+}
