@@ -26,6 +26,7 @@ pub(super) fn redact_cow(text: &str) -> Cow<'_, str> {
     ranges.extend(find_emails(text));
     ranges.extend(find_card_numbers(text));
     ranges.extend(find_bearer_tokens(text));
+    ranges.extend(find_settle_tokens(text));
     ranges.extend(find_phone_numbers(text));
     ranges.extend(find_secret_pairs(text));
     if ranges.is_empty() {
@@ -195,6 +196,31 @@ pub(crate) fn find_bearer_tokens(text: &str) -> Vec<Range<usize>> {
     out
 }
 
+/// settle's own bearer tokens (`settle token new`): `settle_` and 64 hex digits, found even
+/// without the word "Bearer" before them (an automation that echoes its token in an error text).
+fn find_settle_tokens(text: &str) -> Vec<Range<usize>> {
+    const PREFIX: &[u8] = b"settle_";
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + PREFIX.len() <= b.len() {
+        if !b[at..].starts_with(PREFIX) {
+            at += 1;
+            continue;
+        }
+        let start = at + PREFIX.len();
+        let hex = b[start..]
+            .iter()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .count();
+        if hex >= 32 {
+            out.push(at..start + hex);
+        }
+        at = start + hex;
+    }
+    out
+}
+
 /// Phone numbers in free text: `+` and 8-15 digits (`+44 7700 900123`), or a national number that
 /// starts with `0` or `(` and has 10-15 digits (`07700 900123`, `(555) 010-4477`). Plain digit
 /// runs without those marks are left alone: they are far more often ids, amounts or dates.
@@ -347,6 +373,16 @@ pub fn sensitive_key(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settles_own_tokens_are_redacted_without_the_word_bearer() {
+        let token = format!("settle_{}", "0123456789abcdef".repeat(4));
+        assert_eq!(
+            redact_text(&format!("401 from us: {token} was wrong")),
+            "401 from us: [redacted] was wrong"
+        );
+        assert_eq!(redact_text("settle_abc is a name"), "settle_abc is a name");
+    }
 
     #[test]
     fn value_patterns_go_from_free_text() {

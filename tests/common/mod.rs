@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+pub mod api;
 pub mod scripted;
 pub mod tmux;
 

@@ -1,0 +1,163 @@
+//! The real `settle serve --http` for the tests and benches of the HTTP API (SPEC 20): started on
+//! a free port with a config of known tokens, its log in a file of its own, killed on `Drop`.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use sha2::{Digest, Sha256};
+
+use super::Killed;
+
+/// The token of `bot` (workflows onboarding and billing-sync) in the tests' config.
+pub const BOT: &str = "settle_0f3c9a1b2d4e5f60718293a4b5c6d7e8f9012345678abcdef0123456789abcdef";
+/// The token of `slow`, whose rate is one request a minute after a burst of two.
+pub const SLOW: &str = "settle_5555555555555555555555555555555555555555555555555555555555555555";
+/// The token of `all`, for every workflow.
+pub const ALL: &str = "settle_a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a1";
+
+pub fn sha256(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The tests' config: `crm` redacts `customer.name`, three automations, and `extra` after.
+pub fn config_text(extra: &str) -> String {
+    format!(
+        r#"attempt_timeout = "5m"
+max_body = "8KiB"
+max_payload = "2KiB"
+[destinations.crm]
+lookup = true
+[[redaction.rules]]
+destination = "crm"
+fields = ["customer.name"]
+[automations.bot]
+token_sha256 = "{}"
+workflows = ["onboarding", "billing-sync"]
+rate = "100000/s"
+burst = 100000
+[automations.slow]
+token_sha256 = "{}"
+workflows = ["*"]
+rate = "1/m"
+burst = 2
+[automations.all]
+token_sha256 = "{}"
+workflows = ["*"]
+rate = "100000/s"
+burst = 100000
+{extra}
+"#,
+        sha256(BOT),
+        sha256(SLOW),
+        sha256(ALL)
+    )
+}
+
+/// A running server, its config and its log.
+pub struct ApiServer {
+    pub base: String,
+    pub dir: tempfile::TempDir,
+    pub db: String,
+    args: Vec<String>,
+    child: Option<Killed>,
+}
+
+impl ApiServer {
+    /// Serves `db` with the tests' config (and `extra`), HTTP on a free port.
+    pub fn start(db: &str, extra: &str) -> ApiServer {
+        ApiServer::start_with(db, &config_text(extra), &[])
+    }
+
+    pub fn start_with(db: &str, config: &str, args: &[&str]) -> ApiServer {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("settle.toml"), config).unwrap();
+        let mut s = ApiServer {
+            base: String::new(),
+            dir,
+            db: db.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            child: None,
+        };
+        s.restart();
+        s
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("settle.toml")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("settle.log")).unwrap_or_default()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").pid()
+    }
+
+    /// `kill -9` now.
+    pub fn kill_9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill_9();
+        }
+    }
+
+    /// Starts (again) on the same database and config, on a new free port.
+    pub fn restart(&mut self) {
+        self.kill_9();
+        let (child, base) = spawn(&self.db, self.dir.path(), &self.args);
+        self.child = Some(child);
+        self.base = base;
+    }
+}
+
+fn spawn(db: &str, dir: &Path, args: &[String]) -> (Killed, String) {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("stderr"))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_settle"))
+        .arg("--db")
+        .arg(db)
+        .arg("--config")
+        .arg(dir.join("settle.toml"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(args)
+        .env("SETTLE_LOG_FILE", dir.join("settle.log"))
+        .env_remove("SETTLE_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start settle serve --http");
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    // the rest of what it prints, read so that it never writes to a closed pipe
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let killed = Killed(child);
+    let rest = line
+        .trim()
+        .strip_prefix("settle serve: HTTP API on ")
+        .unwrap_or_else(|| {
+            panic!(
+                "the first line names the address: {line:?}; stderr: {}",
+                std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+            )
+        });
+    let base = rest
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    (killed, base)
+}
