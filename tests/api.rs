@@ -521,14 +521,9 @@ async fn unavailable_while_the_database_is_cut_off() {
         "no host in the answer"
     );
     assert!(r.retry_after.is_some());
-    assert_eq!(
-        call("GET", &format!("{}/healthz", s.base), None, None)
-            .await
-            .error(503, "unavailable")
-            .len()
-            > 0,
-        true
-    );
+    call("GET", &format!("{}/healthz", s.base), None, None)
+        .await
+        .error(503, "unavailable");
     let _back = proxy.restore().await;
     common::wait_until("answers again", Duration::from_secs(20), || {
         std::thread::scope(|t| {

@@ -54,8 +54,9 @@ pub struct Options {
 /// What every request shares.
 #[derive(Clone)]
 pub struct Api {
+    /// The group writer (its counts show whether commits were shared).
+    pub writer: Writer,
     ledger: Ledger,
-    writer: Writer,
     automations: Arc<RwLock<Arc<Automations>>>,
     rates: Arc<Rates>,
     max_body: usize,

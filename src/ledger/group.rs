@@ -21,6 +21,8 @@
 
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -81,19 +83,37 @@ struct Job {
 #[derive(Clone)]
 pub struct Writer {
     lanes: Vec<mpsc::Sender<Job>>,
+    counts: Arc<Counts>,
+}
+
+/// What the lanes have done: writes, and the transactions they shared.
+#[derive(Debug, Default)]
+struct Counts {
+    writes: AtomicU64,
+    groups: AtomicU64,
 }
 
 impl Writer {
     /// `lanes` lanes of groups (at least one), each a task of its own.
     pub fn new(lanes: usize) -> Writer {
+        let counts = Arc::new(Counts::default());
         let lanes = (0..lanes.max(1))
             .map(|_| {
                 let (tx, rx) = mpsc::channel(GROUP * 4);
-                tokio::spawn(lane(rx));
+                tokio::spawn(lane(rx, counts.clone()));
                 tx
             })
             .collect();
-        Writer { lanes }
+        Writer { lanes, counts }
+    }
+
+    /// The writes answered so far, and the groups they were run in (fewer groups than writes:
+    /// commits were shared).
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.counts.writes.load(Ordering::Relaxed),
+            self.counts.groups.load(Ordering::Relaxed),
+        )
     }
 
     /// `write` by `actor` through `ledger` (its scope and its events' signature), in the next
@@ -130,7 +150,7 @@ impl Writer {
     }
 }
 
-async fn lane(mut rx: mpsc::Receiver<Job>) {
+async fn lane(mut rx: mpsc::Receiver<Job>, counts: Arc<Counts>) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
         while jobs.len() < GROUP {
@@ -139,6 +159,10 @@ async fn lane(mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        counts
+            .writes
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        counts.groups.fetch_add(1, Ordering::Relaxed);
         run_group(jobs).await;
     }
 }
