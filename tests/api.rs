@@ -480,7 +480,55 @@ async fn the_token_never_shows(db: &TestDb) {
     );
 }
 
-both_backends!(every_answer_of_the_table, refusals, the_token_never_shows);
+/// A person's pause and claim stop an automation's start over HTTP, as they stop `settle start`.
+async fn a_pause_or_a_claim_refuses_the_start(db: &TestDb) {
+    let s = ApiServer::start(&db.url, "");
+    let ops = format!("{}/v1/operations", s.base);
+    let dir = tempfile::tempdir().unwrap();
+    let lead = |args: &[&str]| {
+        let r = common::settle_as(&s.db, dir.path(), "lena", args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+    };
+    for key in ["p-1", "p-2", "p-3"] {
+        assert_eq!(
+            call("POST", &ops, Some(BOT), Some(intent(key, "onboarding")))
+                .await
+                .status,
+            201
+        );
+    }
+    lead(&["pause", "onboarding", "--reason", "incident 7"]);
+    let r = call("POST", &format!("{ops}/p-1/start"), Some(BOT), None).await;
+    assert!(r.error(409, "refused").contains("paused"), "{}", r.text);
+    let shown = call("GET", &format!("{ops}/p-1"), Some(BOT), None).await;
+    assert_eq!(shown.body["workflow_paused"], true);
+    lead(&["resume", "onboarding"]);
+    lead(&["pause", "--destination", "crm", "--reason", "their outage"]);
+    let r = call("POST", &format!("{ops}/p-2/start"), Some(BOT), None).await;
+    assert!(
+        r.error(409, "refused").contains("crm is paused"),
+        "{}",
+        r.text
+    );
+    lead(&["resume", "--destination", "crm"]);
+    lead(&["claim", "p-3"]);
+    let r = call("POST", &format!("{ops}/p-3/start"), Some(BOT), None).await;
+    assert!(r.error(409, "refused").contains("lena"), "{}", r.text);
+    let ok = call("POST", &format!("{ops}/p-1/start"), Some(BOT), None).await;
+    assert_eq!(
+        (ok.status, ok.body["attempt"].clone()),
+        (200, json!(1)),
+        "{}",
+        ok.text
+    );
+}
+
+both_backends!(
+    every_answer_of_the_table,
+    refusals,
+    the_token_never_shows,
+    a_pause_or_a_claim_refuses_the_start
+);
 
 /// 503 with the error object while the database is cut off, and answers again after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

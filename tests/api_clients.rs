@@ -190,7 +190,8 @@ async fn one_attempt_at_a_time_under_64_clients(db: &TestDb) {
     for t in many {
         assert_eq!(t.await.unwrap(), 201);
     }
-    let (writes, groups) = api.writer.counts();
+    let (writes, groups, split) = api.writer.counts();
+    eprintln!("writes {writes} groups {groups} split {split}");
     assert_eq!(writes, 64 + 64 + 256);
     assert!(
         groups < writes,

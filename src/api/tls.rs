@@ -54,6 +54,7 @@ impl Listener {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 };
+                let _ = tcp.set_nodelay(true);
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     let shake = tokio::time::timeout(super::HANDSHAKE, acceptor.accept(tcp)).await;

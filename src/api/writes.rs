@@ -13,7 +13,7 @@ use super::body::{Fields, bytes};
 use super::{Api, Caller};
 use crate::domain::{Outcome, State as OpState};
 use crate::error::Error;
-use crate::ledger::{AttemptReport, Intent, Recorded, Write, Written};
+use crate::ledger::{AttemptReport, Intent, OperationView, Recorded, Write, Written};
 
 const INTENT_FIELDS: [&str; 8] = [
     "type",
@@ -25,6 +25,18 @@ const INTENT_FIELDS: [&str; 8] = [
     "payload",
     "run",
 ];
+
+/// The operation as it stood after a write: as the group knew it, else asked.
+async fn view_after(
+    caller: &Caller,
+    key: &str,
+    known: Option<Box<OperationView>>,
+) -> Result<OperationView, Failure> {
+    match known {
+        Some(v) => Ok(*v),
+        None => Ok(caller.ledger.operation(key, &caller.name).await?),
+    }
+}
 
 /// `POST /v1/operations`: 201 recorded, 200 already recorded with the same contents, 409
 /// `conflict`.
@@ -63,10 +75,10 @@ pub async fn record(
             Error::Refused(m) => Failure::new(StatusCode::CONFLICT, "conflict", m),
             other => other.into(),
         })?;
-    let Written::Recorded(r) = done else {
+    let Written::Recorded(r) = done.written else {
         return Err(Error::Unavailable("the writer answered another write".into()).into());
     };
-    let view = caller.ledger.operation(&key, &caller.name).await?;
+    let view = view_after(&caller, &key, done.view).await?;
     match r {
         Recorded::Conflict => Err(Failure::new(
             StatusCode::CONFLICT,
@@ -95,10 +107,10 @@ pub async fn start(
         .writer
         .write(&caller.ledger, &caller.name, Write::Start(key.clone()))
         .await?;
-    let Written::Started(applied, n) = done else {
+    let Written::Started(applied, n) = done.written else {
         return Err(Error::Unavailable("the writer answered another write".into()).into());
     };
-    let view = caller.ledger.operation(&key, &caller.name).await?;
+    let view = view_after(&caller, &key, done.view).await?;
     if applied.kind.is_some() && applied.to == OpState::InFlight {
         return Ok(json(StatusCode::OK, &view.step(Some(n), true)));
     }
@@ -156,10 +168,11 @@ pub async fn attempt(
             .map(std::time::Duration::from_secs),
     };
     let n = report.attempt;
-    api.writer
+    let done = api
+        .writer
         .write(&caller.ledger, &caller.name, Write::Attempt(report))
         .await?;
-    let view = caller.ledger.operation(&key, &caller.name).await?;
+    let view = view_after(&caller, &key, done.view).await?;
     Ok(json(
         StatusCode::OK,
         &view.step(n.or(Some(view.attempts)), false),

@@ -102,4 +102,44 @@ mod tests {
         assert!(parse_rate("ten/s").is_err());
         assert!(parse_rate("10/day").is_err());
     }
+
+    #[test]
+    fn a_bad_automation_is_one_line_naming_its_key() {
+        let sha = "a".repeat(64);
+        let ok = format!("[automations.bot]\ntoken_sha256 = \"{sha}\"\nworkflows = [\"w\"]\n");
+        let c = crate::Config::parse(&ok, "t.toml").unwrap();
+        assert_eq!(c.automations["bot"].rate, DEFAULT_RATE);
+        assert!(c.automations["bot"].covers("w") && !c.automations["bot"].covers("x"));
+        assert_eq!(c.max_body, 1024 * 1024);
+        for (toml, why) in [
+            (
+                "[automations.bot]\ntoken_sha256 = \"abc\"\nworkflows = [\"w\"]\n".to_string(),
+                "64 hex digits",
+            ),
+            (
+                format!("[automations.bot]\ntoken_sha256 = \"{sha}\"\nworkflows = []\n"),
+                "automations.bot.workflows",
+            ),
+            (
+                format!(
+                    "[automations.bot]\ntoken_sha256 = \"{sha}\"\nworkflows = [\"w\"]\nrate = \"fast\"\n"
+                ),
+                "a rate is like",
+            ),
+            (
+                format!("{ok}[automations.other]\ntoken_sha256 = \"{sha}\"\nworkflows = [\"w\"]\n"),
+                "the same token is also bot's",
+            ),
+            (
+                "[operators.eve]\nrole = \"automation\"\n".to_string(),
+                "not a staff role",
+            ),
+            ("max_body = \"10\"\n".to_string(), "max_body is from 1KiB"),
+        ] {
+            let e = crate::Config::parse(&toml, "t.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why) && !e.contains('\n'), "{toml}: {e}");
+        }
+    }
 }

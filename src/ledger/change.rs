@@ -113,6 +113,15 @@ pub(super) fn touched_by<'a>(
     touched
 }
 
+/// Changes to operations a batch made (numbered -1, -2, ... until the database numbered them),
+/// numbered as it did: their rows are written with the batch, only attempts and events are left.
+pub(super) fn number_made(changes: &mut [Box<Change>], ids: &[i64]) {
+    for c in changes.iter_mut().filter(|c| c.id < 0) {
+        c.id = ids[(-c.id - 1) as usize];
+        c.made_here = true;
+    }
+}
+
 /// [`write_changes`] without keeping the runs' rows: for a caller that keeps them itself, once
 /// for what it inserted and changed together (an ingest batch).
 pub(super) async fn write_only(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {

@@ -4,7 +4,7 @@
 //! only after that commit. Nothing is acknowledged before it is in the ledger.
 //!
 //! Design:
-//! - A few lanes (one task each), a write going to the lane its key hashes to: two writes of one
+//! - Lanes (one task each; one on either backend by default, see `api::default_lanes`), a write going to the lane its key hashes to: two writes of one
 //!   key meet in one lane, in the order they came, and never in two transactions at once. The
 //!   lanes share no operation's row, so their groups do not wait for each other's row locks.
 //! - A lane takes the first write that comes, and then every write already queued (up to
@@ -27,48 +27,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 use super::change::Ask;
-use super::round_types::per_operation;
-use super::{Applied, AttemptReport, Intent, Ledger, Recorded};
-use crate::domain::Op;
+use super::group_writes::{Answered, Prepared, Write, Written};
+use super::{Ledger, Recorded};
 use crate::error::{Error, Result};
 use crate::store::{self, Tried, Tx};
 
 /// The most writes one transaction takes.
 pub const GROUP: usize = 64;
-
-/// A write the HTTP API asks of the ledger.
-#[derive(Clone, Debug)]
-pub enum Write {
-    Record(Intent),
-    Start(String),
-    Attempt(AttemptReport),
-}
-
-impl Write {
-    pub fn key(&self) -> &str {
-        match self {
-            Write::Record(i) => &i.key,
-            Write::Start(k) => k,
-            Write::Attempt(r) => &r.key,
-        }
-    }
-}
-
-/// What a write came to.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Written {
-    Recorded(Recorded),
-    /// The change a start made (or none), and the operation's attempt count after it.
-    Started(Applied, u32),
-    Reported(Applied),
-}
-
-/// A write as a lane holds it: checked, and for a record its operation made.
-enum Prepared {
-    Record(Box<Op>, String),
-    Start(String),
-    Attempt(AttemptReport),
-}
 
 struct Job {
     /// The handle of the one who writes (an automation's: its scope and its token's
@@ -76,7 +41,7 @@ struct Job {
     ledger: Ledger,
     actor: String,
     write: Prepared,
-    reply: oneshot::Sender<Result<Written>>,
+    reply: oneshot::Sender<Result<Answered>>,
 }
 
 /// Hands writes to the lanes; cheap to clone. The lanes end when every clone is dropped.
@@ -91,6 +56,8 @@ pub struct Writer {
 struct Counts {
     writes: AtomicU64,
     groups: AtomicU64,
+    /// Groups that could not stand together and were run write by write.
+    split: AtomicU64,
 }
 
 impl Writer {
@@ -109,16 +76,17 @@ impl Writer {
 
     /// The writes answered so far, and the groups they were run in (fewer groups than writes:
     /// commits were shared).
-    pub fn counts(&self) -> (u64, u64) {
+    pub fn counts(&self) -> (u64, u64, u64) {
         (
             self.counts.writes.load(Ordering::Relaxed),
             self.counts.groups.load(Ordering::Relaxed),
+            self.counts.split.load(Ordering::Relaxed),
         )
     }
 
     /// `write` by `actor` through `ledger` (its scope and its events' signature), in the next
     /// group of its lane; answered after that group committed.
-    pub async fn write(&self, ledger: &Ledger, actor: &str, write: Write) -> Result<Written> {
+    pub async fn write(&self, ledger: &Ledger, actor: &str, write: Write) -> Result<Answered> {
         super::check_name("actor", actor, false)?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         write.key().hash(&mut hasher);
@@ -163,7 +131,9 @@ async fn lane(mut rx: mpsc::Receiver<Job>, counts: Arc<Counts>) {
             .writes
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         counts.groups.fetch_add(1, Ordering::Relaxed);
-        run_group(jobs).await;
+        if !run_group(jobs).await {
+            counts.split.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -193,12 +163,16 @@ impl Job {
     }
 
     /// This write in a transaction of its own, tried again where another writer raced it.
-    async fn run_alone(&self) -> Result<Written> {
-        store::in_tx!(self.ledger.store, |tx| self.run_in(tx).await)
+    async fn run_alone(&self) -> Result<Answered> {
+        store::in_tx!(self.ledger.store, |tx| self.run_in(tx).await).map(|written| Answered {
+            written,
+            view: None,
+        })
     }
 
     /// The workflow whose stopping threshold this write's answer may have reached.
-    fn threshold_of(&self, done: &Result<Written>) -> Option<String> {
+    fn threshold_of(&self, done: &Result<Answered>) -> Option<String> {
+        let done = done.as_ref().map(|a| &a.written);
         match (done, &self.write) {
             (Ok(Written::Recorded(Recorded::Conflict)), Prepared::Record(_, w)) => Some(w.clone()),
             (Ok(Written::Reported(a) | Written::Started(a, _)), _)
@@ -211,11 +185,13 @@ impl Job {
     }
 }
 
-/// One group: one transaction for all, or each alone where the group could not stand.
-async fn run_group(jobs: Vec<Job>) {
+/// One group: one transaction for all, or each alone where the group could not stand (`false`).
+async fn run_group(jobs: Vec<Job>) -> bool {
+    let mut whole = true;
     let results = match together(&jobs).await {
         Some(r) => r,
         None => {
+            whole = false;
             let mut each = Vec::with_capacity(jobs.len());
             for j in &jobs {
                 each.push(j.run_alone().await);
@@ -236,27 +212,52 @@ async fn run_group(jobs: Vec<Job>) {
     for (j, r) in jobs.into_iter().zip(results) {
         let _ = j.reply.send(r);
     }
+    whole
 }
 
 /// The group in one transaction: each write's answer, or `None` where the group must be run
-/// write by write (see the module's design). A failed commit answers every write with it.
-async fn together(jobs: &[Job]) -> Option<Vec<Result<Written>>> {
-    if jobs.len() == 1 {
-        return None;
-    }
+/// write by write (see the module's design). Each caller's writes are one batch of the
+/// transaction (`write_batch`); a failed commit answers every write with it.
+async fn together(jobs: &[Job]) -> Option<Vec<Result<Answered>>> {
     let store = &jobs[0].ledger.store;
     let mut tx = store.begin().await.ok()?;
-    let mut results = Vec::with_capacity(jobs.len());
-    for j in jobs {
-        match j.run_in(&mut tx).await {
-            Ok(Tried::Done(w)) => results.push(Ok(w)),
-            Err(e) if per_operation(&e) => results.push(Err(e)),
-            Ok(Tried::Raced) | Err(_) => {
+    // the group's statements are lookups by key, as a round's are (see `Tx::lookups_by_key`)
+    if tx.lookups_by_key().await.is_err() {
+        tx.rollback().await;
+        return None;
+    }
+    let mut results: Vec<Option<Result<Answered>>> = jobs.iter().map(|_| None).collect();
+    let mut callers: Vec<&str> = jobs.iter().map(|j| j.actor.as_str()).collect();
+    callers.sort_unstable();
+    callers.dedup();
+    for caller in callers {
+        let mine: Vec<usize> = (0..jobs.len())
+            .filter(|i| jobs[*i].actor == caller)
+            .collect();
+        let writes: Vec<&Prepared> = mine.iter().map(|i| &jobs[*i].write).collect();
+        let ledger = &jobs[mine[0]].ledger;
+        match ledger.write_batch(&mut tx, caller, &writes).await {
+            Ok(Some(answers)) => {
+                for (i, a) in mine.into_iter().zip(answers) {
+                    results[i] = Some(a);
+                }
+            }
+            Ok(None) => {
+                tracing::debug!(caller, "group: raced, each alone");
+                tx.rollback().await;
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!(caller, error = %e, "group: failed, each alone");
                 tx.rollback().await;
                 return None;
             }
         }
     }
+    let results: Vec<Result<Answered>> = results
+        .into_iter()
+        .map(|r| r.expect("every write answered"))
+        .collect();
     match tx.commit().await {
         Ok(()) => Some(results),
         Err(e) => {

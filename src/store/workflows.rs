@@ -117,6 +117,38 @@ async fn exception_summary(
 }
 
 impl Tx {
+    /// Which of these workflows and destinations are paused now, in one statement: each paused
+    /// one as (whether it is a workflow, its name).
+    pub(crate) async fn paused_among(
+        &mut self,
+        workflows: &[&str],
+        destinations: &[&str],
+    ) -> Result<Vec<(bool, String)>> {
+        let list = |first: usize, n: usize| {
+            if n == 0 {
+                "(NULL)".to_string()
+            } else {
+                super::sql::marks(super::sql::Marks::Numbered, first, n)
+            }
+        };
+        let sql = format!(
+            "SELECT 1 AS w, name FROM workflows WHERE paused = 1 AND name IN {} \
+             UNION ALL SELECT 0 AS w, name FROM destinations WHERE paused = 1 AND name IN {}",
+            list(1, workflows.len()),
+            list(workflows.len() + 1, destinations.len())
+        );
+        let cells = workflows
+            .iter()
+            .chain(destinations)
+            .map(|n| Cell::Text(Some(*n)))
+            .collect();
+        Stmt::new(sql, cells)
+            .rows(self.db(), |r| {
+                Ok((get::<i64>(r, "w")? == 1, get::<String>(r, "name")?))
+            })
+            .await
+    }
+
     pub(crate) async fn workflow(&mut self, name: &str) -> Result<Option<WorkflowRow>> {
         pause_row(self.db(), Pausable::Workflow, name, false).await
     }

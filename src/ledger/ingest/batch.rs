@@ -74,7 +74,7 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
 
 /// The operations a batch made, in one statement, and their `recorded` events in another: their
 /// ids in order, or `None` where one of the keys was stored already (nothing is then written).
-async fn insert_made(
+pub(in crate::ledger) async fn insert_made(
     ledger: &Ledger,
     tx: &mut Tx,
     made: &[&Op],
@@ -315,12 +315,7 @@ impl Ledger {
                 Batched::Raced
             });
         };
-        for c in &mut changes {
-            if c.id < 0 {
-                c.id = ids[(-c.id - 1) as usize];
-                c.made_here = true;
-            }
-        }
+        change::number_made(&mut changes, &ids);
         if !changes.is_empty() && !change::write_only(tx, &changes).await? {
             return Ok(Batched::Raced);
         }

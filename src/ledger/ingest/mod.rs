@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 mod batch;
+
+pub(super) use batch::insert_made;
 mod parse;
 
 use parse::Parsed;
