@@ -592,3 +592,31 @@ async fn unavailable_while_the_database_is_cut_off() {
         })
     });
 }
+
+/// SQLite: a database another process holds locked past the busy timeout (15 s) answers 503 with
+/// the error object, naming no file; and answers again once the lock goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_while_sqlite_is_locked() {
+    let db = common::sqlite();
+    let s = ApiServer::start(&db.url, "");
+    let ops = format!("{}/v1/operations", s.base);
+    assert_eq!(
+        call("POST", &ops, Some(BOT), Some(intent("l-1", "onboarding")))
+            .await
+            .status,
+        201
+    );
+    let path = db.url.strip_prefix("sqlite://").unwrap().to_string();
+    let locker = rusqlite::Connection::open(&path).unwrap();
+    locker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let r = call("POST", &ops, Some(BOT), Some(intent("l-2", "onboarding"))).await;
+    let message = r.error(503, "unavailable").to_string();
+    assert!(
+        !message.contains("settle.db") && !message.contains('/'),
+        "{message}"
+    );
+    assert!(r.retry_after.is_some());
+    locker.execute_batch("ROLLBACK").unwrap();
+    let again = call("POST", &ops, Some(BOT), Some(intent("l-2", "onboarding"))).await;
+    assert_eq!(again.status, 201, "{}", again.text);
+}
