@@ -4,6 +4,7 @@
 //! the store only persists what they decide.
 
 mod collect;
+pub mod escapes;
 mod field_path;
 pub mod filter;
 pub mod fingerprint;
