@@ -28,19 +28,6 @@ fn library_only() -> Option<usize> {
         .and_then(|v| v.parse().ok())
 }
 
-async fn fresh(dir: &std::path::Path, name: &str) -> (String, Option<common::TestDb>) {
-    match common::bench_server() {
-        Some(server) => {
-            let db = common::postgres_on(&server).await;
-            (db.url.clone(), Some(db))
-        }
-        None => (
-            format!("sqlite://{}", dir.join(format!("{name}.db")).display()),
-            None,
-        ),
-    }
-}
-
 fn percentile(v: &mut [Duration], p: f64) -> f64 {
     v.sort();
     let i = ((v.len() as f64 - 1.0) * p).round() as usize;
@@ -220,14 +207,14 @@ async fn main() {
         "SQLite"
     };
     let dir = tempfile::tempdir().unwrap();
-    let (lib_url, _lib_db) = fresh(dir.path(), "library").await;
+    let (lib_url, _lib_db) = common::bench_db(dir.path(), "library").await;
     if let Some(n) = library_only() {
         let rate = library(&lib_url, ops, n).await;
         println!("library on {backend}, {n} tasks: {rate:.0} operations/s");
         return;
     }
     let lib = library(&lib_url, ops, CLIENTS).await;
-    let (http_url, _http_db) = fresh(dir.path(), "http").await;
+    let (http_url, _http_db) = common::bench_db(dir.path(), "http").await;
     let server = ApiServer::start(&http_url, "");
     let (http, mut lat) = over_http(&server.base, ops, "http").await;
     let (p50, p99) = (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99));

@@ -87,20 +87,6 @@ async fn fill(url: &str, runs: usize, with_run: bool) -> Duration {
     took
 }
 
-/// A fresh database: a file in `dir`, or one on the bench's PostgreSQL server.
-async fn fresh(dir: &std::path::Path, name: &str) -> (String, Option<common::TestDb>) {
-    match common::bench_server() {
-        Some(server) => {
-            let db = common::postgres_on(&server).await;
-            (db.url.clone(), Some(db))
-        }
-        None => (
-            format!("sqlite://{}", dir.join(format!("{name}.db")).display()),
-            None,
-        ),
-    }
-}
-
 /// The console's start, answered through its own effects: (all of it, its page alone).
 async fn first_data(ledger: &Ledger) -> (Duration, Duration, usize) {
     let mut app = App::new("bench", "bench");
@@ -129,7 +115,7 @@ async fn main() {
     } else {
         "SQLite"
     };
-    let (url, db) = fresh(dir.path(), "runs").await;
+    let (url, db) = common::bench_db(dir.path(), "runs").await;
     let took = fill(&url, runs, true).await;
     let ledger = Ledger::open_console(&url, config()).await.unwrap();
     // as a running dispatcher's heartbeat does after a bulk load: the planner's statistics
@@ -202,10 +188,10 @@ async fn main() {
     // 4. recording with a run against without, on fresh ledgers, alternating
     let (mut with, mut without) = (Vec::new(), Vec::new());
     for i in 0..3 {
-        let (u, d) = fresh(dir.path(), &format!("with-{i}")).await;
+        let (u, d) = common::bench_db(dir.path(), &format!("with-{i}")).await;
         with.push(fill(&u, sample, true).await);
         drop(d);
-        let (u, d) = fresh(dir.path(), &format!("without-{i}")).await;
+        let (u, d) = common::bench_db(dir.path(), &format!("without-{i}")).await;
         without.push(fill(&u, sample, false).await);
         drop(d);
     }

@@ -20,6 +20,31 @@ pub(super) struct Budget {
 }
 
 impl Ledger {
+    /// A caller's start of `op` (SPEC 11) paying for its retry from its destination's budget, as
+    /// a round's start does: nothing for a first attempt of the budget; refused, saying so, when
+    /// the budget is spent.
+    pub(super) async fn pay_for_retry(
+        &self,
+        conn: &mut Tx,
+        budgets: &mut BTreeMap<String, Budget>,
+        op: &crate::domain::Op,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        if op.attempts <= op.budget_start {
+            return Ok(());
+        }
+        let b = self.budget(conn, budgets, &op.destination, now).await?;
+        let Some(left) = b.bucket.take(op.ambiguous) else {
+            return Err(crate::error::Error::Refused(format!(
+                "{}: the retry budget of {} is spent ({} tokens left): it waits in {}",
+                op.key, op.destination, b.bucket.tokens, op.state
+            )));
+        };
+        b.bucket = left;
+        b.changed = true;
+        Ok(())
+    }
+
     /// A destination's budget in this round: loaded once, topped up for the time since.
     pub(super) async fn budget<'b>(
         &self,

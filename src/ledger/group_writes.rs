@@ -295,17 +295,7 @@ impl Ledger {
                         "{key}: destination {d} is paused: `settle resume --destination {d}` lifts it"
                     )));
                 }
-                if op.attempts > op.budget_start {
-                    let b = self.budget(tx, budgets, &op.destination, now).await?;
-                    let Some(left) = b.bucket.take(op.ambiguous) else {
-                        return Err(Error::Refused(format!(
-                            "{key}: the retry budget of {} is spent ({} tokens left): it waits in {}",
-                            op.destination, b.bucket.tokens, op.state
-                        )));
-                    };
-                    b.bucket = left;
-                    b.changed = true;
-                }
+                self.pay_for_retry(tx, budgets, op, now).await?;
                 Written::Started(c.applied.clone(), c.op.attempts)
             }
         };

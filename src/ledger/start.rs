@@ -66,17 +66,7 @@ impl Ledger {
         }
         self.threshold_room(tx, key, &op.workflow, now).await?;
         let mut budgets = BTreeMap::new();
-        if op.attempts > op.budget_start {
-            let b = self.budget(tx, &mut budgets, &op.destination, now).await?;
-            let Some(left) = b.bucket.take(op.ambiguous) else {
-                return Err(Error::Refused(format!(
-                    "{key}: the retry budget of {} is spent ({} tokens left): it waits in {}",
-                    op.destination, b.bucket.tokens, op.state
-                )));
-            };
-            b.bucket = left;
-            b.changed = true;
-        }
+        self.pay_for_retry(tx, &mut budgets, &op, now).await?;
         if !write_changes(self, tx, std::slice::from_ref(&change)).await? {
             return Ok(Tried::Raced);
         }

@@ -595,6 +595,21 @@ pub fn bench_server() -> Option<String> {
         .filter(|u| u.starts_with("postgres"))
 }
 
+/// A fresh database for a bench: a file in `dir`, or one on the bench's PostgreSQL server
+/// (`SETTLE_BENCH_DB`), dropped with the returned guard.
+pub async fn bench_db(dir: &std::path::Path, name: &str) -> (String, Option<TestDb>) {
+    match bench_server() {
+        Some(server) => {
+            let db = postgres_on(&server).await;
+            (db.url.clone(), Some(db))
+        }
+        None => (
+            format!("sqlite://{}", dir.join(format!("{name}.db")).display()),
+            None,
+        ),
+    }
+}
+
 /// The text format: `# HELP`/`# TYPE` lines, then `name{k="v",...} value` samples.
 pub fn parse_prometheus(
     text: &str,
