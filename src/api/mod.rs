@@ -19,6 +19,7 @@
 mod answer;
 pub mod auth;
 mod body;
+mod gateway;
 mod reads;
 mod tls;
 mod writes;
@@ -33,7 +34,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, get, post};
+use axum::routing::{MethodRouter, delete, get, patch, post, put};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -60,6 +61,8 @@ pub struct Api {
     automations: Arc<RwLock<Arc<Automations>>>,
     rates: Arc<Rates>,
     max_body: usize,
+    /// The destinations the gateway sends to (SPEC 21).
+    gateway: Arc<gateway::Gateway>,
 }
 
 /// Who is calling: their automation, and the ledger acting for it.
@@ -67,6 +70,8 @@ pub struct Api {
 pub struct Caller {
     pub name: String,
     pub ledger: Ledger,
+    /// The workflows its token may write (`None`: every one).
+    pub workflows: Option<Vec<String>>,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Caller {
@@ -100,6 +105,7 @@ pub fn router(ledger: Ledger, lanes: usize) -> (axum::Router, Api) {
         max_body: ledger.config().max_body,
         writer: Writer::new(lanes),
         rates: Arc::default(),
+        gateway: Arc::new(gateway::Gateway::new(&ledger)),
         ledger,
     };
     let mut router = axum::Router::new();
@@ -127,7 +133,7 @@ pub fn router(ledger: Ledger, lanes: usize) -> (axum::Router, Api) {
 
 /// Every route the API answers, with its methods: the router is made from this table, and
 /// `assets/openapi.json` describes exactly these (a test holds them together).
-pub const ROUTES: [(&str, &[&str]); 9] = [
+pub const ROUTES: [(&str, &[&str]); 10] = [
     ("/v1/operations", &["GET", "POST"]),
     ("/v1/operations/{key}", &["GET"]),
     ("/v1/operations/{key}/start", &["POST"]),
@@ -137,6 +143,10 @@ pub const ROUTES: [(&str, &[&str]); 9] = [
     ("/v1/ingest", &["POST"]),
     ("/openapi.json", &["GET"]),
     ("/healthz", &["GET"]),
+    (
+        "/gateway/{destination}/{action}",
+        &["POST", "PUT", "PATCH", "DELETE"],
+    ),
 ];
 
 /// The handler of one route and method of [`ROUTES`].
@@ -152,6 +162,10 @@ fn handler(method: &str, path: &str) -> MethodRouter<Api> {
         ("POST", "/v1/ingest") => post(writes::ingest),
         ("GET", "/openapi.json") => get(reads::openapi),
         ("GET", "/healthz") => get(reads::healthz),
+        ("POST", "/gateway/{destination}/{action}") => post(gateway::send),
+        ("PUT", "/gateway/{destination}/{action}") => put(gateway::send),
+        ("PATCH", "/gateway/{destination}/{action}") => patch(gateway::send),
+        ("DELETE", "/gateway/{destination}/{action}") => delete(gateway::send),
         _ => unreachable!("every route of ROUTES has its handler: {method} {path}"),
     }
 }
@@ -223,14 +237,18 @@ async fn around(State(api): State<Api>, mut req: Request, next: Next) -> Respons
         .extensions()
         .get::<MatchedPath>()
         .map_or("(no route)".to_string(), |m| m.as_str().to_string());
-    // a key or run named in the path, logged only when it is a valid name (never customer data)
-    let named = req
-        .uri()
-        .path()
-        .split('/')
-        .nth(3)
-        .filter(|k| crate::domain::validate_key(k).is_ok())
-        .map(str::to_string);
+    // a key or run named in the path (the gateway's: its Idempotency-Key), logged only when it
+    // is a valid name (never customer data)
+    let path = req.uri().path();
+    let named = if path.starts_with("/gateway/") {
+        req.headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+    } else {
+        path.split('/').nth(3)
+    }
+    .filter(|k| crate::domain::validate_key(k).is_ok())
+    .map(str::to_string);
     let who = authenticate(&api, &req);
     let automation = who
         .as_ref()
@@ -245,6 +263,7 @@ async fn around(State(api): State<Api>, mut req: Request, next: Next) -> Respons
                 req.extensions_mut().insert(Caller {
                     name: w.name.clone(),
                     ledger,
+                    workflows: w.workflows.clone(),
                 });
             }
             next.run(req).await

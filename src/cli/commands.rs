@@ -32,7 +32,7 @@ pub enum Cmd {
         /// How long a key is remembered, e.g. 24h
         #[arg(long, default_value = "24h", value_name = "DUR")]
         key_retention: String,
-        /// A fault for every create: reject, drop, late, unavailable, error, reject-nul or echo
+        /// A fault for every create: reject, drop, late, unavailable, error, reject-nul, echo or lost
         #[arg(long, value_name = "FAULT")]
         fault: Option<String>,
         /// Chance of a random fault per create (0 to 1), from a schedule seeded by --seed

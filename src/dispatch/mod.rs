@@ -37,7 +37,7 @@ mod http;
 mod lookups;
 
 use dispatcher::*;
-pub use http::{Answer, Endpoint, HttpDestination, Observed, classify};
+pub use http::{Answer, Endpoint, HttpDestination, Observed, Raw, classify};
 pub use lookups::{Looked, Lookups};
 
 use crate::domain::redact::OperationRedaction;
@@ -121,51 +121,67 @@ async fn send(
     row: StartedOp,
     scrub: OperationRedaction,
 ) -> Sent {
+    let (finished, _) = attempt(&client, &dest, &row, &scrub).await;
+    Sent {
+        finished,
+        destination: row.destination,
+        retry: row.retry,
+    }
+}
+
+/// One started attempt sent as the dispatcher sends it (SPEC 11a), and looked up where its
+/// outcome is unknown and the destination has a lookup: the attempt's report for the ledger,
+/// kept only scrubbed, and the answer as it came (the gateway hands it to its caller).
+pub async fn attempt(
+    client: &reqwest::Client,
+    dest: &HttpDestination,
+    row: &StartedOp,
+    scrub: &OperationRedaction,
+) -> (Finished, Option<Raw>) {
     let endpoint = dest.sender(&row.action);
-    let mut seen = match endpoint {
-        Some(e) => e.send(&client, &row).await,
-        None => Observed {
-            outcome: Outcome::Rejected,
-            http_status: None,
-            reference: None,
-            error: Some(format!(
-                "not sent: destination {} has no url for action {}",
-                dest.name, row.action
-            )),
-            retry_after: None,
-            pause: None,
-        },
+    let (mut seen, raw) = match endpoint {
+        Some(e) => e.exchange(client, row).await,
+        None => (
+            Observed {
+                outcome: Outcome::Rejected,
+                http_status: None,
+                reference: None,
+                error: Some(format!(
+                    "not sent: destination {} has no url for action {}",
+                    dest.name, row.action
+                )),
+                retry_after: None,
+                pause: None,
+            },
+            None,
+        ),
     };
     let keep = |text: String| match endpoint {
-        Some(e) => kept(&scrub, &e.scrub_secrets(text)),
-        None => kept(&scrub, &text),
+        Some(e) => kept(scrub, &e.scrub_secrets(text)),
+        None => kept(scrub, &text),
     };
     seen.error = seen.error.map(keep);
     seen.reference = seen.reference.map(keep);
     let lookup = match endpoint {
-        Some(e) if seen.outcome == Outcome::Unknown && e.has_lookup() => e
-            .look_up(&client, &row)
-            .await
-            .map(|a| kept_answer(a, &keep)),
+        Some(e) if seen.outcome == Outcome::Unknown && e.has_lookup() => {
+            e.look_up(client, row).await.map(|a| kept_answer(a, &keep))
+        }
         _ => None,
     };
-    Sent {
-        finished: Finished {
-            report: AttemptReport {
-                key: row.key,
-                attempt: None,
-                outcome: Some(seen.outcome),
-                reference: seen.reference,
-                error: seen.error,
-                http_status: seen.http_status,
-                retry_after: seen.retry_after,
-            },
-            lookup,
-            pause_destination: seen.pause,
+    let finished = Finished {
+        report: AttemptReport {
+            key: row.key.clone(),
+            attempt: None,
+            outcome: Some(seen.outcome),
+            reference: seen.reference,
+            error: seen.error,
+            http_status: seen.http_status,
+            retry_after: seen.retry_after,
         },
-        destination: row.destination,
-        retry: row.retry,
-    }
+        lookup,
+        pause_destination: seen.pause,
+    };
+    (finished, raw)
 }
 
 /// What a task spawned by the dispatcher hands back.

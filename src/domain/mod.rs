@@ -8,6 +8,7 @@ pub mod escapes;
 mod field_path;
 pub mod filter;
 pub mod fingerprint;
+pub mod form;
 pub mod key;
 pub mod lookup;
 pub mod names;

@@ -81,6 +81,16 @@ impl Ledger {
         Ok(Tried::Done((change.applied, change.op.attempts)))
     }
 
+    /// The gateway's repeat of a request confirmed not done (SPEC 21): `failed` made `pending`
+    /// again with a fresh attempt budget, so that the repeat's `start` may send it. Refused for
+    /// any other state, and while a person holds it.
+    pub async fn resend(&self, key: &str, actor: &str) -> Result<Applied> {
+        validate_key(key).map_err(Error::Invalid)?;
+        super::check_name("actor", actor, false)?;
+        self.act(key, actor, super::change::Ask::Cmd(Command::Resend))
+            .await
+    }
+
     /// What scrubs a destination's answer to one started operation before it is stored, logged or
     /// printed: the built-in patterns and the sensitive values of the payload that was sent, which
     /// a destination may echo back (SPEC 8, 11a).

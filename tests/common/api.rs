@@ -63,6 +63,8 @@ pub struct ApiServer {
     pub dir: tempfile::TempDir,
     pub db: String,
     args: Vec<String>,
+    /// Variables set in its environment (a destination's `${NAME}`s).
+    env: Vec<(String, String)>,
     child: Option<Killed>,
 }
 
@@ -73,6 +75,11 @@ impl ApiServer {
     }
 
     pub fn start_with(db: &str, config: &str, args: &[&str]) -> ApiServer {
+        ApiServer::start_env(db, config, args, &[])
+    }
+
+    /// [`ApiServer::start_with`], with these variables in its environment.
+    pub fn start_env(db: &str, config: &str, args: &[&str], env: &[(&str, &str)]) -> ApiServer {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("settle.toml"), config).unwrap();
         let mut s = ApiServer {
@@ -80,6 +87,10 @@ impl ApiServer {
             dir,
             db: db.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
         };
         s.restart();
@@ -112,13 +123,13 @@ impl ApiServer {
     /// Starts (again) on the same database and config, on a new free port.
     pub fn restart(&mut self) {
         self.kill_9();
-        let (child, base) = spawn(&self.db, self.dir.path(), &self.args);
+        let (child, base) = spawn(&self.db, self.dir.path(), &self.args, &self.env);
         self.child = Some(child);
         self.base = base;
     }
 }
 
-fn spawn(db: &str, dir: &Path, args: &[String]) -> (Killed, String) {
+fn spawn(db: &str, dir: &Path, args: &[String], env: &[(String, String)]) -> (Killed, String) {
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -133,6 +144,7 @@ fn spawn(db: &str, dir: &Path, args: &[String]) -> (Killed, String) {
         .args(args)
         .env("SETTLE_LOG_FILE", dir.join("settle.log"))
         .env_remove("SETTLE_DATABASE_URL")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

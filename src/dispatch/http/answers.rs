@@ -42,6 +42,15 @@ impl Observed {
     }
 }
 
+/// A destination's answer as it came: what the gateway hands back to its caller (SPEC 21).
+#[derive(Clone, Debug)]
+pub struct Raw {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub retry_after: Option<String>,
+    pub body: Vec<u8>,
+}
+
 /// An answer as it arrived: status, `Retry-After`, and the body (`None`: it broke off).
 pub struct Answer<'a> {
     pub status: u16,
@@ -143,4 +152,17 @@ pub(super) fn transport_failure(e: &reqwest::Error, timeout: Duration) -> Observ
     } else {
         Observed::new(Outcome::Unknown, None).error("the connection broke before the answer".into())
     }
+}
+
+/// Reads an answer's body, up to [`ANSWER_LIMIT`]; `None` when the connection broke first.
+pub(super) async fn read_capped(mut resp: reqwest::Response) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.ok()? {
+        let room = ANSWER_LIMIT - body.len();
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() == ANSWER_LIMIT {
+            break;
+        }
+    }
+    Some(body)
 }

@@ -19,7 +19,7 @@ mod answers;
 mod template;
 
 use answers::*;
-pub use answers::{Answer, Observed, classify};
+pub use answers::{Answer, Observed, Raw, classify};
 use template::*;
 
 /// How much of an answer is read: enough for any error text or reference; a destination that
@@ -220,6 +220,16 @@ impl Endpoint {
         self.lookup.is_some()
     }
 
+    /// Its `body` is `form`: the gateway then takes a form from its caller (SPEC 21).
+    pub fn takes_form(&self) -> bool {
+        self.body == BodyKind::Form
+    }
+
+    /// The JSON pointer of the reference in a 2xx answer (`""`: none is read).
+    pub fn reference_pointer(&self) -> &str {
+        &self.reference
+    }
+
     /// The request for one started attempt, or why it cannot be sent (then nothing was sent).
     fn request(
         &self,
@@ -250,28 +260,52 @@ impl Endpoint {
 
     /// Sends one started attempt and classifies what came back.
     pub async fn send(&self, client: &reqwest::Client, op: &StartedOp) -> Observed {
+        self.exchange(client, op).await.0
+    }
+
+    /// Sends one started attempt: what came back classified, and as it came (`None`: no answer
+    /// arrived whole, or nothing was sent). The body handed on has the values read from the
+    /// environment taken out, as everything settle keeps has.
+    pub async fn exchange(
+        &self,
+        client: &reqwest::Client,
+        op: &StartedOp,
+    ) -> (Observed, Option<Raw>) {
         let req = match self.request(client, op) {
             Ok(r) => r,
             Err(why) => {
-                return Observed::new(Outcome::Rejected, None).error(format!("not sent: {why}"));
+                let seen = Observed::new(Outcome::Rejected, None).error(format!("not sent: {why}"));
+                return (seen, None);
             }
         };
         match req.send().await {
-            Err(e) => transport_failure(&e, self.timeout),
+            Err(e) => (transport_failure(&e, self.timeout), None),
             Ok(resp) => {
                 let status = resp.status().as_u16();
-                let retry_after = resp
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string);
+                let header = |name| {
+                    resp.headers()
+                        .get(name)
+                        .and_then(|v: &HeaderValue| v.to_str().ok())
+                        .map(str::to_string)
+                };
+                let (retry_after, content_type) = (header("retry-after"), header("content-type"));
                 let body = read_capped(resp).await;
                 let answer = Answer {
                     status,
                     retry_after: retry_after.as_deref(),
                     body: body.as_deref(),
                 };
-                classify(&answer, self, Utc::now())
+                let seen = classify(&answer, self, Utc::now());
+                let raw = body.map(|body| Raw {
+                    status,
+                    content_type,
+                    retry_after,
+                    body: match String::from_utf8(body) {
+                        Ok(text) => self.scrub_secrets(text).into_bytes(),
+                        Err(e) => e.into_bytes(),
+                    },
+                });
+                (seen, raw)
             }
         }
     }
@@ -347,19 +381,6 @@ fn pointed(body: &Value, pointer: &str) -> Option<String> {
         Value::String(s) => Some(s.clone()),
         other => Some(other.to_string()),
     }
-}
-
-/// Reads an answer's body, up to [`ANSWER_LIMIT`]; `None` when the connection broke first.
-async fn read_capped(mut resp: reqwest::Response) -> Option<Vec<u8>> {
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.ok()? {
-        let room = ANSWER_LIMIT - body.len();
-        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if body.len() == ANSWER_LIMIT {
-            break;
-        }
-    }
-    Some(body)
 }
 
 #[cfg(test)]

@@ -57,6 +57,24 @@ pub(super) fn start(op: &Op, mut next: Op, ctx: &Ctx) -> Result<Option<Made>, Re
     ))
 }
 
+/// The gateway's repeat of a request confirmed not done: pending now, a fresh attempt budget,
+/// as a person's retry would make it (the caller asked again; nothing was done to repeat).
+pub(super) fn resend(op: &Op, mut next: Op, ctx: &Ctx) -> Result<Made, Refusal> {
+    if op.state != State::Failed {
+        return refuse(format!(
+            "{} is {}: only a failed operation (confirmed not done) is sent again on a repeat",
+            op.key, op.state
+        ));
+    }
+    next.state = State::Pending;
+    next.next_attempt_at = Some(ctx.now);
+    next.budget_start = op.attempts;
+    next.ambiguous = false;
+    next.reason = None;
+    let detail = json!({ "requested_by": ctx.actor, "why": "repeated by its caller" });
+    Ok(Made::new(next, "resend_requested", detail))
+}
+
 /// The outcome of attempt `n`: the open one, or a whole attempt made outside settle (then the
 /// next in order, and only where an automatic attempt is safe).
 pub(super) fn finish(

@@ -263,3 +263,22 @@ fn a_record_keeps_its_run() {
         );
     }
 }
+
+#[test]
+fn a_repeat_sends_again_only_what_is_confirmed_not_done_and_unclaimed() {
+    let policy = DestinationPolicy::default();
+    let c = ctx(&policy, "bot");
+    let mut failed = op_in(State::Failed, false);
+    failed.attempts = 6;
+    failed.reason = Some("reconciled absent".into());
+    let t = apply(&failed, &Command::Resend, &c).unwrap().unwrap();
+    assert_eq!(t.op.state, State::Pending);
+    assert_eq!(t.op.next_attempt_at, Some(t0()));
+    // a fresh budget: the next attempt is the first of it
+    assert_eq!(t.op.budget_start, 6);
+    assert_eq!((t.kind, t.op.reason.clone()), ("resend_requested", None));
+    assert!(t.op.exception_since.is_none(), "no longer an exception");
+    // a person holding it keeps the repeat away
+    let held = with_claim(failed.clone(), "alice");
+    assert_eq!(run(&held, &Command::Resend, &c), Refused);
+}

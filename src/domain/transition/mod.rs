@@ -62,6 +62,10 @@ pub enum Command {
     Sweep,
     /// The dispatcher asked a destination with lookup whether the work for the key exists.
     Lookup { answer: LookupAnswer },
+    /// The gateway's repeat of a request confirmed not done (`failed`): sent again, with the
+    /// same key and payload and a fresh attempt budget (SPEC 21: after a reconcile absent, the
+    /// next repeat is sent).
+    Resend,
     /// A person works the item (SPEC section 5).
     Staff(StaffAction),
 }
@@ -75,6 +79,7 @@ impl Command {
                 | Command::FinishAttempt { .. }
                 | Command::Sweep
                 | Command::Lookup { .. }
+                | Command::Resend
         )
     }
 }
@@ -244,6 +249,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         Command::FinishAttempt { .. } => attempts::finish(op, next, cmd, ctx)?,
         Command::Sweep => sweep::sweep(op, next, ctx),
         Command::Lookup { answer } => Some(sweep::lookup(op, next, answer)?),
+        Command::Resend => Some(attempts::resend(op, next, ctx)?),
         Command::Staff(action) => Some(staff::act(op, next, action, ctx)?),
     };
     let Some(mut made) = made else {

@@ -156,6 +156,7 @@ pub(crate) fn commands(op: &Op) -> Vec<(&'static str, Command)> {
         ("transient", finish(Outcome::Transient)),
         ("unknown", finish(Outcome::Unknown)),
         ("sweep", Command::Sweep),
+        ("resend", Command::Resend),
         (
             "claim",
             Command::Staff(StaffAction::Claim { force_reason: None }),

@@ -65,55 +65,7 @@ pub(super) fn read_body(headers: &HeaderMap, received: &str) -> std::result::Res
     if !form {
         return serde_json::from_str(received).map_err(|e| format!("the body is not JSON: {e}"));
     }
-    let mut root = Value::Object(Default::default());
-    for pair in received.split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let (k, v) = (form_decode(k)?, form_decode(v)?);
-        let (head, rest) = k.split_once('[').unwrap_or((&k, ""));
-        let mut path = vec![head.to_string()];
-        path.extend(
-            rest.split('[')
-                .filter(|p| !p.is_empty())
-                .map(|p| p.trim_end_matches(']').to_string()),
-        );
-        let mut at = &mut root;
-        for (i, part) in path.iter().enumerate() {
-            let Value::Object(map) = at else {
-                return Err(format!("form key {k} nests under a value"));
-            };
-            at = map.entry(part.clone()).or_insert_with(|| {
-                if i + 1 == path.len() {
-                    Value::Null
-                } else {
-                    Value::Object(Default::default())
-                }
-            });
-        }
-        *at = Value::String(v);
-    }
-    Ok(root)
-}
-
-pub(super) fn form_decode(text: &str) -> std::result::Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = text
-                    .get(i + 1..i + 3)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| "bad percent-encoding in the form".to_string())?;
-                out.push(hex);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| "the form is not UTF-8".to_string())
+    crate::domain::form::read_form(received)
 }
 
 pub(super) async fn create(
@@ -144,7 +96,7 @@ pub(super) async fn create(
         Ok(f) => f,
         Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
     };
-    if let Some(r) = early_answer(&sim, fault, key.as_deref(), &received) {
+    if let Some(r) = early_answer(&sim, fault, key.as_deref(), &received, &headers) {
         return r;
     }
     let now = Utc::now();
@@ -160,6 +112,10 @@ pub(super) async fn create(
             key: key.clone(),
             body,
             received,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+                .collect(),
             created_at: now,
         };
         records.tasks.push(task.clone());
@@ -196,15 +152,24 @@ pub(super) fn early_answer(
     fault: Option<Fault>,
     key: Option<&str>,
     received: &str,
+    headers: &HeaderMap,
 ) -> Option<Response> {
     match fault {
+        Some(Fault::Lost) => Some(broken()),
         Some(Fault::RejectNul) => {
             Some((StatusCode::UNPROCESSABLE_ENTITY, "bad\0request").into_response())
         }
         Some(Fault::Echo) => Some(
             (
                 StatusCode::UNPROCESSABLE_ENTITY,
-                format!("invalid request: {received}"),
+                format!(
+                    "invalid request: {received} (headers: {})",
+                    headers
+                        .iter()
+                        .map(|(n, v)| format!("{n}: {}", String::from_utf8_lossy(v.as_bytes())))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             )
                 .into_response(),
         ),

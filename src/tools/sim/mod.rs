@@ -45,8 +45,12 @@ pub enum Fault {
     ErrorAfterCommit,
     /// 422 whose plain-text body holds a NUL byte (`bad\0request`); nothing created.
     RejectNul,
-    /// 422 whose body quotes the request it got, secrets and all; nothing created.
+    /// 422 whose body quotes the request it got (its body and headers), secrets and all;
+    /// nothing created.
     Echo,
+    /// The request is lost on its way: the connection breaks and nothing is created (an unknown
+    /// outcome that a look at the destination finds absent).
+    Lost,
 }
 
 impl Fault {
@@ -60,7 +64,7 @@ impl Fault {
     ];
 
     /// Every fault that can be asked for by name.
-    pub const NAMED: [Fault; 7] = [
+    pub const NAMED: [Fault; 8] = [
         Fault::Reject,
         Fault::DropAfterCommit,
         Fault::LateAfterCommit,
@@ -68,6 +72,7 @@ impl Fault {
         Fault::ErrorAfterCommit,
         Fault::RejectNul,
         Fault::Echo,
+        Fault::Lost,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -79,6 +84,7 @@ impl Fault {
             Fault::ErrorAfterCommit => "error",
             Fault::RejectNul => "reject-nul",
             Fault::Echo => "echo",
+            Fault::Lost => "lost",
         }
     }
 
@@ -88,7 +94,7 @@ impl Fault {
             .find(|f| f.as_str() == text)
             .ok_or_else(|| {
                 format!(
-                    "unknown fault '{}': use reject, drop, late, unavailable, error, reject-nul or echo",
+                    "unknown fault '{}': use reject, drop, late, unavailable, error, reject-nul, echo or lost",
                     crate::domain::escape_text(text)
                 )
             })
@@ -145,6 +151,10 @@ pub struct Task {
     /// The request's body exactly as it arrived.
     #[serde(default)]
     pub received: String,
+    /// The request's headers as they arrived (names in lower case): what a drill reads to see
+    /// which credentials reached the destination.
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -290,6 +300,7 @@ async fn bind_holding(
             key: Some(key.clone()),
             body: json!({}),
             received: String::new(),
+            headers: Default::default(),
             created_at: Utc::now(),
         });
     }

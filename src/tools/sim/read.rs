@@ -43,7 +43,8 @@ pub(super) async fn lookup(
     match find(&records.tasks, &q.key).first() {
         Some(t) => answer(
             StatusCode::OK,
-            json!({ "id": t.id, "key": q.key, "received": t.received, "body": t.body }),
+            json!({ "id": t.id, "key": q.key, "received": t.received, "body": t.body,
+                    "headers": t.headers }),
         ),
         None => answer(
             StatusCode::NOT_FOUND,

@@ -1,0 +1,360 @@
+//! The gateway (SPEC 21): `POST|PUT|PATCH|DELETE /gateway/{destination}/{action}`, where an
+//! automation tool that retries blindly sends its request with an `Idempotency-Key`, and settle
+//! records it, sends it once, keeps the outcome and answers every repeat from the ledger.
+//!
+//! Design:
+//! - One request is the protocol of SPEC 11 in one call: **record** the intent (the body is the
+//!   payload; a changed body under the key is a conflict, never sent), **start** an attempt by
+//!   the same compare-and-set a dispatcher's round uses (so the gateway and a dispatcher never
+//!   both send one operation), **send** it exactly as the dispatcher does
+//!   ([`crate::dispatch::attempt`]: the destination's url, method, body and headers, secrets
+//!   from settle's environment; nothing of the caller's own headers travels), and record the
+//!   **outcome** (with its lookup, or the pause an `auth` answer asks for, as a round records
+//!   them). Record, start and outcome go through the API's group writer.
+//! - A request whose start is refused is answered from the operation as the ledger holds it
+//!   ([`held`]): the stored reference after a success, 409 while in flight or after an unknown
+//!   outcome, the stored rejection, 503 before the next attempt is due or while paused.
+//! - A `failed` operation is confirmed not done: its caller's repeat asks for it again, so it is
+//!   made `pending` ([`Ledger::resend`]) and sent, unless a person holds it.
+//! - The destinations are resolved once, when the router is made; one whose `${NAME}` is not
+//!   set answers 503 naming the variable, and the rest of the API serves on.
+
+mod held;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::answer::{Answer, Failure};
+use super::body::bytes;
+use super::{Api, Caller};
+use crate::dispatch::{Endpoint, HttpDestination, Raw};
+use crate::domain::{Outcome, State as OpState};
+use crate::error::Error;
+use crate::ledger::{
+    AttemptReport, Finished, Intent, Ledger, OperationView, Recorded, StartedOp, Write, Written,
+};
+
+/// The destinations the gateway sends to, as the dispatcher would reach them.
+pub struct Gateway {
+    client: reqwest::Client,
+    /// By name: resolved, or why not (a variable that is not set), said to each caller.
+    destinations: HashMap<String, std::result::Result<Arc<HttpDestination>, String>>,
+}
+
+impl Gateway {
+    /// The config's HTTP destinations, their `${NAME}`s read from this process's environment.
+    pub fn new(ledger: &Ledger) -> Gateway {
+        let env = |name: &str| std::env::var(name).ok();
+        let destinations = ledger
+            .config()
+            .http_destinations()
+            .into_iter()
+            .map(|(name, d)| {
+                let resolved = HttpDestination::resolve(name, d, &env).map(Arc::new);
+                if let Err(e) = &resolved {
+                    tracing::warn!(destination = name, error = %e, "gateway: destination not usable");
+                }
+                (name.to_string(), resolved.map_err(|e| e.to_string()))
+            })
+            .collect();
+        Gateway {
+            client: reqwest::Client::new(),
+            destinations,
+        }
+    }
+
+    /// Where one action is sent, or the answer saying why it cannot be.
+    fn endpoint(
+        &self,
+        destination: &str,
+        action: &str,
+    ) -> Result<(Arc<HttpDestination>, Arc<Endpoint>), Failure> {
+        let not_found = |what: String| Failure::new(StatusCode::NOT_FOUND, "not_found", what);
+        let dest = match self.destinations.get(destination) {
+            None => {
+                return Err(not_found(format!(
+                    "destination {destination} has no url in settle's config: the gateway sends only to configured destinations"
+                )));
+            }
+            Some(Err(why)) => {
+                return Err(Failure::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    format!("{why}: nothing was sent"),
+                ));
+            }
+            Some(Ok(d)) => d.clone(),
+        };
+        let endpoint = dest.sender(action).cloned().ok_or_else(|| {
+            not_found(format!(
+                "destination {destination} has no url for action {action} in settle's config"
+            ))
+        })?;
+        Ok((dest, endpoint))
+    }
+}
+
+/// A header's text, when it is there and is text.
+fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// The request as the ledger records it, or a 400 naming what is wrong.
+fn intent_of(
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: &[u8],
+    (destination, action): (String, String),
+    endpoint: &Endpoint,
+) -> Result<Intent, Failure> {
+    let key = header_text(headers, "idempotency-key").ok_or_else(|| {
+        Failure::invalid(
+            "the Idempotency-Key header is required: the same key on every repeat of one request",
+        )
+    })?;
+    crate::domain::validate_key(key)
+        .map_err(|e| Failure::invalid(format!("header Idempotency-Key: {e}")))?;
+    let workflow = match (header_text(headers, "settle-workflow"), &caller.workflows) {
+        (Some(w), _) => w.to_string(),
+        (None, Some(mine)) if mine.len() == 1 => mine[0].clone(),
+        (None, scope) => {
+            let which = scope
+                .as_ref()
+                .map_or("every workflow".to_string(), |w| w.join(", "));
+            return Err(Failure::invalid(format!(
+                "the Settle-Workflow header is required: this token writes {which}"
+            )));
+        }
+    };
+    let form = header_text(headers, "content-type")
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    let text =
+        std::str::from_utf8(body).map_err(|_| Failure::invalid("the body is not UTF-8 text"))?;
+    let payload = if text.trim().is_empty() {
+        Value::Object(Default::default())
+    } else if form && endpoint.takes_form() {
+        crate::domain::form::read_form(text.trim())
+            .map_err(|e| Failure::invalid(format!("the form body: {e}")))?
+    } else if form {
+        return Err(Failure::invalid(format!(
+            "destination {destination} takes JSON: send the body as application/json"
+        )));
+    } else {
+        serde_json::from_str(text)
+            .map_err(|e| Failure::invalid(format!("the body is not valid JSON: {e}")))?
+    };
+    Ok(Intent {
+        key: key.to_string(),
+        workflow,
+        step: header_text(headers, "settle-step")
+            .unwrap_or_default()
+            .to_string(),
+        destination,
+        action,
+        payload,
+        run: header_text(headers, "settle-run")
+            .filter(|r| !r.is_empty())
+            .map(str::to_string),
+    })
+}
+
+/// The handler of every method of the gateway's route.
+pub async fn send(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(target): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let body = bytes(body, api.max_body)?;
+    let (dest, endpoint) = api.gateway.endpoint(&target.0, &target.1)?;
+    let intent = intent_of(&caller, &headers, &body, target, &endpoint)?;
+    let key = intent.key.clone();
+    let payload = crate::domain::fingerprint::canonical_json(&intent.payload);
+    let recorded = write(&api, &caller, Write::Record(intent))
+        .await
+        .map_err(|e| match e {
+            // new contents under a settled key: the old record stands, nothing to send
+            Error::Refused(m) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, "conflict", m),
+            other => other.into(),
+        })?;
+    if recorded.written == Written::Recorded(Recorded::Conflict) {
+        return Err(held::conflict(&key));
+    }
+    let mut view = after(&caller, &key, recorded.view).await?;
+    if view.state == OpState::Failed && view.claimed_by.is_none() {
+        match caller.ledger.resend(&key, &caller.name).await {
+            Ok(_) => view = caller.ledger.operation(&key, &caller.name).await?,
+            // another repeat made it pending first, or a person took it: the start decides
+            Err(Error::Refused(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if !matches!(view.state, OpState::Pending | OpState::RetryWait) {
+        return Ok(held::answer(&caller, &view, None, &endpoint).await);
+    }
+    let started = match write(&api, &caller, Write::Start(key.clone())).await {
+        Ok(s) => s,
+        Err(Error::Refused(why)) => {
+            let view = caller.ledger.operation(&key, &caller.name).await?;
+            return Ok(held::answer(&caller, &view, Some(&why), &endpoint).await);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let n = match started.written {
+        Written::Started(applied, n)
+            if applied.kind.is_some() && applied.to == OpState::InFlight =>
+        {
+            n
+        }
+        _ => {
+            let view = after(&caller, &key, started.view).await?;
+            return Ok(held::answer(&caller, &view, None, &endpoint).await);
+        }
+    };
+    let row = StartedOp {
+        key: key.clone(),
+        destination: dest.name.clone(),
+        action: view.action.clone(),
+        attempt: n,
+        retry: n > 1,
+        payload,
+        row: None,
+    };
+    let scrub = caller.ledger.answer_scrubber(&row);
+    let (mut finished, raw) =
+        crate::dispatch::attempt(&api.gateway.client, &dest, &row, &scrub).await;
+    finished.report.attempt = Some(n);
+    let view = report(&api, &caller, finished.clone()).await.map_err(|e| {
+        Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!(
+                "{key}: sent, but its outcome could not be recorded ({}): it is held as in flight and not sent again",
+                match e {
+                    Error::Unavailable(_) => "the ledger's database is unreachable".to_string(),
+                    other => other.to_string(),
+                }
+            ),
+        )
+        .retry_after(endpoint.timeout.as_secs().max(1))
+    })?;
+    Ok(first_answer(&view, &finished.report, raw))
+}
+
+/// One write of the protocol through the API's group writer.
+async fn write(
+    api: &Api,
+    caller: &Caller,
+    write: Write,
+) -> crate::error::Result<crate::ledger::Answered> {
+    api.writer.write(&caller.ledger, &caller.name, write).await
+}
+
+/// The operation after a write: as the group knew it, else asked.
+async fn after(
+    caller: &Caller,
+    key: &str,
+    known: Option<Box<OperationView>>,
+) -> Result<OperationView, Failure> {
+    match known {
+        Some(v) => Ok(*v),
+        None => Ok(caller.ledger.operation(key, &caller.name).await?),
+    }
+}
+
+/// Records a sent attempt's outcome, as a dispatcher's round would: through the group writer,
+/// or, with a lookup's answer or a pause to record beside it, as a round of its own.
+async fn report(
+    api: &Api,
+    caller: &Caller,
+    finished: Finished,
+) -> crate::error::Result<OperationView> {
+    let key = finished.report.key.clone();
+    if finished.lookup.is_none() && finished.pause_destination.is_none() {
+        let done = write(api, caller, Write::Attempt(finished.report)).await?;
+        if let Some(v) = done.view {
+            return Ok(*v);
+        }
+    } else {
+        let destination = caller
+            .ledger
+            .operation(&key, &caller.name)
+            .await?
+            .destination;
+        let round = caller
+            .ledger
+            .round_knowing(
+                std::slice::from_ref(&finished),
+                &Default::default(),
+                &[destination],
+                0,
+                &caller.name,
+            )
+            .await?;
+        if let Some(Err(e)) = round.finished.into_iter().next() {
+            return Err(e);
+        }
+    }
+    caller.ledger.operation(&key, &caller.name).await
+}
+
+/// The answer to the request that was sent: the destination's own status and body; a timeout
+/// or a broken connection 504 `outcome_unknown`; a request that never left 503 or 400.
+fn first_answer(view: &OperationView, report: &AttemptReport, raw: Option<Raw>) -> Response {
+    let mut response = match raw {
+        Some(raw) => {
+            let mut r = (
+                StatusCode::from_u16(raw.status).unwrap_or(StatusCode::BAD_GATEWAY),
+                raw.body,
+            )
+                .into_response();
+            if let Some(t) = raw
+                .content_type
+                .and_then(|t| HeaderValue::from_str(&t).ok())
+            {
+                r.headers_mut().insert(header::CONTENT_TYPE, t);
+            }
+            r
+        }
+        None => {
+            let why = report.error.as_deref().unwrap_or("no answer");
+            let key = &view.key;
+            match report.outcome {
+                Some(Outcome::Unknown) => Failure::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "outcome_unknown",
+                    match view.state {
+                        OpState::RetryWait => format!(
+                            "{key}: {why}: the outcome is not known; {} deduplicates, so a repeat after Retry-After sends it again with the same key",
+                            view.destination
+                        ),
+                        _ => format!(
+                            "{key}: {why}: the outcome is not known; held for review, not resent ({})",
+                            view.next_step
+                        ),
+                    },
+                ),
+                Some(Outcome::Transient) => Failure::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    format!("{key}: {why}"),
+                ),
+                _ => Failure::invalid(format!("{key}: {why}")),
+            }
+            .into_response()
+        }
+    };
+    held::mark(&mut response, view, false);
+    response
+}

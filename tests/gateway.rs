@@ -1,0 +1,543 @@
+//! The gateway (SPEC 21) as an automation tool meets it: the real `settle serve --http` in front
+//! of real `settle sim`s that do not deduplicate, on SQLite and PostgreSQL. Every row of SPEC
+//! 21's table, counted at the simulators: a repeat reaches a destination only where the table
+//! says it may. And the credentials: the destination's secret comes from settle's environment,
+//! the tool's token never travels, and neither shows in an answer, a log line or an event.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::api::{ALL, ApiServer, BOT, config_text, sha256};
+use common::{Raw, Sim, TestDb};
+use serde_json::{Value, json};
+
+/// The secret settle sends to the `tasks` simulator, from its own environment.
+const DEST_KEY: &str = "gw_dest_5ecret_key_7777";
+/// The token of `tool`, whose only workflow is onboarding.
+const TOOL: &str = "settle_7007700770077007700770077007700770077007700770077007700770077007";
+
+/// One gateway answer: status, headers, the body as text and as JSON.
+struct Answer {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Value,
+    text: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// A non-2xx answer of the gateway's own: the error object with this code.
+    fn error(&self, status: u16, code: &str) -> &str {
+        assert_eq!(self.status, status, "status of {}", self.text);
+        assert_eq!(self.body["error"]["code"], code, "code of {}", self.text);
+        self.body["error"]["message"].as_str().expect("a message")
+    }
+
+    fn replayed(&self) -> bool {
+        self.header("settle-replayed") == Some("true")
+    }
+}
+
+/// A request through the gateway to `destination`, action `create_task`.
+async fn gw(
+    base: &str,
+    token: &str,
+    destination: &str,
+    key: Option<&str>,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut r = reqwest::Client::new()
+        .post(format!("{base}/gateway/{destination}/create_task"))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if let Some(k) = key {
+        r = r.header("idempotency-key", k);
+    }
+    for (n, v) in headers {
+        r = r.header(*n, *v);
+    }
+    let resp = r.send().await.expect("the gateway answers");
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let text = resp.text().await.unwrap();
+    Answer {
+        status,
+        headers,
+        body: serde_json::from_str(&text).unwrap_or(Value::Null),
+        text,
+    }
+}
+
+/// Requests that reached a simulator, whatever came of them (`/stats`).
+async fn requests(sim: &Sim) -> u64 {
+    let v: Value = reqwest::get(format!("{}/stats", sim.base))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["requests"].as_u64().expect("/stats counts requests")
+}
+
+/// Tasks a simulator holds for a key.
+fn held(sim: &Sim, key: &str) -> u64 {
+    sim.tasks().1.get(key).copied().unwrap_or(0)
+}
+
+/// A staff action through the CLI, on the server's database and config.
+fn staff(s: &ApiServer, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+        .arg("--db")
+        .arg(&s.db)
+        .arg("--config")
+        .arg(s.config_path())
+        .args(args)
+        .env("SETTLE_OPERATOR", "alice")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "settle {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+fn state(s: &ApiServer, key: &str) -> String {
+    let v: Value = serde_json::from_str(&staff(s, &["show", key, "--json"])).unwrap();
+    v["state"].as_str().unwrap().to_string()
+}
+
+/// The simulators: `tasks` (needs the secret header; `late` answers after 1.5 s), `lost` (the
+/// first request of each key is lost on its way), `dedupe` (deduplicates; the first answer of
+/// each key is dropped after the task is made).
+struct Sims {
+    tasks: Sim,
+    lost: Sim,
+    dedupe: Sim,
+}
+
+fn sims() -> Sims {
+    let header = format!("X-Api-Key: {DEST_KEY}");
+    Sims {
+        tasks: Sim::start(&[
+            "--no-dedupe",
+            "--late",
+            "1500ms",
+            "--require-header",
+            &header,
+        ]),
+        lost: Sim::start(&["--no-dedupe", "--fault", "lost", "--fault-first-only"]),
+        dedupe: Sim::start(&["--fault", "drop", "--fault-first-only"]),
+    }
+}
+
+fn server(db: &TestDb, sims: &Sims) -> ApiServer {
+    let extra = format!(
+        r#"[automations.tool]
+token_sha256 = "{tool}"
+workflows = ["onboarding"]
+rate = "100000/s"
+burst = 100000
+[destinations.tasks]
+url = "{tasks}/tasks"
+dedupes = false
+timeout = "5s"
+max_attempts = 3
+base = "10ms"
+cap = "2s"
+headers = {{ "X-Api-Key" = "${{GW_TASKS_KEY}}" }}
+[destinations.lost]
+url = "{lost}/tasks"
+dedupes = false
+timeout = "2s"
+[destinations.dedupe]
+url = "{dedupe}/tasks"
+dedupes = true
+key_retention = "1h"
+base = "10ms"
+cap = "50ms"
+timeout = "2s"
+[workflows.guarded]
+pause_when = {{ unresolved = 1 }}
+"#,
+        tool = sha256(TOOL),
+        tasks = sims.tasks.base,
+        lost = sims.lost.base,
+        dedupe = sims.dedupe.base,
+    );
+    ApiServer::start_env(
+        &db.url,
+        &config_text(&extra),
+        &[],
+        &[("GW_TASKS_KEY", DEST_KEY)],
+    )
+}
+
+fn task(title: &str, fault: Option<&str>) -> Value {
+    let mut v = json!({"title": title, "customer": {"name": "Ada Lovelace"}});
+    if let Some(f) = fault {
+        v["_sim_fault"] = json!(f);
+    }
+    v
+}
+
+/// Acceptance 1 and 2: every row of SPEC 21's table, counted at the simulators, then where the
+/// secrets went.
+async fn every_row_of_the_table(db: &TestDb) {
+    let sims = sims();
+    let s = server(db, &sims);
+    let b = s.base.clone();
+    let mut seen: Vec<String> = Vec::new();
+
+    // first request: the destination's own status and body, sent once
+    let body = task("Kickoff call", None);
+    let first = gw(&b, TOOL, "tasks", Some("gw-1"), &body, &[]).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let reference = first.body["id"].as_str().expect("the sim's id").to_string();
+    assert_eq!(first.header("settle-state"), Some("succeeded"));
+    assert!(!first.replayed());
+    assert_eq!(held(&sims.tasks, "gw-1"), 1);
+    let sent = requests(&sims.tasks).await;
+
+    // repeat after success: the stored reference, replayed, not sent
+    let again = gw(&b, TOOL, "tasks", Some("gw-1"), &body, &[]).await;
+    assert_eq!(
+        (again.status, again.replayed()),
+        (200, true),
+        "{}",
+        again.text
+    );
+    assert_eq!(again.body, json!({"id": reference}));
+    // same key, different body: 422, nothing sent, the success stands
+    let changed = gw(&b, TOOL, "tasks", Some("gw-1"), &task("Other", None), &[]).await;
+    changed.error(422, "conflict");
+    assert_eq!(state(&s, "gw-1"), "succeeded");
+    assert_eq!(requests(&sims.tasks).await, sent);
+    seen.extend([first.text, again.text, changed.text]);
+
+    in_flight_and_changed_bodies(&s, &sims, &mut seen).await;
+    unknown_outcomes(&s, &sims, &mut seen).await;
+    rejections_waits_and_pauses(&s, &sims, &mut seen).await;
+    bad_requests(&s).await;
+    assert_eq!(
+        sims.tasks.tasks().1.values().max(),
+        Some(&1),
+        "one task per key"
+    );
+    secrets_stay_home(&s, &sims, &seen).await;
+}
+
+/// In flight: 409 with Retry-After, not sent; a changed body while waiting is a conflict.
+async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
+    let b = s.base.clone();
+    let body = task("Slow one", Some("late"));
+    let first = {
+        let (b, body) = (b.clone(), body.clone());
+        tokio::spawn(async move { gw(&b, TOOL, "tasks", Some("gw-late"), &body, &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = requests(&sims.tasks).await;
+    let during = gw(&b, TOOL, "tasks", Some("gw-late"), &body, &[]).await;
+    during.error(409, "in_flight");
+    assert!(
+        during.header("retry-after").is_some(),
+        "{:?}",
+        during.headers
+    );
+    let first = first.await.unwrap();
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert_eq!(requests(&sims.tasks).await, sent, "the repeat was not sent");
+    assert_eq!(held(&sims.tasks, "gw-late"), 1);
+
+    // a changed body under a key that waits for its retry: a conflict, an exception, not sent
+    let wait = gw(
+        &b,
+        TOOL,
+        "tasks",
+        Some("gw-conf"),
+        &task("A", Some("unavailable")),
+        &[],
+    )
+    .await;
+    assert_eq!(wait.status, 503, "{}", wait.text);
+    assert_eq!(wait.header("settle-state"), Some("retry_wait"));
+    let sent = requests(&sims.tasks).await;
+    let other = gw(&b, TOOL, "tasks", Some("gw-conf"), &task("B", None), &[]).await;
+    other.error(422, "conflict");
+    assert_eq!(state(s, "gw-conf"), "conflict");
+    let repeat = gw(
+        &b,
+        TOOL,
+        "tasks",
+        Some("gw-conf"),
+        &task("A", Some("unavailable")),
+        &[],
+    )
+    .await;
+    repeat.error(422, "conflict");
+    assert_eq!(requests(&sims.tasks).await, sent);
+    seen.extend([during.text, other.text, repeat.text]);
+}
+
+/// Unknown outcomes: held for review until a person reconciles (found: replayed; absent and
+/// released: sent), or sent again with the same key where the destination deduplicates.
+async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
+    let b = s.base.clone();
+    // the task was made, the answer lost: 504, then 409 until a person finds it
+    let body = task("Dropped", Some("drop"));
+    let first = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
+    first.error(504, "outcome_unknown");
+    let sent = requests(&sims.tasks).await;
+    for _ in 0..3 {
+        let held_back = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
+        assert!(
+            held_back
+                .error(409, "outcome_unknown")
+                .contains("held for review")
+        );
+    }
+    assert_eq!(requests(&sims.tasks).await, sent, "not resent");
+    let (_, by_key) = sims.tasks.tasks();
+    assert_eq!(by_key.get("gw-drop"), Some(&1));
+    staff(s, &["reconcile", "gw-drop", "--found", "T-dropped"]);
+    let replay = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
+    assert_eq!(
+        (replay.status, replay.replayed()),
+        (200, true),
+        "{}",
+        replay.text
+    );
+    assert_eq!(replay.body, json!({"id": "T-dropped"}));
+    assert_eq!(requests(&sims.tasks).await, sent);
+
+    // lost on its way: absent at the destination; a person says so and lets go: sent again
+    let body = task("Lost", None);
+    let first = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
+    first.error(504, "outcome_unknown");
+    assert_eq!(held(&sims.lost, "gw-lost"), 0);
+    gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[])
+        .await
+        .error(409, "outcome_unknown");
+    staff(s, &["reconcile", "gw-lost", "--absent"]);
+    gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[])
+        .await
+        .error(409, "claimed");
+    assert_eq!(requests(&sims.lost).await, 1, "held while claimed");
+    staff(s, &["release", "gw-lost"]);
+    let resent = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
+    assert_eq!(resent.status, 201, "{}", resent.text);
+    assert_eq!(
+        (held(&sims.lost, "gw-lost"), requests(&sims.lost).await),
+        (1, 2)
+    );
+    let replay = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
+    assert!(replay.replayed(), "{}", replay.text);
+
+    // a deduplicating destination: the unknown waits for its retry and is sent again, same key
+    let body = task("Deduplicated", None);
+    let first = gw(&b, TOOL, "dedupe", Some("gw-dd"), &body, &[]).await;
+    first.error(504, "outcome_unknown");
+    assert_eq!(first.header("settle-state"), Some("retry_wait"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = gw(&b, TOOL, "dedupe", Some("gw-dd"), &body, &[]).await;
+    assert_eq!(
+        again.status, 200,
+        "the destination's own replay: {}",
+        again.text
+    );
+    assert!(!again.replayed());
+    assert_eq!(again.header("settle-state"), Some("succeeded"));
+    assert_eq!(
+        (held(&sims.dedupe, "gw-dd"), requests(&sims.dedupe).await),
+        (1, 2)
+    );
+    seen.extend([first.text, again.text]);
+}
+
+/// A rejection replayed; a retry not yet due; paused workflows and destinations; a threshold.
+async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
+    let b = s.base.clone();
+    let body = task("Rejected", Some("reject"));
+    let first = gw(&b, TOOL, "tasks", Some("gw-rej"), &body, &[]).await;
+    assert_eq!(first.status, 422, "{}", first.text);
+    let sent = requests(&sims.tasks).await;
+    let replay = gw(&b, TOOL, "tasks", Some("gw-rej"), &body, &[]).await;
+    assert!(
+        replay
+            .error(422, "rejected")
+            .contains("due date is in the past")
+    );
+    assert!(replay.replayed());
+    assert_eq!(requests(&sims.tasks).await, sent);
+
+    // 503 with Retry-After before the next attempt is due; sent once it is
+    let body = task("Busy", Some("unavailable"));
+    let first = gw(&b, TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
+    assert_eq!(first.status, 503, "{}", first.text);
+    let sent = requests(&sims.tasks).await;
+    let early = gw(&b, TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
+    early.error(503, "unavailable");
+    let wait: u64 = early.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=2).contains(&wait), "Retry-After {wait}");
+    assert_eq!(
+        requests(&sims.tasks).await,
+        sent,
+        "not sent before it is due"
+    );
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let due = gw(&b, TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
+    assert_eq!(
+        due.status, 503,
+        "the destination's own 503 again: {}",
+        due.text
+    );
+    assert_eq!(requests(&sims.tasks).await, sent + 1, "sent once due");
+
+    // a paused workflow, a paused destination: 503 paused, nothing sent, sent after resume
+    staff(s, &["pause", "onboarding", "--reason", "incident"]);
+    let body = task("Paused", None);
+    let paused = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
+    assert!(paused.error(503, "paused").contains("onboarding"));
+    staff(s, &["resume", "onboarding"]);
+    staff(
+        s,
+        &["pause", "--destination", "tasks", "--reason", "maintenance"],
+    );
+    let paused = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
+    assert!(paused.error(503, "paused").contains("destination tasks"));
+    assert_eq!(requests(&sims.tasks).await, sent + 1);
+    staff(s, &["resume", "--destination", "tasks"]);
+    let resumed = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
+    assert_eq!(resumed.status, 201, "{}", resumed.text);
+
+    // a workflow at its threshold (one unresolved): the next request is not sent
+    let wf = [("settle-workflow", "guarded")];
+    let rej = gw(
+        &b,
+        ALL,
+        "tasks",
+        Some("gw-g1"),
+        &task("G1", Some("reject")),
+        &wf,
+    )
+    .await;
+    assert_eq!(rej.status, 422);
+    let sent = requests(&sims.tasks).await;
+    let stopped = gw(&b, ALL, "tasks", Some("gw-g2"), &task("G2", None), &wf).await;
+    assert!(
+        stopped.error(503, "paused").contains("guarded"),
+        "{}",
+        stopped.text
+    );
+    assert_eq!(requests(&sims.tasks).await, sent);
+    seen.extend([first.text, replay.text, early.text, due.text, stopped.text]);
+}
+
+/// What the gateway refuses before anything is recorded.
+async fn bad_requests(s: &ApiServer) {
+    let b = &s.base;
+    let body = task("x", None);
+    let no_key = gw(b, TOOL, "tasks", None, &body, &[]).await;
+    assert!(no_key.error(400, "invalid").contains("Idempotency-Key"));
+    let many = gw(b, BOT, "tasks", Some("gw-x"), &body, &[]).await;
+    assert!(many.error(400, "invalid").contains("Settle-Workflow"));
+    let outside = gw(
+        b,
+        BOT,
+        "tasks",
+        Some("gw-x"),
+        &body,
+        &[("settle-workflow", "payroll")],
+    )
+    .await;
+    outside.error(403, "forbidden");
+    gw(b, TOOL, "nowhere", Some("gw-x"), &body, &[])
+        .await
+        .error(404, "not_found");
+    let r = reqwest::Client::new()
+        .post(format!("{b}/gateway/tasks/create_task"))
+        .header("idempotency-key", "gw-x")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let bad = reqwest::Client::new()
+        .post(format!("{b}/gateway/tasks/create_task"))
+        .bearer_auth(TOOL)
+        .header("idempotency-key", "gw-x")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let listed = staff(s, &["list", "--all", "--json"]);
+    assert!(listed.contains("gw-1"), "the list holds what was recorded");
+    assert!(!listed.contains("gw-x"), "nothing recorded: {listed}");
+}
+
+/// Acceptance 2: the destination got its secret from settle's environment and never the tool's
+/// token; neither is in an answer, the log, an event or a stored attempt.
+async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
+    let t: Value = reqwest::Client::new()
+        .get(format!("{}/tasks?key=gw-1", sims.tasks.base))
+        .header("x-api-key", DEST_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let headers = t["headers"].as_object().expect("the sim keeps the headers");
+    assert_eq!(headers["x-api-key"], DEST_KEY);
+    assert!(!headers.contains_key("authorization"), "{headers:?}");
+    assert_eq!(headers["idempotency-key"], "gw-1");
+    // a destination that quotes the request back: the answer handed on is scrubbed of both
+    let echo = gw(
+        &s.base,
+        TOOL,
+        "tasks",
+        Some("gw-echo"),
+        &task("E", Some("echo")),
+        &[],
+    )
+    .await;
+    assert_eq!(echo.status, 422, "{}", echo.text);
+    assert!(echo.text.contains("x-api-key: [redacted]"), "{}", echo.text);
+    let mut texts: Vec<String> = seen.to_vec();
+    texts.push(echo.text);
+    texts.push(s.log());
+    texts.push(s.stderr());
+    for key in ["gw-1", "gw-drop", "gw-echo", "gw-rej"] {
+        texts.push(staff(s, &["show", key, "--json"]));
+    }
+    let mut raw = Raw::connect(&s.db).await;
+    for sql in [
+        "SELECT COALESCE(error, '') || ' ' || COALESCE(reference, '') FROM attempts",
+        "SELECT detail FROM events",
+        "SELECT payload FROM operations",
+    ] {
+        texts.extend(raw.texts(sql).await);
+    }
+    assert!(s.log().contains("gw-echo"), "the log names the key");
+    for text in &texts {
+        for secret in [DEST_KEY, TOOL, BOT, ALL] {
+            assert!(!text.contains(secret), "a secret leaked: {text}");
+        }
+    }
+}
+
+both_backends!(every_row_of_the_table);
