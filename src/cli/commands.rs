@@ -38,6 +38,10 @@ pub enum Cmd {
         /// Chance of a random fault per create (0 to 1), from a schedule seeded by --seed
         #[arg(long, default_value_t = 0.0, value_name = "P")]
         fault_rate: f64,
+        /// The faults the random schedule draws from, e.g. drop,late,error [default: reject,
+        /// drop, late, unavailable, error]
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        fault_kinds: Vec<String>,
         /// The seed of the random fault schedule (the same seed, the same faults)
         #[arg(long, default_value_t = 1, value_name = "N")]
         seed: u64,

@@ -15,6 +15,7 @@ pub(super) async fn sim(command: &Cmd) -> Result<i32> {
         key_retention,
         fault,
         fault_rate,
+        fault_kinds,
         seed,
         late,
         fault_first_only,
@@ -59,6 +60,14 @@ pub(super) async fn sim(command: &Cmd) -> Result<i32> {
             .transpose()
             .map_err(invalid)?,
         fault_rate: *fault_rate,
+        fault_kinds: match fault_kinds.is_empty() {
+            true => crate::tools::sim::Fault::ALL.to_vec(),
+            false => fault_kinds
+                .iter()
+                .map(|k| crate::tools::sim::Fault::parse(k.trim()))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(invalid)?,
+        },
         seed: *seed,
         late: duration_arg("--late", late, Duration::ZERO, Duration::from_secs(3600))?,
         fault_first_only: *fault_first_only,

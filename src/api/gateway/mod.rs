@@ -231,25 +231,50 @@ pub async fn send(
         payload,
         row: None,
     };
+    // Sent and recorded in a task of its own: a caller that hangs up (its own timeout, as a
+    // tool's retry begins) cancels this handler, never the attempt it started, which would
+    // otherwise stay in flight until the sweep.
+    let sent = tokio::spawn(send_and_record(api, caller, dest, row));
+    let (view, report, raw) = match sent.await {
+        Ok(done) => done?,
+        Err(_) => {
+            return Err(Error::Unavailable("the gateway's attempt ended abruptly".into()).into());
+        }
+    };
+    Ok(first_answer(&view, &report, raw))
+}
+
+/// Sends one started attempt and records its outcome: the operation after it, the attempt's
+/// report and the destination's answer as it came.
+async fn send_and_record(
+    api: Api,
+    caller: Caller,
+    dest: Arc<HttpDestination>,
+    row: StartedOp,
+) -> Result<(OperationView, AttemptReport, Option<Raw>), Failure> {
     let scrub = caller.ledger.answer_scrubber(&row);
     let (mut finished, raw) =
         crate::dispatch::attempt(&api.gateway.client, &dest, &row, &scrub).await;
-    finished.report.attempt = Some(n);
+    finished.report.attempt = Some(row.attempt);
+    let timeout = dest
+        .sender(&row.action)
+        .map_or(1, |e| e.timeout.as_secs().max(1));
     let view = report(&api, &caller, finished.clone()).await.map_err(|e| {
         Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
             format!(
-                "{key}: sent, but its outcome could not be recorded ({}): it is held as in flight and not sent again",
+                "{}: sent, but its outcome could not be recorded ({}): it is held as in flight and not sent again",
+                row.key,
                 match e {
                     Error::Unavailable(_) => "the ledger's database is unreachable".to_string(),
                     other => other.to_string(),
                 }
             ),
         )
-        .retry_after(endpoint.timeout.as_secs().max(1))
+        .retry_after(timeout)
     })?;
-    Ok(first_answer(&view, &finished.report, raw))
+    Ok((view, finished.report, raw))
 }
 
 /// One write of the protocol through the API's group writer.

@@ -110,6 +110,8 @@ pub struct Profile {
     pub fault: Option<Fault>,
     /// Chance of a random fault per create, drawn from a schedule seeded by `seed`.
     pub fault_rate: f64,
+    /// What the random schedule draws from (never empty).
+    pub fault_kinds: Vec<Fault>,
     pub seed: u64,
     /// How long a `late` answer waits.
     pub late: Duration,
@@ -132,6 +134,7 @@ impl Default for Profile {
             key_retention: Duration::from_secs(86_400),
             fault: None,
             fault_rate: 0.0,
+            fault_kinds: Fault::ALL.to_vec(),
             seed: 1,
             late: Duration::from_secs(10),
             fault_first_only: false,
@@ -228,7 +231,8 @@ impl Sim {
         if self.profile.fault_rate > 0.0 {
             let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
             if rng.random_bool(self.profile.fault_rate.clamp(0.0, 1.0)) {
-                return Ok(Some(Fault::ALL[rng.random_range(0..Fault::ALL.len())]));
+                let kinds = &self.profile.fault_kinds;
+                return Ok(kinds.get(rng.random_range(0..kinds.len().max(1))).copied());
             }
         }
         Ok(None)
