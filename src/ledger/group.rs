@@ -87,10 +87,58 @@ impl Writer {
     /// `write` by `actor` through `ledger` (its scope and its events' signature), in the next
     /// group of its lane; answered after that group committed.
     pub async fn write(&self, ledger: &Ledger, actor: &str, write: Write) -> Result<Answered> {
+        let (lane, job, answer) = self.job(ledger, actor, write)?;
+        let gone = || Error::Unavailable("the ledger's writer stopped".into());
+        self.lanes[lane].send(job).await.map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+
+    /// Two writes of one key, `first` then `then`, queued together: they share a group (and so a
+    /// commit) unless the lane took the first alone, and `then` is judged on what `first` left
+    /// (the gateway's record and start of one request). Each has its own answer.
+    pub async fn write_two(
+        &self,
+        ledger: &Ledger,
+        actor: &str,
+        first: Write,
+        then: Write,
+    ) -> (Result<Answered>, Result<Answered>) {
+        debug_assert_eq!(first.key(), then.key(), "one key, one lane");
+        let gone = || Error::Unavailable("the ledger's writer stopped".into());
+        let (lane, a, first_answer) = match self.job(ledger, actor, first) {
+            Ok(j) => j,
+            Err(e) => return (Err(e), Err(gone())),
+        };
+        let (_, b, then_answer) = match self.job(ledger, actor, then) {
+            Ok(j) => j,
+            Err(e) => return (Err(e), Err(gone())),
+        };
+        match self.lanes[lane].reserve_many(2).await {
+            Ok(mut permits) => {
+                for job in [a, b] {
+                    if let Some(p) = permits.next() {
+                        p.send(job);
+                    }
+                }
+            }
+            Err(_) => return (Err(gone()), Err(gone())),
+        }
+        let first = first_answer.await.map_err(|_| gone()).and_then(|r| r);
+        let then = then_answer.await.map_err(|_| gone()).and_then(|r| r);
+        (first, then)
+    }
+
+    /// A write checked and made ready for its lane: the lane, the job, where its answer comes.
+    fn job(
+        &self,
+        ledger: &Ledger,
+        actor: &str,
+        write: Write,
+    ) -> Result<(usize, Job, oneshot::Receiver<Result<Answered>>)> {
         super::check_name("actor", actor, false)?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         write.key().hash(&mut hasher);
-        let lane = &self.lanes[hasher.finish() as usize % self.lanes.len()];
+        let lane = hasher.finish() as usize % self.lanes.len();
         let write = match write {
             Write::Record(intent) => {
                 let op = ledger.prepare(&intent)?;
@@ -112,9 +160,7 @@ impl Writer {
             write,
             reply,
         };
-        let gone = || Error::Unavailable("the ledger's writer stopped".into());
-        lane.send(job).await.map_err(|_| gone())?;
-        answer.await.map_err(|_| gone())?
+        Ok((lane, job, answer))
     }
 }
 

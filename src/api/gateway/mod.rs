@@ -20,6 +20,9 @@
 //!   set answers 503 naming the variable, and the rest of the API serves on.
 
 mod held;
+mod request;
+
+use request::intent_of;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,7 +32,6 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
 use super::answer::{Answer, Failure};
 use super::body::bytes;
@@ -38,7 +40,7 @@ use crate::dispatch::{Endpoint, HttpDestination, Raw};
 use crate::domain::{Outcome, State as OpState};
 use crate::error::Error;
 use crate::ledger::{
-    AttemptReport, Finished, Intent, Ledger, OperationView, Recorded, StartedOp, Write, Written,
+    AttemptReport, Finished, Ledger, OperationView, Recorded, StartedOp, Write, Written,
 };
 
 /// The destinations the gateway sends to, as the dispatcher would reach them.
@@ -101,73 +103,6 @@ impl Gateway {
     }
 }
 
-/// A header's text, when it is there and is text.
-fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-}
-
-/// The request as the ledger records it, or a 400 naming what is wrong.
-fn intent_of(
-    caller: &Caller,
-    headers: &HeaderMap,
-    body: &[u8],
-    (destination, action): (String, String),
-    endpoint: &Endpoint,
-) -> Result<Intent, Failure> {
-    let key = header_text(headers, "idempotency-key").ok_or_else(|| {
-        Failure::invalid(
-            "the Idempotency-Key header is required: the same key on every repeat of one request",
-        )
-    })?;
-    crate::domain::validate_key(key)
-        .map_err(|e| Failure::invalid(format!("header Idempotency-Key: {e}")))?;
-    let workflow = match (header_text(headers, "settle-workflow"), &caller.workflows) {
-        (Some(w), _) => w.to_string(),
-        (None, Some(mine)) if mine.len() == 1 => mine[0].clone(),
-        (None, scope) => {
-            let which = scope
-                .as_ref()
-                .map_or("every workflow".to_string(), |w| w.join(", "));
-            return Err(Failure::invalid(format!(
-                "the Settle-Workflow header is required: this token writes {which}"
-            )));
-        }
-    };
-    let form = header_text(headers, "content-type")
-        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
-    let text =
-        std::str::from_utf8(body).map_err(|_| Failure::invalid("the body is not UTF-8 text"))?;
-    let payload = if text.trim().is_empty() {
-        Value::Object(Default::default())
-    } else if form && endpoint.takes_form() {
-        crate::domain::form::read_form(text.trim())
-            .map_err(|e| Failure::invalid(format!("the form body: {e}")))?
-    } else if form {
-        return Err(Failure::invalid(format!(
-            "destination {destination} takes JSON: send the body as application/json"
-        )));
-    } else {
-        serde_json::from_str(text)
-            .map_err(|e| Failure::invalid(format!("the body is not valid JSON: {e}")))?
-    };
-    Ok(Intent {
-        key: key.to_string(),
-        workflow,
-        step: header_text(headers, "settle-step")
-            .unwrap_or_default()
-            .to_string(),
-        destination,
-        action,
-        payload,
-        run: header_text(headers, "settle-run")
-            .filter(|r| !r.is_empty())
-            .map(str::to_string),
-    })
-}
-
 /// The handler of every method of the gateway's route.
 pub async fn send(
     State(api): State<Api>,
@@ -181,45 +116,42 @@ pub async fn send(
     let intent = intent_of(&caller, &headers, &body, target, &endpoint)?;
     let key = intent.key.clone();
     let payload = crate::domain::fingerprint::canonical_json(&intent.payload);
-    let recorded = write(&api, &caller, Write::Record(intent))
-        .await
-        .map_err(|e| match e {
-            // new contents under a settled key: the old record stands, nothing to send
-            Error::Refused(m) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, "conflict", m),
-            other => other.into(),
-        })?;
+    // the record and the start in one group, most often one commit
+    let (recorded, started) = api
+        .writer
+        .write_two(
+            &caller.ledger,
+            &caller.name,
+            Write::Record(intent),
+            Write::Start(key.clone()),
+        )
+        .await;
+    let recorded = recorded.map_err(|e| match e {
+        // new contents under a settled key: the old record stands, nothing to send
+        Error::Refused(m) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, "conflict", m),
+        other => other.into(),
+    })?;
     if recorded.written == Written::Recorded(Recorded::Conflict) {
         return Err(held::conflict(&key));
     }
-    let mut view = after(&caller, &key, recorded.view).await?;
-    if view.state == OpState::Failed && view.claimed_by.is_none() {
-        match caller.ledger.resend(&key, &caller.name).await {
-            Ok(_) => view = caller.ledger.operation(&key, &caller.name).await?,
-            // another repeat made it pending first, or a person took it: the start decides
-            Err(Error::Refused(_)) => {}
-            Err(e) => return Err(e.into()),
+    let (n, view) = match started_attempt(&caller, &key, started).await? {
+        Ok(begun) => begun,
+        Err((view, _)) if view.state == OpState::Failed && view.claimed_by.is_none() => {
+            // confirmed not done: the repeat asks for it again
+            match caller.ledger.resend(&key, &caller.name).await {
+                Ok(_) | Err(Error::Refused(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            let again = write(&api, &caller, Write::Start(key.clone())).await;
+            match started_attempt(&caller, &key, again).await? {
+                Ok(begun) => begun,
+                Err((view, why)) => {
+                    return Ok(held::answer(&caller, &view, why.as_deref(), &endpoint).await);
+                }
+            }
         }
-    }
-    if !matches!(view.state, OpState::Pending | OpState::RetryWait) {
-        return Ok(held::answer(&caller, &view, None, &endpoint).await);
-    }
-    let started = match write(&api, &caller, Write::Start(key.clone())).await {
-        Ok(s) => s,
-        Err(Error::Refused(why)) => {
-            let view = caller.ledger.operation(&key, &caller.name).await?;
-            return Ok(held::answer(&caller, &view, Some(&why), &endpoint).await);
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let n = match started.written {
-        Written::Started(applied, n)
-            if applied.kind.is_some() && applied.to == OpState::InFlight =>
-        {
-            n
-        }
-        _ => {
-            let view = after(&caller, &key, started.view).await?;
-            return Ok(held::answer(&caller, &view, None, &endpoint).await);
+        Err((view, why)) => {
+            return Ok(held::answer(&caller, &view, why.as_deref(), &endpoint).await);
         }
     };
     let row = StartedOp {
@@ -275,6 +207,33 @@ async fn send_and_record(
         .retry_after(timeout)
     })?;
     Ok((view, finished.report, raw))
+}
+
+/// What a start came to: the attempt to send and the operation, or the operation and the
+/// ledger's reason (where it gave one) why nothing is sent.
+async fn started_attempt(
+    caller: &Caller,
+    key: &str,
+    started: crate::error::Result<crate::ledger::Answered>,
+) -> Result<Result<(u32, OperationView), (OperationView, Option<String>)>, Failure> {
+    match started {
+        Ok(s) => {
+            let view = after(caller, key, s.view).await?;
+            match s.written {
+                Written::Started(applied, n)
+                    if applied.kind.is_some() && applied.to == OpState::InFlight =>
+                {
+                    Ok(Ok((n, view)))
+                }
+                _ => Ok(Err((view, None))),
+            }
+        }
+        Err(Error::Refused(why)) => {
+            let view = caller.ledger.operation(key, &caller.name).await?;
+            Ok(Err((view, Some(why))))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One write of the protocol through the API's group writer.
