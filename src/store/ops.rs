@@ -231,7 +231,11 @@ impl Tx {
                 }
                 arrays.push(Array::Text(whole.iter().map(|a| Some(a.actor)).collect()));
                 arrays.extend(event_arrays(events));
-                match pg_query(&PG_WRITE, arrays).fetch_one(&mut **t).await {
+                // planned for each call, never from a plan kept on the connection: a plan made
+                // while the table was small (a fresh ledger, before its first autoanalyze)
+                // scans every operation for each row it updates
+                let query = pg_query(&PG_WRITE, arrays).persistent(false);
+                match query.fetch_one(&mut **t).await {
                     Ok(row) => Ok(get::<i64>(&row, "updated")? == ops.len() as i64),
                     Err(e) if lost_a_race(&e) => Ok(false),
                     Err(e) => Err(db(e)),
