@@ -540,4 +540,94 @@ async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
     }
 }
 
-both_backends!(every_row_of_the_table);
+/// The gateway and a dispatcher share the rules of `start`: an operation the gateway left in
+/// `retry_wait` is sent by the dispatcher or by the tool's next repeat, never by both. Counted at
+/// a simulator that does not deduplicate, while the tool repeats every key every 20 ms and a
+/// dispatcher runs beside it.
+async fn the_dispatcher_and_the_gateway_never_both_send(db: &TestDb) {
+    let sim = Sim::start(&[
+        "--no-dedupe",
+        "--fault",
+        "unavailable",
+        "--fault-first-only",
+    ]);
+    let extra = format!(
+        r#"[automations.tool]
+token_sha256 = "{}"
+workflows = ["onboarding"]
+rate = "100000/s"
+burst = 100000
+[destinations.tasks]
+url = "{}/tasks"
+dedupes = false
+base = "10ms"
+cap = "1s"
+timeout = "2s"
+"#,
+        sha256(TOOL),
+        sim.base
+    );
+    let s = ApiServer::start_env(&db.url, &config_text(&extra), &[], &[]);
+    let keys: Vec<String> = (0..30).map(|i| format!("both-{i:02}")).collect();
+    for k in &keys {
+        let first = gw(&s.base, TOOL, "tasks", Some(k), &task(k, None), &[]).await;
+        assert_eq!(first.status, 503, "{}", first.text);
+    }
+    let mut dispatcher = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+        .arg("--db")
+        .arg(&s.db)
+        .arg("--config")
+        .arg(s.config_path())
+        .args(["dispatch", "--until-settled"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let repeats: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            let (base, k) = (s.base.clone(), k.clone());
+            tokio::spawn(async move {
+                for _ in 0..250 {
+                    let a = gw(&base, TOOL, "tasks", Some(&k), &task(&k, None), &[]).await;
+                    if (200..300).contains(&a.status) {
+                        return a.body["id"].as_str().map(str::to_string);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                None
+            })
+        })
+        .collect();
+    let mut references = Vec::new();
+    for r in repeats {
+        references.push(r.await.unwrap());
+    }
+    let _ = dispatcher.wait();
+    let (total, by_key) = sim.tasks();
+    assert_eq!(total, 30, "one task per key: {by_key:?}");
+    assert!(by_key.values().all(|n| *n == 1), "{by_key:?}");
+    assert_eq!(
+        requests(&sim).await,
+        60,
+        "each key: its 503, then one create"
+    );
+    let mut by_whom = BTreeMap::new();
+    for (k, reference) in keys.iter().zip(&references) {
+        let v: Value = serde_json::from_str(&staff(&s, &["show", k, "--json"])).unwrap();
+        assert_eq!(v["state"], "succeeded", "{k}");
+        assert_eq!(
+            reference.as_deref(),
+            v["reference"].as_str(),
+            "{k}: the tool holds it"
+        );
+        let actor = v["attempt_log"][1]["actor"].as_str().unwrap().to_string();
+        *by_whom.entry(actor).or_insert(0) += 1;
+    }
+    eprintln!("the second attempts, by who sent them: {by_whom:?}");
+}
+
+both_backends!(
+    every_row_of_the_table,
+    the_dispatcher_and_the_gateway_never_both_send
+);
