@@ -210,6 +210,12 @@ async fn every_row_of_the_table(db: &TestDb) {
     assert_eq!(first.header("settle-state"), Some("succeeded"));
     assert!(!first.replayed());
     assert_eq!(held(&sims.tasks, "gw-1"), 1);
+    let shown: Value = serde_json::from_str(&staff(&s, &["show", "gw-1", "--json"])).unwrap();
+    assert_eq!(
+        (&shown["workflow"], &shown["step"]),
+        (&json!("onboarding"), &json!("create_task")),
+        "the token's only workflow; a step named by its action"
+    );
     let sent = requests(&sims.tasks).await;
 
     // repeat after success: the stored reference, replayed, not sent

@@ -65,8 +65,10 @@ pub(super) fn intent_of(
     Ok(Intent {
         key: key.to_string(),
         workflow,
+        // a step named by its action unless told otherwise: the console and a run show it
         step: header_text(headers, "settle-step")
-            .unwrap_or_default()
+            .filter(|s| !s.is_empty())
+            .unwrap_or(&action)
             .to_string(),
         destination,
         action,
