@@ -170,6 +170,16 @@ key_retention = "1h"
 base = "10ms"
 cap = "50ms"
 timeout = "2s"
+[destinations.looked]
+url = "{lost}/tasks"
+lookup_url = "{lost}/tasks?key={{key}}"
+lookup = true
+dedupes = false
+timeout = "2s"
+[destinations.noauth]
+url = "{tasks}/tasks"
+dedupes = false
+timeout = "2s"
 [workflows.guarded]
 pause_when = {{ unresolved = 1 }}
 "#,
@@ -351,6 +361,32 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     );
     let replay = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
     assert!(replay.replayed(), "{}", replay.text);
+
+    // a destination with a lookup settles the unknown itself: absent, so the repeat is sent
+    let body = task("Looked up", None);
+    let first = gw(&b, TOOL, "looked", Some("gw-looked"), &body, &[]).await;
+    first.error(504, "outcome_unknown");
+    assert_eq!(
+        first.header("settle-state"),
+        Some("failed"),
+        "looked up: absent"
+    );
+    let resent = gw(&b, TOOL, "looked", Some("gw-looked"), &body, &[]).await;
+    assert_eq!(resent.status, 201, "{}", resent.text);
+    assert_eq!(held(&sims.lost, "gw-looked"), 1);
+
+    // credentials refused: the destination's 401 handed on, the destination paused for all
+    let sent = requests(&sims.tasks).await;
+    let refused = gw(&b, TOOL, "noauth", Some("gw-auth"), &task("A", None), &[]).await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    let next = gw(&b, TOOL, "noauth", Some("gw-auth-2"), &task("B", None), &[]).await;
+    assert!(
+        next.error(503, "paused").contains("destination noauth"),
+        "{}",
+        next.text
+    );
+    assert_eq!(requests(&sims.tasks).await, sent + 1);
+    staff(s, &["resume", "--destination", "noauth"]);
 
     // a deduplicating destination: the unknown waits for its retry and is sent again, same key
     let body = task("Deduplicated", None);
