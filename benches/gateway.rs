@@ -109,7 +109,18 @@ async fn main() {
     run(&direct, 1_000, "warm-direct").await;
     run(&gateway, 1_000, "warm-gateway").await;
     let (d_rate, mut d_lat) = run(&direct, ops, "direct").await;
+    let logged = server.log().lines().count();
     let (g_rate, mut g_lat) = run(&gateway, ops, "gateway").await;
+    // the server's own time for each gateway request (the simulator's 20 ms inside it), from its
+    // log lines: what the rest is, is the client's and the loopback's
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut inside: Vec<Duration> = server
+        .log()
+        .lines()
+        .skip(logged)
+        .filter_map(|l| l.split("ms=").nth(1)?.trim().parse::<f64>().ok())
+        .map(|ms| Duration::from_secs_f64(ms / 1e3))
+        .collect();
     let (d50, d99) = (percentile(&mut d_lat, 0.5), percentile(&mut d_lat, 0.99));
     let (g50, g99) = (percentile(&mut g_lat, 0.5), percentile(&mut g_lat, 0.99));
     println!(
@@ -126,6 +137,10 @@ async fn main() {
         g_rate / d_rate,
         g99 - d99
     );
+    if !inside.is_empty() {
+        let (p50, p99) = (percentile(&mut inside, 0.5), percentile(&mut inside, 0.99));
+        println!("  in the server (its log): p50 {p50:.2} ms, p99 {p99:.2} ms");
+    }
     let (total, by_key) = sim.tasks();
     assert_eq!(
         total as usize,
