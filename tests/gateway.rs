@@ -293,6 +293,7 @@ async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec
     let sent = requests(&sims.tasks).await;
     let other = gw(&b, TOOL, "tasks", Some("gw-conf"), &task("B", None), &[]).await;
     other.error(422, "conflict");
+    assert_eq!(other.header("settle-state"), Some("conflict"));
     assert_eq!(state(s, "gw-conf"), "conflict");
     let repeat = gw(
         &b,

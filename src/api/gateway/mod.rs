@@ -132,7 +132,10 @@ pub async fn send(
         other => other.into(),
     })?;
     if recorded.written == Written::Recorded(Recorded::Conflict) {
-        return Err(held::conflict(&key));
+        let mut r = held::conflict(&key).into_response();
+        r.headers_mut()
+            .insert("settle-state", HeaderValue::from_static("conflict"));
+        return Ok(r);
     }
     let (n, view) = match started_attempt(&caller, &key, started).await? {
         Ok(begun) => begun,
