@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::api::{ApiServer, BOT, config_text};
+use common::percentile;
 use settle::{AttemptReport, Config, Intent, Ledger, Outcome};
 use tokio::sync::Mutex;
 
@@ -26,12 +27,6 @@ fn library_only() -> Option<usize> {
     std::env::var("SETTLE_BENCH_LIBRARY_ONLY")
         .ok()
         .and_then(|v| v.parse().ok())
-}
-
-fn percentile(v: &mut [Duration], p: f64) -> f64 {
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i].as_secs_f64() * 1e3
 }
 
 fn intent(key: &str) -> Intent {
@@ -238,13 +233,7 @@ async fn main() {
     let (sent, errors, mut lat) = sustained(&server.base, seconds).await;
     // the server's own time for each request of that minute, from its log lines
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut inside: Vec<Duration> = server
-        .log()
-        .lines()
-        .skip(logged)
-        .filter_map(|l| l.split("ms=").nth(1)?.trim().parse::<f64>().ok())
-        .map(|ms| Duration::from_secs_f64(ms / 1e3))
-        .collect();
+    let mut inside = server.times_logged(logged);
     let p99 = if lat.is_empty() {
         0.0
     } else {

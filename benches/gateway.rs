@@ -14,17 +14,11 @@ use std::time::{Duration, Instant};
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::Sim;
 use common::api::{ApiServer, BOT};
+use common::{Sim, percentile};
 use tokio::sync::Mutex;
 
 const CLIENTS: usize = 64;
-
-fn percentile(v: &mut [Duration], p: f64) -> f64 {
-    v.sort();
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i].as_secs_f64() * 1e3
-}
 
 /// Where a client sends: straight to the simulator, or through the gateway.
 #[derive(Clone)]
@@ -114,13 +108,7 @@ async fn main() {
     // the server's own time for each gateway request (the simulator's 20 ms inside it), from its
     // log lines: what the rest is, is the client's and the loopback's
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut inside: Vec<Duration> = server
-        .log()
-        .lines()
-        .skip(logged)
-        .filter_map(|l| l.split("ms=").nth(1)?.trim().parse::<f64>().ok())
-        .map(|ms| Duration::from_secs_f64(ms / 1e3))
-        .collect();
+    let mut inside = server.times_logged(logged);
     let (d50, d99) = (percentile(&mut d_lat, 0.5), percentile(&mut d_lat, 0.99));
     let (g50, g99) = (percentile(&mut g_lat, 0.5), percentile(&mut g_lat, 0.99));
     println!(

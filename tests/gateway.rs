@@ -9,14 +9,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::api::{ALL, ApiServer, BOT, config_text, sha256};
+use common::api::{ALL, ApiServer, BOT, TOOL, config_text, tool_automation};
 use common::{Raw, Sim, TestDb};
 use serde_json::{Value, json};
 
 /// The secret settle sends to the `tasks` simulator, from its own environment.
 const DEST_KEY: &str = "gw_dest_5ecret_key_7777";
-/// The token of `tool`, whose only workflow is onboarding.
-const TOOL: &str = "settle_7007700770077007700770077007700770077007700770077007700770077007";
 
 /// One gateway answer: status, headers, the body as text and as JSON.
 struct Answer {
@@ -95,28 +93,8 @@ fn held(sim: &Sim, key: &str) -> u64 {
     sim.tasks().1.get(key).copied().unwrap_or(0)
 }
 
-/// A staff action through the CLI, on the server's database and config.
-fn staff(s: &ApiServer, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
-        .arg("--db")
-        .arg(&s.db)
-        .arg("--config")
-        .arg(s.config_path())
-        .args(args)
-        .env("SETTLE_OPERATOR", "alice")
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "settle {args:?}: {text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 fn state(s: &ApiServer, key: &str) -> String {
-    let v: Value = serde_json::from_str(&staff(s, &["show", key, "--json"])).unwrap();
+    let v: Value = serde_json::from_str(&s.settle(&["show", key, "--json"])).unwrap();
     v["state"].as_str().unwrap().to_string()
 }
 
@@ -146,12 +124,7 @@ fn sims() -> Sims {
 
 fn server(db: &TestDb, sims: &Sims) -> ApiServer {
     let extra = format!(
-        r#"[automations.tool]
-token_sha256 = "{tool}"
-workflows = ["onboarding"]
-rate = "100000/s"
-burst = 100000
-[destinations.tasks]
+        r#"{tool}[destinations.tasks]
 url = "{tasks}/tasks"
 dedupes = false
 timeout = "5s"
@@ -183,7 +156,7 @@ timeout = "2s"
 [workflows.guarded]
 pause_when = {{ unresolved = 1 }}
 "#,
-        tool = sha256(TOOL),
+        tool = tool_automation(),
         tasks = sims.tasks.base,
         lost = sims.lost.base,
         dedupe = sims.dedupe.base,
@@ -220,7 +193,7 @@ async fn every_row_of_the_table(db: &TestDb) {
     assert_eq!(first.header("settle-state"), Some("succeeded"));
     assert!(!first.replayed());
     assert_eq!(held(&sims.tasks, "gw-1"), 1);
-    let shown: Value = serde_json::from_str(&staff(&s, &["show", "gw-1", "--json"])).unwrap();
+    let shown: Value = serde_json::from_str(&s.settle(&["show", "gw-1", "--json"])).unwrap();
     assert_eq!(
         (&shown["workflow"], &shown["step"]),
         (&json!("onboarding"), &json!("create_task")),
@@ -279,15 +252,8 @@ async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec
     assert_eq!(held(&sims.tasks, "gw-late"), 1);
 
     // a changed body under a key that waits for its retry: a conflict, an exception, not sent
-    let wait = gw(
-        &b,
-        TOOL,
-        "tasks",
-        Some("gw-conf"),
-        &task("A", Some("unavailable")),
-        &[],
-    )
-    .await;
+    let waiting = task("A", Some("unavailable"));
+    let wait = gw(&b, TOOL, "tasks", Some("gw-conf"), &waiting, &[]).await;
     assert_eq!(wait.status, 503, "{}", wait.text);
     assert_eq!(wait.header("settle-state"), Some("retry_wait"));
     let sent = requests(&sims.tasks).await;
@@ -295,15 +261,7 @@ async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec
     other.error(422, "conflict");
     assert_eq!(other.header("settle-state"), Some("conflict"));
     assert_eq!(state(s, "gw-conf"), "conflict");
-    let repeat = gw(
-        &b,
-        TOOL,
-        "tasks",
-        Some("gw-conf"),
-        &task("A", Some("unavailable")),
-        &[],
-    )
-    .await;
+    let repeat = gw(&b, TOOL, "tasks", Some("gw-conf"), &waiting, &[]).await;
     repeat.error(422, "conflict");
     assert_eq!(requests(&sims.tasks).await, sent);
     seen.extend([during.text, other.text, repeat.text]);
@@ -329,7 +287,7 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     assert_eq!(requests(&sims.tasks).await, sent, "not resent");
     let (_, by_key) = sims.tasks.tasks();
     assert_eq!(by_key.get("gw-drop"), Some(&1));
-    staff(s, &["reconcile", "gw-drop", "--found", "T-dropped"]);
+    s.settle(&["reconcile", "gw-drop", "--found", "T-dropped"]);
     let replay = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
     assert_eq!(
         (replay.status, replay.replayed()),
@@ -348,12 +306,12 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[])
         .await
         .error(409, "outcome_unknown");
-    staff(s, &["reconcile", "gw-lost", "--absent"]);
+    s.settle(&["reconcile", "gw-lost", "--absent"]);
     gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[])
         .await
         .error(409, "claimed");
     assert_eq!(requests(&sims.lost).await, 1, "held while claimed");
-    staff(s, &["release", "gw-lost"]);
+    s.settle(&["release", "gw-lost"]);
     let resent = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
     assert_eq!(resent.status, 201, "{}", resent.text);
     assert_eq!(
@@ -387,7 +345,7 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
         next.text
     );
     assert_eq!(requests(&sims.tasks).await, sent + 1);
-    staff(s, &["resume", "--destination", "noauth"]);
+    s.settle(&["resume", "--destination", "noauth"]);
 
     // a deduplicating destination: the unknown waits for its retry and is sent again, same key
     let body = task("Deduplicated", None);
@@ -450,19 +408,16 @@ async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<
     assert_eq!(requests(&sims.tasks).await, sent + 1, "sent once due");
 
     // a paused workflow, a paused destination: 503 paused, nothing sent, sent after resume
-    staff(s, &["pause", "onboarding", "--reason", "incident"]);
+    s.settle(&["pause", "onboarding", "--reason", "incident"]);
     let body = task("Paused", None);
     let paused = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
     assert!(paused.error(503, "paused").contains("onboarding"));
-    staff(s, &["resume", "onboarding"]);
-    staff(
-        s,
-        &["pause", "--destination", "tasks", "--reason", "maintenance"],
-    );
+    s.settle(&["resume", "onboarding"]);
+    s.settle(&["pause", "--destination", "tasks", "--reason", "maintenance"]);
     let paused = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
     assert!(paused.error(503, "paused").contains("destination tasks"));
     assert_eq!(requests(&sims.tasks).await, sent + 1);
-    staff(s, &["resume", "--destination", "tasks"]);
+    s.settle(&["resume", "--destination", "tasks"]);
     let resumed = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
     assert_eq!(resumed.status, 201, "{}", resumed.text);
 
@@ -527,7 +482,7 @@ async fn bad_requests(s: &ApiServer) {
         .await
         .unwrap();
     assert_eq!(bad.status(), 400);
-    let listed = staff(s, &["list", "--all", "--json"]);
+    let listed = s.settle(&["list", "--all", "--json"]);
     assert!(listed.contains("gw-1"), "the list holds what was recorded");
     assert!(!listed.contains("gw-x"), "nothing recorded: {listed}");
 }
@@ -565,7 +520,7 @@ async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
     texts.push(s.log());
     texts.push(s.stderr());
     for key in ["gw-1", "gw-drop", "gw-echo", "gw-rej"] {
-        texts.push(staff(s, &["show", key, "--json"]));
+        texts.push(s.settle(&["show", key, "--json"]));
     }
     let mut raw = Raw::connect(&s.db).await;
     for sql in [
@@ -595,19 +550,14 @@ async fn the_dispatcher_and_the_gateway_never_both_send(db: &TestDb) {
         "--fault-first-only",
     ]);
     let extra = format!(
-        r#"[automations.tool]
-token_sha256 = "{}"
-workflows = ["onboarding"]
-rate = "100000/s"
-burst = 100000
-[destinations.tasks]
+        r#"{}[destinations.tasks]
 url = "{}/tasks"
 dedupes = false
 base = "10ms"
 cap = "1s"
 timeout = "2s"
 "#,
-        sha256(TOOL),
+        tool_automation(),
         sim.base
     );
     let s = ApiServer::start_env(&db.url, &config_text(&extra), &[], &[]);
@@ -657,7 +607,7 @@ timeout = "2s"
     );
     let mut by_whom = BTreeMap::new();
     for (k, reference) in keys.iter().zip(&references) {
-        let v: Value = serde_json::from_str(&staff(&s, &["show", k, "--json"])).unwrap();
+        let v: Value = serde_json::from_str(&s.settle(&["show", k, "--json"])).unwrap();
         assert_eq!(v["state"], "succeeded", "{k}");
         assert_eq!(
             reference.as_deref(),

@@ -12,11 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::api::{ApiServer, config_text, sha256};
+use common::api::{ApiServer, TOOL, config_text, tool_automation};
 use common::{Sim, TestDb, env_count};
 use serde_json::{Value, json};
-
-const TOOL: &str = "settle_d811d811d811d811d811d811d811d811d811d811d811d811d811d811d811d811";
 
 /// What one operation's client saw: the reference it holds (from a 2xx), and its requests.
 #[derive(Debug, Default)]
@@ -111,31 +109,13 @@ async fn round(base: &str, keys: &[String]) -> HashMap<String, Seen> {
     all
 }
 
-fn settle(s: &ApiServer, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
-        .arg("--db")
-        .arg(&s.db)
-        .arg("--config")
-        .arg(s.config_path())
-        .args(args)
-        .env("SETTLE_OPERATOR", "alice")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "settle {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The ledger's state and reference of every operation.
 fn ledger(s: &ApiServer, only_exceptions: bool) -> BTreeMap<String, (String, Option<String>)> {
     let mut args = vec!["list", "--json", "--limit", "100000"];
     if !only_exceptions {
         args.push("--all");
     }
-    let v: Value = serde_json::from_str(&settle(s, &args)).unwrap();
+    let v: Value = serde_json::from_str(&s.settle(&args)).unwrap();
     v.as_array()
         .unwrap()
         .iter()
@@ -177,17 +157,12 @@ async fn blind_retries_make_no_duplicates(db: &TestDb) {
         "2s",
     ]);
     let extra = format!(
-        r#"[automations.tool]
-token_sha256 = "{}"
-workflows = ["onboarding"]
-rate = "100000/s"
-burst = 100000
-[destinations.tasks]
+        r#"{}[destinations.tasks]
 url = "{}/tasks"
 dedupes = false
 timeout = "1500ms"
 "#,
-        sha256(TOOL),
+        tool_automation(),
         sim.base
     );
     let s = ApiServer::start_with(&db.url, &config_text(&extra), &[]);
@@ -239,10 +214,7 @@ timeout = "1500ms"
     }
     let file = s.dir.path().join("sim-records.csv");
     std::fs::write(&file, csv).unwrap();
-    settle(
-        &s,
-        &["reconcile", "--from", file.to_str().unwrap(), "--yes"],
-    );
+    s.settle(&["reconcile", "--from", file.to_str().unwrap(), "--yes"]);
     assert!(
         ledger(&s, true).is_empty(),
         "the queue is empty after the reconcile"

@@ -27,7 +27,7 @@ const INTENT_FIELDS: [&str; 8] = [
 ];
 
 /// The operation as it stood after a write: as the group knew it, else asked.
-async fn view_after(
+pub(super) async fn view_after(
     caller: &Caller,
     key: &str,
     known: Option<Box<OperationView>>,

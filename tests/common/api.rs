@@ -16,6 +16,17 @@ pub const SLOW: &str = "settle_5555555555555555555555555555555555555555555555555
 /// The token of `all`, for every workflow.
 pub const ALL: &str = "settle_a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a11a1";
 
+/// The token of `tool` in [`tool_automation`], whose only workflow is onboarding.
+pub const TOOL: &str = "settle_7007700770077007700770077007700770077007700770077007700770077007";
+
+/// `[automations.tool]`: [`TOOL`], the one workflow onboarding, no rate to speak of.
+pub fn tool_automation() -> String {
+    format!(
+        "[automations.tool]\ntoken_sha256 = \"{}\"\nworkflows = [\"onboarding\"]\nrate = \"100000/s\"\nburst = 100000\n",
+        sha256(TOOL)
+    )
+}
+
 pub fn sha256(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
@@ -118,6 +129,37 @@ impl ApiServer {
         if let Some(mut c) = self.child.take() {
             c.kill_9();
         }
+    }
+
+    /// `settle ARGS` on the server's database and config, as operator alice: its stdout. A
+    /// command that fails fails the test, with what it said.
+    pub fn settle(&self, args: &[&str]) -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_settle"))
+            .arg("--db")
+            .arg(&self.db)
+            .arg("--config")
+            .arg(self.config_path())
+            .args(args)
+            .env("SETTLE_OPERATOR", "alice")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "settle {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    }
+
+    /// The server's own time for each request it logged after the first `skip` lines.
+    pub fn times_logged(&self, skip: usize) -> Vec<std::time::Duration> {
+        self.log()
+            .lines()
+            .skip(skip)
+            .filter_map(|l| l.split("ms=").nth(1)?.trim().parse::<f64>().ok())
+            .map(|ms| std::time::Duration::from_secs_f64(ms / 1e3))
+            .collect()
     }
 
     /// Starts (again) on the same database and config, on a new free port.

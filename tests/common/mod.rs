@@ -642,3 +642,10 @@ pub fn parse_prometheus(
     }
     samples
 }
+
+/// The `p` quantile of some latencies, in milliseconds (sorts them).
+pub fn percentile(v: &mut [std::time::Duration], p: f64) -> f64 {
+    v.sort();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i].as_secs_f64() * 1e3
+}

@@ -134,15 +134,18 @@ async fn rejection(caller: &Caller, view: &OperationView) -> Failure {
     )
 }
 
+/// Seconds until the operation's next attempt is due; `None` when it is due now, or has none.
+fn until_due(view: &OperationView) -> Option<f64> {
+    view.next_attempt_at
+        .map(|t| (t - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0)
+        .filter(|w| *w > 0.0)
+}
+
 /// 503 before the next attempt is due, while the workflow is at its threshold, or while the
 /// destination's retry budget is spent.
 fn not_due(view: &OperationView, why: Option<&str>) -> Failure {
     let key = &view.key;
-    let wait = view
-        .next_attempt_at
-        .map(|t| (t - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0)
-        .filter(|w| *w > 0.0);
-    match (wait, why) {
+    match (until_due(view), why) {
         (Some(wait), _) => Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -201,10 +204,7 @@ pub fn mark(response: &mut Response, view: &OperationView, replayed: bool) {
         h.insert("settle-replayed", HeaderValue::from_static("true"));
     }
     if view.state == State::RetryWait && !h.contains_key(header::RETRY_AFTER) {
-        let wait = view
-            .next_attempt_at
-            .map(|t| (t - chrono::Utc::now()).num_milliseconds().max(0) as f64 / 1000.0)
-            .unwrap_or(0.0);
+        let wait = until_due(view).unwrap_or(0.0);
         h.insert(
             header::RETRY_AFTER,
             HeaderValue::from(wait.ceil().max(1.0) as u64),

@@ -35,6 +35,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::answer::{Answer, Failure};
 use super::body::bytes;
+use super::writes::view_after;
 use super::{Api, Caller};
 use crate::dispatch::{Endpoint, HttpDestination, Raw};
 use crate::domain::{Outcome, State as OpState};
@@ -169,7 +170,8 @@ pub async fn send(
     // Sent and recorded in a task of its own: a caller that hangs up (its own timeout, as a
     // tool's retry begins) cancels this handler, never the attempt it started, which would
     // otherwise stay in flight until the sweep.
-    let sent = tokio::spawn(send_and_record(api, caller, dest, row));
+    let wait = endpoint.timeout.as_secs().max(1);
+    let sent = tokio::spawn(send_and_record(api, caller, dest, row, wait));
     let (view, report, raw) = match sent.await {
         Ok(done) => done?,
         Err(_) => {
@@ -186,15 +188,16 @@ async fn send_and_record(
     caller: Caller,
     dest: Arc<HttpDestination>,
     row: StartedOp,
+    // the Retry-After of an outcome that could not be recorded: the destination's timeout
+    wait: u64,
 ) -> Result<(OperationView, AttemptReport, Option<Raw>), Failure> {
     let scrub = caller.ledger.answer_scrubber(&row);
     let (mut finished, raw) =
         crate::dispatch::attempt(&api.gateway.client, &dest, &row, &scrub).await;
     finished.report.attempt = Some(row.attempt);
-    let timeout = dest
-        .sender(&row.action)
-        .map_or(1, |e| e.timeout.as_secs().max(1));
-    let view = report(&api, &caller, finished.clone()).await.map_err(|e| {
+    let view = report(&api, &caller, &row.destination, finished.clone())
+        .await
+        .map_err(|e| {
         Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -207,7 +210,7 @@ async fn send_and_record(
                 }
             ),
         )
-        .retry_after(timeout)
+        .retry_after(wait)
     })?;
     Ok((view, finished.report, raw))
 }
@@ -221,7 +224,7 @@ async fn started_attempt(
 ) -> Result<Result<(u32, OperationView), (OperationView, Option<String>)>, Failure> {
     match started {
         Ok(s) => {
-            let view = after(caller, key, s.view).await?;
+            let view = view_after(caller, key, s.view).await?;
             match s.written {
                 Written::Started(applied, n)
                     if applied.kind.is_some() && applied.to == OpState::InFlight =>
@@ -248,23 +251,12 @@ async fn write(
     api.writer.write(&caller.ledger, &caller.name, write).await
 }
 
-/// The operation after a write: as the group knew it, else asked.
-async fn after(
-    caller: &Caller,
-    key: &str,
-    known: Option<Box<OperationView>>,
-) -> Result<OperationView, Failure> {
-    match known {
-        Some(v) => Ok(*v),
-        None => Ok(caller.ledger.operation(key, &caller.name).await?),
-    }
-}
-
 /// Records a sent attempt's outcome, as a dispatcher's round would: through the group writer,
 /// or, with a lookup's answer or a pause to record beside it, as a round of its own.
 async fn report(
     api: &Api,
     caller: &Caller,
+    destination: &str,
     finished: Finished,
 ) -> crate::error::Result<OperationView> {
     let key = finished.report.key.clone();
@@ -274,17 +266,12 @@ async fn report(
             return Ok(*v);
         }
     } else {
-        let destination = caller
-            .ledger
-            .operation(&key, &caller.name)
-            .await?
-            .destination;
         let round = caller
             .ledger
             .round_knowing(
                 std::slice::from_ref(&finished),
                 &Default::default(),
-                &[destination],
+                &[destination.to_string()],
                 0,
                 &caller.name,
             )
