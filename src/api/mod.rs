@@ -103,7 +103,7 @@ pub fn router(ledger: Ledger, lanes: usize) -> (axum::Router, Api) {
             ledger.config(),
         )))),
         max_body: ledger.config().max_body,
-        writer: Writer::new(lanes),
+        writer: Writer::new(&ledger, lanes),
         rates: Arc::default(),
         gateway: Arc::new(gateway::Gateway::new(&ledger)),
         ledger,

@@ -47,7 +47,7 @@ use record::recorded_event;
 pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
 pub use bulk::{BulkPreview, BulkReport};
-pub use group::{GROUP as WRITE_GROUP, Writer};
+pub use group::{GROUP as WRITE_GROUP, Judged, Writer};
 pub use group_writes::{Answered, Write, Written};
 pub use ingest::{IngestProblem, IngestReport};
 pub use list::{ListFilter, Page, Position, Scope, Sort};
@@ -128,6 +128,14 @@ impl Ledger {
     /// Opens (and migrates) the database at `url`.
     pub async fn open(url: &str, config: Config) -> Result<Ledger> {
         Ledger::open_with(url, config, store::Profile::Batch).await
+    }
+
+    /// This handle on another store of the same database (a writer's own connection).
+    pub(crate) fn on_store(&self, store: Store) -> Ledger {
+        Ledger {
+            store,
+            ..self.clone()
+        }
     }
 
     /// Opens the ledger for the console: a long-running reader whose memory stays flat.

@@ -244,6 +244,32 @@ impl Store {
         Ok(store)
     }
 
+    /// A store of its own on the same database for one writer (the HTTP API's lanes): its
+    /// connection (and a second for a read inside its transaction: a threshold's stalled runs),
+    /// made on the runtime that calls this (each lane runs on a thread and a runtime
+    /// of its own, so that its round trips never wait behind the requests the server answers),
+    /// and not pinged before each transaction (a dead connection fails the group, whose writes
+    /// are then run alone on a new one). Nothing is migrated: the main store did that.
+    pub(crate) fn for_writer(&self) -> Store {
+        let pool = match &self.pool {
+            Pool::Sqlite(p) => Pool::Sqlite(p.sibling(2)),
+            Pool::Postgres(p) => Pool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(2)
+                    .min_connections(0)
+                    .idle_timeout(None)
+                    .test_before_acquire(false)
+                    .acquire_timeout(p.options().get_acquire_timeout())
+                    .connect_lazy_with((*p.connect_options()).clone()),
+            ),
+        };
+        Store {
+            pool,
+            shown_url: self.shown_url.clone(),
+            url: self.url.clone(),
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         match self.pool {
             Pool::Sqlite(_) => Backend::Sqlite,

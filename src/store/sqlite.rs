@@ -88,6 +88,12 @@ impl Pool {
         }))
     }
 
+    /// A pool of at most `max` connections of its own on the same file.
+    pub(crate) fn sibling(&self, max: u32) -> Pool {
+        let s = &self.0;
+        Pool::new(&s.path, s.cache_kib, s.read_only, max, s.acquire_timeout)
+    }
+
     fn open(&self) -> Result<Connection> {
         let s = &self.0;
         let flags = if s.read_only {
