@@ -221,7 +221,12 @@ async fn an_outcome_is_answered_at_its_decision(db: &TestDb) {
         run: None,
     };
     let (r, s) = writer
-        .write_two(&ledger, "bot", Write::Record(intent), Write::Start("early-1".into()))
+        .write_two(
+            &ledger,
+            "bot",
+            Write::Record(intent),
+            Write::Start("early-1".into()),
+        )
         .await;
     r.unwrap();
     s.unwrap();
@@ -236,7 +241,11 @@ async fn an_outcome_is_answered_at_its_decision(db: &TestDb) {
         Ok(judged) => judged,
         Err(_) => panic!("an outcome on a stored operation is answered at its decision"),
     };
-    let early = judged.answered.view.clone().expect("the operation after it");
+    let early = judged
+        .answered
+        .view
+        .clone()
+        .expect("the operation after it");
     assert_eq!(early.state.to_string(), "succeeded");
     assert_eq!(early.reference.as_deref(), Some("T-77"));
     let committed = judged.committed().await.unwrap();
@@ -254,6 +263,65 @@ async fn an_outcome_is_answered_at_its_decision(db: &TestDb) {
         "{:?}",
         refused.map(|r| r.is_ok())
     );
+}
+
+/// On SQLite a writer lane's commits leave the WAL to a checkpointer thread of their own (a
+/// checkpoint inside a commit stalled every write behind it): the written pages still reach the
+/// database file while the lane runs, with no other connection committing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_lanes_wal_is_checkpointed_beside_it() {
+    use settle::ledger::{Write, Writer};
+    let db = common::sqlite();
+    let ledger = settle::Ledger::open_server(
+        &db.url,
+        settle::Config::parse(&config_text(""), "t").unwrap(),
+    )
+    .await
+    .unwrap();
+    let file = std::path::PathBuf::from(db.url.trim_start_matches("sqlite://"));
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let before = size(&file);
+    let writer = Writer::new(&ledger, 1);
+    let tasks: Vec<_> = (0..16)
+        .map(|t| {
+            let (l, w) = (ledger.clone(), writer.clone());
+            tokio::spawn(async move {
+                for i in 0..100 {
+                    let key = format!("wal-{t}-{i}");
+                    let intent = settle::Intent {
+                        key: key.clone(),
+                        workflow: "onboarding".into(),
+                        step: "s".into(),
+                        destination: "crm".into(),
+                        action: "a".into(),
+                        payload: json!({"n": i, "pad": "x".repeat(400)}),
+                        run: None,
+                    };
+                    let (r, s) = w
+                        .write_two(&l, "bot", Write::Record(intent), Write::Start(key))
+                        .await;
+                    r.unwrap();
+                    s.unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let wal = file.with_extension("db-wal");
+    assert!(size(&wal) > 0, "the lane wrote through the WAL");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while size(&file) < before + 1_000_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the database file stayed at {} bytes (from {before}; WAL {} bytes): no checkpoint",
+            size(&file),
+            size(&wal)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(writer);
 }
 
 both_backends!(

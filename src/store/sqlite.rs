@@ -26,6 +26,8 @@ struct Shared {
     idle: Mutex<Vec<Connection>>,
     gate: Arc<Semaphore>,
     acquire_timeout: Duration,
+    /// Whether this pool's commits leave the WAL's checkpoints to [`checkpoints`].
+    no_checkpoints: bool,
 }
 
 /// A few connections to one database file, opened as they are needed and kept.
@@ -70,6 +72,36 @@ impl Drop for Conn {
     }
 }
 
+/// The checkpoints of a pool that makes none itself, on a thread of their own: every 100 ms, as
+/// much of the WAL as no reader still needs is copied into the database (`PASSIVE`: it never
+/// waits for a reader or a writer, and takes no writer's lock), until the pool is gone. Whether
+/// the thread started.
+fn checkpoints(pool: std::sync::Weak<Shared>) -> bool {
+    let spawned = std::thread::Builder::new()
+        .name("settle-checkpoints".into())
+        .spawn(move || {
+            let mut conn: Option<Connection> = None;
+            loop {
+                std::thread::sleep(Duration::from_millis(100));
+                let Some(shared) = pool.upgrade() else { return };
+                if conn.is_none() {
+                    conn = Connection::open(&shared.path).ok();
+                }
+                drop(shared);
+                if let Some(c) = &conn
+                    && let Err(e) = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                {
+                    tracing::warn!(error = %e, "the WAL's checkpoint failed; trying again");
+                    conn = None;
+                }
+            }
+        });
+    if let Err(e) = &spawned {
+        tracing::warn!(error = %e, "the WAL's checkpoints could not start a thread: left to commits");
+    }
+    spawned.is_ok()
+}
+
 impl Pool {
     pub(crate) fn new(
         path: &Path,
@@ -85,13 +117,36 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             gate: Arc::new(Semaphore::new(max as usize)),
             acquire_timeout,
+            no_checkpoints: false,
         }))
     }
 
-    /// A pool of at most `max` connections of its own on the same file.
+    /// A pool of at most `max` connections of its own on the same file, for one busy writer: its
+    /// commits never copy the WAL back into the database (a checkpoint, with its sync of the
+    /// file, inside a commit stalled every write queued behind it); a thread of its own does
+    /// that while the pool lives ([`checkpoints`]).
     pub(crate) fn sibling(&self, max: u32) -> Pool {
         let s = &self.0;
-        Pool::new(&s.path, s.cache_kib, s.read_only, max, s.acquire_timeout)
+        let make = |no_checkpoints| {
+            Pool(Arc::new(Shared {
+                path: s.path.clone(),
+                cache_kib: s.cache_kib,
+                read_only: s.read_only,
+                idle: Mutex::new(Vec::new()),
+                gate: Arc::new(Semaphore::new(max as usize)),
+                acquire_timeout: s.acquire_timeout,
+                no_checkpoints,
+            }))
+        };
+        if s.read_only {
+            return make(false);
+        }
+        // no connection is open yet: where the thread cannot start, the pool checkpoints itself
+        let pool = make(true);
+        match checkpoints(Arc::downgrade(&pool.0)) {
+            true => pool,
+            false => make(false),
+        }
     }
 
     fn open(&self) -> Result<Connection> {
@@ -111,8 +166,9 @@ impl Pool {
         };
         conn.execute_batch(&format!(
             "{wal} PRAGMA busy_timeout = 15000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
-             PRAGMA cache_size = {}",
-            s.cache_kib
+             PRAGMA cache_size = {}; PRAGMA wal_autocheckpoint = {}",
+            s.cache_kib,
+            if s.no_checkpoints { 0 } else { 1000 }
         ))
         .map_err(err)?;
         // the statements of a round and a page, one per size of VALUES list they meet
