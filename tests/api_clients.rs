@@ -199,72 +199,6 @@ async fn one_attempt_at_a_time_under_64_clients(db: &TestDb) {
     );
 }
 
-/// The gateway's outcome write (`Writer::write_early`): answered at its decision with what the
-/// operation comes to, the same answer once its group commits, and in the ledger then; a report
-/// the rules refuse is not answered early but with the refusal.
-async fn an_outcome_is_answered_at_its_decision(db: &TestDb) {
-    use settle::ledger::{Write, Writer};
-    let ledger = settle::Ledger::open_server(
-        &db.url,
-        settle::Config::parse(&config_text(""), "t").unwrap(),
-    )
-    .await
-    .unwrap();
-    let writer = Writer::new(&ledger, 1);
-    let intent = settle::Intent {
-        key: "early-1".into(),
-        workflow: "onboarding".into(),
-        step: "create_task".into(),
-        destination: "crm".into(),
-        action: "create_task".into(),
-        payload: json!({"n": 1}),
-        run: None,
-    };
-    let (r, s) = writer
-        .write_two(
-            &ledger,
-            "bot",
-            Write::Record(intent),
-            Write::Start("early-1".into()),
-        )
-        .await;
-    r.unwrap();
-    s.unwrap();
-    let report = |attempt| settle::AttemptReport {
-        key: "early-1".into(),
-        attempt: Some(attempt),
-        outcome: Some(settle::Outcome::Accepted),
-        reference: Some("T-77".into()),
-        ..Default::default()
-    };
-    let judged = match writer.write_early(&ledger, "bot", report(1)).await.unwrap() {
-        Ok(judged) => judged,
-        Err(_) => panic!("an outcome on a stored operation is answered at its decision"),
-    };
-    let early = judged
-        .answered
-        .view
-        .clone()
-        .expect("the operation after it");
-    assert_eq!(early.state.to_string(), "succeeded");
-    assert_eq!(early.reference.as_deref(), Some("T-77"));
-    let committed = judged.committed().await.unwrap();
-    assert_eq!(
-        committed.view.map(|v| v.state.to_string()).as_deref(),
-        Some("succeeded")
-    );
-    let stored = ledger.operation("early-1", "bot").await.unwrap();
-    assert_eq!(stored.state.to_string(), "succeeded");
-    assert_eq!(stored.reference.as_deref(), Some("T-77"));
-    // attempt 2 was never started: refused, and said so only with the group
-    let refused = writer.write_early(&ledger, "bot", report(2)).await;
-    assert!(
-        matches!(refused, Err(settle::Error::Refused(_))),
-        "{:?}",
-        refused.map(|r| r.is_ok())
-    );
-}
-
 /// On SQLite a writer lane's commits leave the WAL to a checkpointer thread of their own (a
 /// checkpoint inside a commit stalled every write behind it): the written pages still reach the
 /// database file while the lane runs, with no other connection committing.
@@ -325,7 +259,6 @@ async fn a_writer_lanes_wal_is_checkpointed_beside_it() {
 }
 
 both_backends!(
-    an_outcome_is_answered_at_its_decision,
     the_readme_python_over_http,
     the_readme_curl_over_http,
     one_attempt_at_a_time_under_64_clients

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::change::Ask;
 use super::group_writes::{Answered, Prepared, Write, Written};
-use super::{AttemptReport, Ledger, Recorded};
+use super::{Ledger, Recorded};
 use crate::error::{Error, Result};
 use crate::store::{self, Store, Tried, Tx};
 
@@ -42,21 +42,6 @@ struct Job {
     actor: String,
     write: Prepared,
     reply: oneshot::Sender<Result<Answered>>,
-    /// Told an attempt's outcome once judged ([`Writer::write_early`]); else dropped unanswered.
-    early: Option<oneshot::Sender<Answered>>,
-}
-
-/// An outcome as the lane judged it, before its group committed.
-pub struct Judged {
-    pub answered: Answered,
-    committed: oneshot::Receiver<Result<Answered>>,
-}
-
-impl Judged {
-    /// The write as its group's commit left it: the same answer, or why it is not in the ledger.
-    pub async fn committed(self) -> Result<Answered> {
-        self.committed.await.map_err(|_| stopped())?
-    }
 }
 
 /// Hands writes to the lanes; cheap to clone. The lanes end when every clone is dropped.
@@ -106,30 +91,6 @@ impl Writer {
         let (lane, job, answer) = self.job(ledger, actor, write)?;
         self.lanes[lane].send(job).await.map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
-    }
-
-    /// An attempt's outcome by `actor`, answered as soon as its lane has judged it (what the
-    /// operation comes to), with the commit still to come: [`Judged::committed`] says how the
-    /// group's commit went. Where the lane judges it only with its group (an operation made in
-    /// the same group), the answer is the committed one. The gateway hands a destination's answer
-    /// on at the decision (see `api::gateway`).
-    pub async fn write_early(
-        &self,
-        ledger: &Ledger,
-        actor: &str,
-        report: AttemptReport,
-    ) -> Result<std::result::Result<Judged, Answered>> {
-        let (lane, mut job, answer) = self.job(ledger, actor, Write::Attempt(report))?;
-        let (early, decided) = oneshot::channel();
-        job.early = Some(early);
-        self.lanes[lane].send(job).await.map_err(|_| stopped())?;
-        match decided.await {
-            Ok(answered) => Ok(Ok(Judged {
-                answered,
-                committed: answer,
-            })),
-            Err(_) => Ok(Err(answer.await.map_err(|_| stopped())??)),
-        }
     }
 
     /// Two writes of one key, `first` then `then`, queued together: they share a group (and so a
@@ -197,7 +158,6 @@ impl Writer {
             actor: actor.to_string(),
             write,
             reply,
-            early: None,
         };
         Ok((lane, job, answer))
     }
@@ -300,9 +260,9 @@ impl Job {
 }
 
 /// One group: one transaction for all, or each alone where the group could not stand (`false`).
-async fn run_group(mut jobs: Vec<Job>) -> bool {
+async fn run_group(jobs: Vec<Job>) -> bool {
     let mut whole = true;
-    let results = match together(&mut jobs).await {
+    let results = match together(&jobs).await {
         Some(r) => r,
         None => {
             whole = false;
@@ -332,10 +292,7 @@ async fn run_group(mut jobs: Vec<Job>) -> bool {
 /// The group in one transaction: each write's answer, or `None` where the group must be run
 /// write by write (see the module's design). Each caller's writes are one batch of the
 /// transaction (`write_batch`); a failed commit answers every write with it.
-async fn together(jobs: &mut [Job]) -> Option<Vec<Result<Answered>>> {
-    let mut early: Vec<Option<oneshot::Sender<Answered>>> =
-        jobs.iter_mut().map(|j| j.early.take()).collect();
-    let jobs = &*jobs;
+async fn together(jobs: &[Job]) -> Option<Vec<Result<Answered>>> {
     let store = &jobs[0].ledger.store;
     let mut tx = store.begin().await.ok()?;
     // the group's statements are lookups by key, as a round's are (see `Tx::lookups_by_key`)
@@ -353,15 +310,7 @@ async fn together(jobs: &mut [Job]) -> Option<Vec<Result<Answered>>> {
             .collect();
         let writes: Vec<&Prepared> = mine.iter().map(|i| &jobs[*i].write).collect();
         let ledger = &jobs[mine[0]].ledger;
-        let mut decided = |i: usize, answered: Answered| {
-            if let Some(tell) = early[mine[i]].take() {
-                let _ = tell.send(answered);
-            }
-        };
-        match ledger
-            .write_batch(&mut tx, caller, &writes, &mut decided)
-            .await
-        {
+        match ledger.write_batch(&mut tx, caller, &writes).await {
             Ok(Some(answers)) => {
                 for (i, a) in mine.into_iter().zip(answers) {
                     results[i] = Some(a);

@@ -76,14 +76,11 @@ pub(super) type Batch = Option<Vec<Result<Answered>>>;
 
 impl Ledger {
     /// `writes`, all by `actor` through this handle, in `tx` (see the module's design).
-    /// `decided` hears, as soon as it is judged, each outcome of an attempt on a stored
-    /// operation (by the write's index in `writes`): what it comes to once the group commits.
     pub(super) async fn write_batch(
         &self,
         tx: &mut Tx,
         actor: &str,
         writes: &[&Prepared],
-        decided: &mut (dyn FnMut(usize, Answered) + Send),
     ) -> Result<Batch> {
         let now = self.now();
         let mut keys: Vec<&str> = writes.iter().map(|w| w.key()).collect();
@@ -111,7 +108,7 @@ impl Ledger {
         let mut outcomes = Vec::with_capacity(writes.len());
         let mut after: Vec<Option<(i64, Op)>> = Vec::with_capacity(writes.len());
         let mut fresh = fresh.iter();
-        for (i, w) in writes.iter().enumerate() {
+        for w in writes {
             let key = w.key();
             let outcome = match w {
                 Prepared::Record(..) if !ops.contains_key(key) => {
@@ -153,15 +150,6 @@ impl Ledger {
                 }
             };
             after.push(ops.get(key).map(|(id, op)| (*id, op.clone().into_owned())));
-            if let (Prepared::Attempt(_), Ok(written), Some(Some((id, op)))) =
-                (w, &outcome, after.last())
-                && *id > 0
-            {
-                decided(
-                    i,
-                    self.answer_of(written.clone(), *id, op.clone(), &paused, actor, now),
-                );
-            }
             outcomes.push(outcome);
         }
         let Some(made_ids) = self
@@ -196,37 +184,20 @@ impl Ledger {
             .into_iter()
             .zip(after)
             .map(|(outcome, op)| {
-                outcome.map(|written| match op {
-                    Some((id, op)) => self.answer_of(written, real(id), op, paused, actor, now),
-                    None => Answered {
-                        written,
-                        view: None,
-                    },
+                outcome.map(|written| Answered {
+                    written,
+                    view: op.map(|(id, op)| {
+                        let cursor = Cursor {
+                            group: None,
+                            at: ms(op.created_at),
+                            id: real(id),
+                        };
+                        let flags = paused_of(paused, &op);
+                        Box::new(self.view(op, cursor, actor, flags, now))
+                    }),
                 })
             })
             .collect()
-    }
-
-    /// One write's answer: what it came to, and the operation (numbered `id`) after it.
-    fn answer_of(
-        &self,
-        written: Written,
-        id: i64,
-        op: Op,
-        paused: &PauseFlags,
-        actor: &str,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Answered {
-        let cursor = Cursor {
-            group: None,
-            at: ms(op.created_at),
-            id,
-        };
-        let flags = paused_of(paused, &op);
-        Answered {
-            written,
-            view: Some(Box::new(self.view(op, cursor, actor, flags, now))),
-        }
     }
 
     /// Whether the group must run write by write: it starts an operation of a workflow with a

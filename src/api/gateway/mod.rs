@@ -261,19 +261,8 @@ async fn report(
 ) -> crate::error::Result<OperationView> {
     let key = finished.report.key.clone();
     if finished.lookup.is_none() && finished.pause_destination.is_none() {
-        let done = match api
-            .writer
-            .write_early(&caller.ledger, &caller.name, finished.report)
-            .await?
-        {
-            Ok(decided) => {
-                let view = decided.answered.view.clone();
-                tokio::spawn(watch_commit(key.clone(), decided));
-                view
-            }
-            Err(done) => done.view,
-        };
-        if let Some(v) = done {
+        let done = write(api, caller, Write::Attempt(finished.report)).await?;
+        if let Some(v) = done.view {
             return Ok(*v);
         }
     } else {
@@ -292,19 +281,6 @@ async fn report(
         }
     }
     caller.ledger.operation(&key, &caller.name).await
-}
-
-/// Waits for the commit of an outcome whose answer went out at its decision. One that does not
-/// commit leaves the operation in flight, to be swept to an unknown outcome (the caller has the
-/// destination's answer; a person reconciles it); it is said in the log, never silently.
-async fn watch_commit(key: String, decided: crate::ledger::Judged) {
-    if let Err(e) = decided.committed().await {
-        tracing::error!(
-            key = %key,
-            error = %e,
-            "gateway: the destination's answer was handed on, but its outcome was not recorded: the operation stays in flight until the sweep makes it an unknown outcome"
-        );
-    }
 }
 
 /// The answer to the request that was sent: the destination's own status and body; a timeout
