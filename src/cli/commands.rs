@@ -293,6 +293,17 @@ pub enum Cmd {
     /// Sweep attempts that outlived their timeout (retried where the destination deduplicates,
     /// else unknown)
     Sweep,
+    /// Remove terminal operations past [retention]; their keys answer until key_horizon
+    Prune {
+        /// Count what would be removed; remove nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// First append every removed operation here, a `show --json` document a line
+        #[arg(long, value_name = "FILE")]
+        archive: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// A run of a workflow (SPEC 19): `run show RUN` gives its state, its safe next step and
     /// its steps in order; `run claim|release RUN`, `run note RUN TEXT` and
     /// `run close RUN --resolution R --note TEXT` act on the run as a whole

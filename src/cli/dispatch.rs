@@ -39,5 +39,6 @@ pub(crate) async fn dispatch(
         Cmd::Report { .. } | Cmd::Init | Cmd::Dispatch { .. } | Cmd::Lookup { .. } | Cmd::Sweep => {
             reads::run_work(ledger, command, operator).await
         }
+        Cmd::Prune { .. } => reads::prune(ledger, command, operator).await,
     }
 }

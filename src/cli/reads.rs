@@ -1,5 +1,5 @@
 //! The commands that read (list, show, stats, report, init) and those that do the dispatcher's
-//! work by hand (dispatch, lookup, sweep).
+//! work by hand (dispatch, lookup, sweep, prune).
 use std::time::Duration;
 
 use super::args::Cmd;
@@ -176,6 +176,21 @@ pub(super) async fn run_work(
                 "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
             );
         }
+        Cmd::Prune {
+            dry_run,
+            archive,
+            json,
+        } => {
+            let options = crate::ledger::PruneOptions {
+                dry_run: *dry_run,
+                archive: archive.clone(),
+            };
+            let report = ledger.prune(required(operator)?, &options).await?;
+            match *json {
+                true => output::json(&report),
+                false => output::pruned(&report),
+            }
+        }
         _ => unreachable!("only its own commands come here"),
     }
     Ok(0)
@@ -227,4 +242,30 @@ fn run_action(
             })
         }
     })
+}
+
+/// `settle prune`: what `[retention]` lets go, removed (or counted) as the operator.
+pub(super) async fn prune(
+    ledger: &Ledger,
+    command: &Cmd,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let Cmd::Prune {
+        dry_run,
+        archive,
+        json,
+    } = command
+    else {
+        unreachable!("only prune comes here")
+    };
+    let options = crate::ledger::PruneOptions {
+        dry_run: *dry_run,
+        archive: archive.clone(),
+    };
+    let report = ledger.prune(required(operator)?, &options).await?;
+    match *json {
+        true => output::json(&report),
+        false => output::pruned(&report),
+    }
+    Ok(0)
 }

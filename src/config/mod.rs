@@ -12,9 +12,11 @@ use crate::domain::time::parse_duration_within;
 mod automations;
 mod destinations;
 mod load;
+mod retention;
 
 pub use automations::*;
 pub use destinations::*;
+pub use retention::*;
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
@@ -102,6 +104,9 @@ pub struct Config {
     /// like `1MiB`.
     #[serde(default = "default_max_body", deserialize_with = "body_size")]
     pub max_body: usize,
+    /// `[retention]`: what `settle prune` removes, and when keys are free again (SPEC 22).
+    #[serde(default)]
+    pub retention: RetentionConfig,
 }
 
 /// `[operators.NAME]`: an operator of `settle serve`, known by their SSH public keys.
@@ -191,6 +196,7 @@ impl Default for Config {
             operators: BTreeMap::new(),
             automations: BTreeMap::new(),
             max_body: default_max_body(),
+            retention: RetentionConfig::default(),
         }
     }
 }

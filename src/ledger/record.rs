@@ -103,11 +103,31 @@ impl Ledger {
             run: op.run.clone(),
         };
         Ok(
-            match self.act_in(tx, &op.key, actor, &Ask::Cmd(cmd)).await? {
-                Tried::Raced => Tried::Raced,
-                Tried::Done(a) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
-                Tried::Done(_) => Tried::Done(Recorded::Unchanged),
+            match self.act_in(tx, &op.key, actor, &Ask::Cmd(cmd)).await {
+                Ok(Tried::Raced) => Tried::Raced,
+                Ok(Tried::Done(a)) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
+                Ok(Tried::Done(_)) => Tried::Done(Recorded::Unchanged),
+                // not stored, and not inserted: a pruned operation's key (SPEC 22), else one
+                // pruned between the two statements
+                Err(Error::NotFound(_)) => match tx.pruned_key(&op.key, store::ms(now)).await? {
+                    Some(p) => Tried::Done(self.record_pruned(&op, &p)?),
+                    None => Tried::Raced,
+                },
+                Err(e) => return Err(e),
             },
         )
+    }
+
+    /// A record of a pruned operation's key, answered as for the live terminal operation: the
+    /// same contents change nothing, new contents are refused.
+    fn record_pruned(&self, op: &Op, pruned: &Op) -> Result<Recorded> {
+        self.check_scope(&pruned.workflow)?;
+        if pruned.fingerprint == op.fingerprint {
+            return Ok(Recorded::Unchanged);
+        }
+        Err(Error::Refused(format!(
+            "{}: the operation under this key is {} (pruned, its key kept until its horizon): new contents are refused, as for any terminal operation",
+            op.key, pruned.state
+        )))
     }
 }

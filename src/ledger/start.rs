@@ -46,7 +46,12 @@ impl Ledger {
     ) -> Result<Tried<(Applied, u32)>> {
         let now = self.now();
         let Some((id, op)) = tx.hold_op(key).await? else {
-            return Err(Error::NotFound(format!("no operation with key {key}")));
+            return Err(match tx.pruned_key(key, store::ms(now)).await? {
+                Some(p) => {
+                    Error::Refused(format!("{key} is {} (pruned): nothing to send", p.state))
+                }
+                None => Error::NotFound(format!("no operation with key {key}")),
+            });
         };
         let ask = Ask::Cmd(Command::StartAttempt);
         let change = match self.decide(tx, id, &op, actor, &ask, None, None).await? {

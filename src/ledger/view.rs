@@ -206,10 +206,10 @@ impl Ledger {
         let page = self
             .page(&filter, viewer, &super::Position::First, 1)
             .await?;
-        page.items
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::NotFound(format!("no operation with key {key}")))
+        match page.items.into_iter().next() {
+            Some(v) => Ok(v),
+            None => Ok(self.pruned_detail(key, viewer).await?.op),
+        }
     }
 
     /// One operation in full: redacted payload, attempts, history.
@@ -217,7 +217,7 @@ impl Ledger {
         crate::domain::validate_key(key).map_err(Error::Invalid)?;
         let now = self.now();
         let Some((id, op)) = self.store.load_op(key).await? else {
-            return Err(Error::NotFound(format!("no operation with key {key}")));
+            return self.pruned_detail(key, viewer).await;
         };
         self.check_scope(&op.workflow)?;
         let paused = Paused {
@@ -283,6 +283,7 @@ impl Ledger {
                 Some(r) => self.run_steps(r, &op.workflow).await?,
                 None => Vec::new(),
             },
+            pruned: false,
         };
         search_by(&mut detail);
         Ok(detail)

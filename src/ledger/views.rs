@@ -168,6 +168,10 @@ pub struct OperationDetail {
     /// The steps of the run it belongs to, in order (SPEC 19; none without a run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub run_steps: Vec<crate::domain::run::RunStep>,
+    /// Pruned (SPEC 22): only its key answers, until its horizon; payload, attempts and history
+    /// are in the prune's archive.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pruned: bool,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -75,10 +75,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0012_run_rows.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0012_run_rows.sql"),
     },
+    Migration {
+        version: 13,
+        sqlite: include_str!("../../assets/migrations/sqlite/0013_prune.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0013_prune.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

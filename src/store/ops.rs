@@ -134,7 +134,8 @@ impl Tx {
     }
 
     /// Inserts new operations; returns `(id, key)` of those inserted (a key already stored, or
-    /// twice in `ops`, is inserted once).
+    /// twice in `ops`, is inserted once; a pruned operation's key is taken until its horizon,
+    /// SPEC 22).
     pub(crate) async fn insert_ops(&mut self, ops: &[&Op]) -> Result<Vec<(i64, String)>> {
         let cols = inserted();
         let names: Vec<&str> = cols.iter().map(|c| c.name()).collect();
@@ -150,11 +151,18 @@ impl Tx {
                         .iter()
                         .flat_map(|op| cols.iter().map(|c| c.cell(op)))
                         .collect();
+                    // VALUES names its columns column1, column2, ...
+                    let column = |name| {
+                        let at = names.iter().position(|n| *n == name).expect("inserted");
+                        format!("v.column{}", at + 1)
+                    };
                     let stmt = Stmt::new(
                         format!(
-                            "INSERT INTO operations ({}) VALUES {} ON CONFLICT (key) DO NOTHING RETURNING id, key",
+                            "INSERT INTO operations ({}) SELECT * FROM (VALUES {}) AS v WHERE {} \
+                             ON CONFLICT (key) DO NOTHING RETURNING id, key",
                             names.join(", "),
-                            rows_of_marks(chunk.len(), cols.len())
+                            rows_of_marks(chunk.len(), cols.len()),
+                            not_pruned(&column("key"), &column("created_at"))
                         ),
                         cells,
                     );
@@ -167,9 +175,11 @@ impl Tx {
             Tx::Postgres(t) => {
                 let kinds: Vec<Kind> = cols.iter().map(|c| c.kind()).collect();
                 let sql = format!(
-                    "INSERT INTO operations ({}) SELECT * FROM UNNEST({}) ON CONFLICT (key) DO NOTHING RETURNING id, key",
+                    "INSERT INTO operations ({0}) SELECT * FROM UNNEST({1}) AS v ({0}) WHERE {2} \
+                     ON CONFLICT (key) DO NOTHING RETURNING id, key",
                     names.join(", "),
-                    array_marks(1, &kinds)
+                    array_marks(1, &kinds),
+                    not_pruned("v.key", "v.created_at")
                 );
                 let arrays = cols
                     .iter()
@@ -331,4 +341,12 @@ impl Tx {
         self.insert_events(events).await?;
         Ok(true)
     }
+}
+
+/// The condition that a new operation's key (the column `key`, made at `created_at`) is not a
+/// pruned operation's still inside its horizon.
+fn not_pruned(key: &str, created_at: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM pruned_keys p WHERE p.key = {key} AND p.horizon >= {created_at})"
+    )
 }

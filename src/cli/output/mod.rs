@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use crate::domain::{escape_text, format_age};
 use crate::error::Error;
-use crate::ledger::{Applied, Stats};
+use crate::ledger::{Applied, PruneReport, Stats};
 
 mod json;
 mod list;
@@ -35,6 +35,31 @@ pub fn applied(a: &Applied, what: &str) {
     }
     if let Some(w) = &a.warning {
         crate::tell!("warning: {}", esc(w));
+    }
+}
+
+/// What a prune removed (or, dry, would remove).
+pub fn pruned(r: &PruneReport) {
+    let cutoff = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("kept".to_string(), |t| {
+            format!("terminal before {}", t.format("%Y-%m-%d %H:%M UTC"))
+        })
+    };
+    let verb = if r.dry_run { "would prune" } else { "pruned" };
+    say!(
+        "{verb} {} succeeded ({}) and {} closed ({}) operation(s)",
+        r.succeeded,
+        cutoff(r.succeeded_before),
+        r.closed,
+        cutoff(r.closed_before)
+    );
+    if let Some(a) = &r.archive
+        && !r.dry_run
+    {
+        say!("archived {} to {}", r.archived, esc(a));
+    }
+    if !r.dry_run {
+        say!("{} pruned key(s) past their horizon freed", r.keys_freed);
     }
 }
 

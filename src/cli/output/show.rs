@@ -67,6 +67,10 @@ pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
         );
     }
     say!("fingerprint  {}", d.fingerprint);
+    if d.pruned {
+        say!("pruned       its payload, attempts and history are in the prune's archive");
+        return;
+    }
     say!(
         "payload      {}",
         esc(&serde_json::to_string_pretty(&d.payload).unwrap_or_default())

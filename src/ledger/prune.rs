@@ -1,0 +1,251 @@
+//! `settle prune` (SPEC 22): terminal operations past `[retention]` removed in small
+//! transactions, each batch written to the archive (and synced) before it is deleted, so a prune
+//! killed at any moment loses nothing: an operation may be archived twice, never zero times.
+//! Their keys stay in `pruned_keys` until the horizon; one `pruned` event says what was done.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Cursor, Ledger, OperationDetail};
+use crate::domain::Op;
+use crate::error::{Error, Result};
+use crate::store::{self, NewEvent, ms};
+
+/// Operations removed in one transaction: with their attempts and events a few thousand rows,
+/// short enough that a dispatcher or a console never waits long behind it.
+pub const PRUNE_BATCH: i64 = 500;
+
+/// What `settle prune` is asked.
+#[derive(Clone, Debug, Default)]
+pub struct PruneOptions {
+    /// Count what would go, remove nothing.
+    pub dry_run: bool,
+    /// Where every removed operation is first written, one `show --json` document a line.
+    pub archive: Option<PathBuf>,
+}
+
+/// What a prune did (or, dry, would do).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PruneReport {
+    pub dry_run: bool,
+    /// `succeeded` operations that became terminal before this are pruned (absent: kept).
+    pub succeeded_before: Option<DateTime<Utc>>,
+    pub closed_before: Option<DateTime<Utc>>,
+    pub succeeded: u64,
+    pub closed: u64,
+    /// Operations written to the archive (more than those removed where one changed meanwhile).
+    pub archived: u64,
+    /// Keys of operations pruned earlier whose horizon has passed: free again.
+    pub keys_freed: u64,
+    pub archive: Option<String>,
+}
+
+impl Ledger {
+    /// Prunes what `[retention]` lets go, as `actor` (a lead's; SPEC 22).
+    pub async fn prune(&self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
+        self.check_acting(actor)?;
+        self.require_lead("prune")?;
+        let retention = &self.config.retention;
+        if !retention.prunes() {
+            return Err(Error::Invalid(
+                "[retention] keeps every operation (set succeeded = \"90d\" or closed = \"180d\"): nothing to prune".into(),
+            ));
+        }
+        let mut archive = match &options.archive {
+            Some(path) if !options.dry_run => Some(open_archive(path)?),
+            _ => None,
+        };
+        let now = self.now();
+        let before =
+            |keep: Option<std::time::Duration>| keep.map(|k| crate::domain::time::before(now, k));
+        let mut report = PruneReport {
+            dry_run: options.dry_run,
+            succeeded_before: before(retention.succeeded),
+            closed_before: before(retention.closed),
+            archive: options.archive.as_ref().map(|p| p.display().to_string()),
+            ..Default::default()
+        };
+        let horizon = i64::try_from(self.config.key_horizon().as_millis()).unwrap_or(i64::MAX);
+        for (state, cutoff) in [
+            ("succeeded", report.succeeded_before),
+            ("closed", report.closed_before),
+        ] {
+            let Some(cutoff) = cutoff else { continue };
+            let n = self
+                .prune_state(
+                    state,
+                    ms(cutoff),
+                    horizon,
+                    options.dry_run,
+                    &mut archive,
+                    actor,
+                )
+                .await?;
+            match state {
+                "succeeded" => report.succeeded = n.0,
+                _ => report.closed = n.0,
+            }
+            report.archived += n.1;
+        }
+        if !options.dry_run {
+            self.end_prune(&mut report, actor, ms(now)).await?;
+        }
+        Ok(report)
+    }
+
+    /// One terminal state's operations past `cutoff` (ms), batch by batch: (removed, archived).
+    async fn prune_state(
+        &self,
+        state: &str,
+        cutoff: i64,
+        horizon: i64,
+        dry_run: bool,
+        archive: &mut Option<std::fs::File>,
+        actor: &str,
+    ) -> Result<(u64, u64)> {
+        let (mut removed, mut archived) = (0, 0);
+        let mut after = (i64::MIN, i64::MIN);
+        loop {
+            let mut tx = self.store.begin().await?;
+            let found = tx.prunable(state, cutoff, after, PRUNE_BATCH).await;
+            tx.rollback().await;
+            let found = found?;
+            let Some(last) = found.last() else { break };
+            after = (last.created_at, last.id);
+            if dry_run {
+                removed += found.len() as u64;
+                continue;
+            }
+            if let Some(file) = archive.as_mut() {
+                archived += self.archive_batch(file, &found, actor).await?;
+            }
+            let ids: Vec<i64> = found.iter().map(|p| p.id).collect();
+            removed += store::in_tx!(self.store, |tx| tx
+                .prune_batch(&ids, &[state], cutoff, horizon)
+                .await
+                .map(store::Tried::Done))?;
+        }
+        Ok((removed, archived))
+    }
+
+    /// Each operation of the batch as `show --json` gives it (redacted), one a line, synced to
+    /// the disk before anything of it is deleted.
+    async fn archive_batch(
+        &self,
+        file: &mut std::fs::File,
+        batch: &[crate::store::Prunable],
+        actor: &str,
+    ) -> Result<u64> {
+        let mut lines = String::new();
+        let mut n = 0;
+        for p in batch {
+            match self.show(&p.key, actor).await {
+                Ok(detail) => {
+                    lines.push_str(&serde_json::to_string(&detail).map_err(|e| {
+                        Error::Invalid(format!("{}: cannot be archived: {e}", p.key))
+                    })?);
+                    lines.push('\n');
+                    n += 1;
+                }
+                // gone meanwhile (another prune): nothing to keep of it
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let written = file
+            .write_all(lines.as_bytes())
+            .and_then(|()| file.sync_data());
+        written.map_err(|e| Error::Unavailable(format!("the archive cannot be written: {e}")))?;
+        Ok(n)
+    }
+
+    /// The keys past their horizon freed, and the prune's one `pruned` event.
+    async fn end_prune(&self, report: &mut PruneReport, actor: &str, now: i64) -> Result<()> {
+        let mut detail = json!({
+            "succeeded_before": report.succeeded_before,
+            "closed_before": report.closed_before,
+            "succeeded": report.succeeded,
+            "closed": report.closed,
+            "archived": report.archived,
+            "archive": report.archive,
+        });
+        self.sign(&mut detail);
+        let detail = detail.to_string();
+        let at = self.now();
+        report.keys_freed = store::in_tx!(self.store, |tx| {
+            let freed = tx.free_pruned_keys(now).await?;
+            let event = NewEvent {
+                operation_id: None,
+                workflow: None,
+                at,
+                actor,
+                kind: "pruned",
+                from_state: None,
+                to_state: None,
+                detail: &detail,
+            };
+            tx.insert_events(&[event]).await?;
+            Ok(store::Tried::Done(freed))
+        })?;
+        Ok(())
+    }
+}
+
+impl Ledger {
+    /// The operation a pruned key still answers for (SPEC 22), until its horizon.
+    pub(super) async fn pruned_op(&self, key: &str) -> Result<Option<Op>> {
+        let now = ms(self.now());
+        store::in_tx!(self.store, |tx| tx
+            .pruned_key(key, now)
+            .await
+            .map(store::Tried::Done))
+    }
+
+    /// A key without a stored operation: a pruned one's as its key answers for it (its names,
+    /// terminal state and reference, `pruned`), else not found.
+    pub(super) async fn pruned_detail(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
+        let missing = || Error::NotFound(format!("no operation with key {key}"));
+        let Some(op) = self.pruned_op(key).await? else {
+            return Err(missing());
+        };
+        // outside an automation's workflows it is not there, as a live one is not
+        self.check_scope(&op.workflow).map_err(|_| missing())?;
+        let cursor = Cursor {
+            group: None,
+            at: ms(op.created_at),
+            id: 0,
+        };
+        let fingerprint = op.fingerprint.clone();
+        let view = self.view(op, cursor, viewer, Default::default(), self.now());
+        Ok(OperationDetail {
+            op: view,
+            payload: serde_json::Value::Null,
+            fingerprint,
+            conflicting_payload: None,
+            conflicting_fingerprint: None,
+            attempt_log: Vec::new(),
+            history: Vec::new(),
+            run_steps: Vec::new(),
+            pruned: true,
+        })
+    }
+}
+
+/// The archive, opened to append (a rerun after a kill adds to it); `.zst` is not written yet.
+fn open_archive(path: &Path) -> Result<std::fs::File> {
+    if path.extension().is_some_and(|e| e == "zst") {
+        return Err(Error::Invalid(format!(
+            "{}: a zstd archive is not written yet: name a plain .jsonl file",
+            path.display()
+        )));
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| Error::Invalid(format!("{}: cannot open the archive: {e}", path.display())))
+}

@@ -1,0 +1,288 @@
+//! Retention (SPEC 22), on both backends: `settle prune` removes exactly the terminal operations
+//! past retention with their attempts and events, archives each (redacted) before it is gone,
+//! keeps one `pruned` event, and a pruned key answers as its live operation did until the
+//! horizon; a prune killed with -9 at any moment and rerun loses nothing.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use common::{Raw, TestDb};
+use serde_json::json;
+use settle::config::RetentionConfig;
+use settle::ledger::{PruneOptions, Write, Writer, Written};
+use settle::{
+    AttemptReport, Error, Intent, Ledger, Outcome, Recorded, Resolution, StaffAction, State,
+};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+fn t0() -> DateTime<Utc> {
+    "2026-01-01T00:00:00Z".parse().unwrap()
+}
+
+/// A ledger keeping succeeded operations a day and closed ones two, with a clock the test moves.
+async fn ledger_at(db: &TestDb) -> (Ledger, Arc<Mutex<DateTime<Utc>>>) {
+    let mut config = common::config();
+    config.retention = RetentionConfig {
+        succeeded: Some(DAY),
+        closed: Some(2 * DAY),
+        ..Default::default()
+    };
+    let clock = Arc::new(Mutex::new(t0()));
+    let c = clock.clone();
+    let l = Ledger::open(&db.url, config)
+        .await
+        .unwrap()
+        .with_clock(move || *c.lock().unwrap());
+    (l, clock)
+}
+
+fn intent(key: &str, payload: serde_json::Value) -> Intent {
+    Intent {
+        key: key.into(),
+        workflow: "onboarding".into(),
+        step: "create-contact".into(),
+        destination: "crm".into(),
+        action: "create_contact".into(),
+        payload,
+        run: None,
+    }
+}
+
+async fn succeed(l: &Ledger, key: &str, reference: &str) {
+    l.record(
+        &intent(key, json!({"customer": {"name": "Ada Lovelace"}, "k": key})),
+        "bot",
+    )
+    .await
+    .unwrap();
+    l.report_attempt(
+        &AttemptReport {
+            key: key.into(),
+            outcome: Some(Outcome::Accepted),
+            reference: Some(reference.into()),
+            ..Default::default()
+        },
+        "bot",
+    )
+    .await
+    .unwrap();
+}
+
+async fn close(l: &Ledger, key: &str) {
+    l.record(&intent(key, json!({"k": key})), "bot")
+        .await
+        .unwrap();
+    l.staff(
+        key,
+        "alice",
+        StaffAction::Close {
+            resolution: Resolution::Abandoned,
+            reference: None,
+            superseded_by: None,
+            note: "not needed".into(),
+        },
+    )
+    .await
+    .unwrap();
+}
+
+async fn rows(db: &TestDb, table: &str) -> i64 {
+    Raw::connect(&db.url)
+        .await
+        .int(&format!("SELECT COUNT(*) FROM {table}"))
+        .await
+}
+
+/// SPEC 22: exactly the terminal operations past retention go, with their attempts and events;
+/// exceptions and live operations stay; the archive holds each one gone, redacted; one `pruned`
+/// event is kept; a pruned key answers as its live operation until the horizon, then is free.
+async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
+    let (l, clock) = ledger_at(db).await;
+    succeed(&l, "s-old", "T-1").await;
+    close(&l, "c-old").await;
+    l.record(&intent("x-unknown", json!({})), "bot")
+        .await
+        .unwrap();
+    l.report_attempt(
+        &AttemptReport {
+            key: "x-unknown".into(),
+            outcome: Some(Outcome::Unknown),
+            ..Default::default()
+        },
+        "bot",
+    )
+    .await
+    .unwrap();
+    l.record(&intent("p-pending", json!({})), "bot")
+        .await
+        .unwrap();
+    *clock.lock().unwrap() = t0() + TimeDelta::days(1);
+    close(&l, "c-mid").await;
+    *clock.lock().unwrap() = t0() + TimeDelta::days(2);
+    succeed(&l, "s-new", "T-2").await;
+    *clock.lock().unwrap() = t0() + TimeDelta::hours(60);
+    let ops_before = rows(db, "operations").await;
+    let events_before = rows(db, "events").await;
+    let stats_before = l.stats().await.unwrap();
+
+    // a dry run counts and removes nothing
+    let dry = l
+        .prune(
+            "alice",
+            &PruneOptions {
+                dry_run: true,
+                archive: None,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((dry.succeeded, dry.closed, dry.dry_run), (1, 1, true));
+    assert_eq!(rows(db, "operations").await, ops_before);
+    assert_eq!(rows(db, "events").await, events_before);
+
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("pruned.jsonl");
+    let options = PruneOptions {
+        dry_run: false,
+        archive: Some(archive.clone()),
+    };
+    let report = l.prune("alice", &options).await.unwrap();
+    assert_eq!(
+        (report.succeeded, report.closed, report.archived),
+        (1, 1, 2)
+    );
+    assert_eq!(rows(db, "operations").await, ops_before - 2);
+    let mut raw = Raw::connect(&db.url).await;
+    let left = raw.texts("SELECT key FROM operations ORDER BY key").await;
+    assert_eq!(left, ["c-mid", "p-pending", "s-new", "x-unknown"]);
+    for table in ["attempts", "events"] {
+        let orphans = raw
+            .int(&format!(
+                "SELECT COUNT(*) FROM {table} WHERE operation_id IS NOT NULL \
+                 AND operation_id NOT IN (SELECT id FROM operations)"
+            ))
+            .await;
+        assert_eq!(orphans, 0, "{table} of pruned operations are gone");
+    }
+    let pruned_events = raw
+        .texts("SELECT detail FROM events WHERE kind = 'pruned' AND operation_id IS NULL")
+        .await;
+    assert_eq!(pruned_events.len(), 1, "{pruned_events:?}");
+    let detail: serde_json::Value = serde_json::from_str(&pruned_events[0]).unwrap();
+    assert_eq!(
+        (detail["succeeded"].as_u64(), detail["closed"].as_u64()),
+        (Some(1), Some(1))
+    );
+    // the counts the console and metrics read follow the removal
+    let stats = l.stats().await.unwrap();
+    let n = |s: &settle::ledger::Stats, state: State| s.by_state.get(&state).copied().unwrap_or(0);
+    assert_eq!(
+        n(&stats, State::Succeeded),
+        n(&stats_before, State::Succeeded) - 1
+    );
+    assert_eq!(
+        n(&stats, State::Closed),
+        n(&stats_before, State::Closed) - 1
+    );
+    assert_eq!(stats.exceptions, stats_before.exceptions);
+
+    // the archive: each removed operation's document, redacted
+    let text = std::fs::read_to_string(&archive).unwrap();
+    assert!(!text.contains("Ada Lovelace"), "redacted: {text}");
+    let mut keys: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+            doc["key"].as_str().unwrap().to_string()
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["c-old", "s-old"]);
+
+    // the pruned key answers as its live operation did
+    let same = intent(
+        "s-old",
+        json!({"customer": {"name": "Ada Lovelace"}, "k": "s-old"}),
+    );
+    assert_eq!(l.record(&same, "bot").await.unwrap(), Recorded::Unchanged);
+    let changed = l
+        .record(&intent("s-old", json!({"k": "other"})), "bot")
+        .await;
+    assert!(
+        matches!(&changed, Err(Error::Refused(m)) if m.contains("succeeded")),
+        "{changed:?}"
+    );
+    let start = l.start("s-old", "bot").await;
+    assert!(matches!(&start, Err(Error::Refused(_))), "{start:?}");
+    // through the HTTP API's group writer and through ingest alike
+    let writer = Writer::new(&l, 1);
+    let (r, s) = writer
+        .write_two(
+            &l,
+            "bot",
+            Write::Record(same.clone()),
+            Write::Start("s-old".into()),
+        )
+        .await;
+    assert!(
+        matches!(
+            r.as_ref().map(|a| &a.written),
+            Ok(Written::Recorded(Recorded::Unchanged))
+        ),
+        "{:?}",
+        r.map(|a| a.written)
+    );
+    assert!(
+        matches!(&s, Err(Error::Refused(_))),
+        "{:?}",
+        s.map(|a| a.written)
+    );
+    let line = json!({"type": "intent", "key": "c-old", "workflow": "onboarding",
+        "step": "create-contact", "destination": "crm", "action": "create_contact",
+        "payload": {"k": "c-old"}})
+    .to_string()
+        + "\n";
+    let ingested = l.ingest(line.as_bytes(), "bot").await.unwrap();
+    assert_eq!(
+        (ingested.created, ingested.unchanged),
+        (0, 1),
+        "{ingested:?}"
+    );
+    // read, it is what its key still answers: the terminal state and reference, marked pruned
+    let shown = l.show("s-old", "alice").await.unwrap();
+    assert!(shown.pruned);
+    assert_eq!(shown.op.state, State::Succeeded);
+    assert_eq!(shown.op.reference.as_deref(), Some("T-1"));
+    assert!(shown.op.is_done() && shown.attempt_log.is_empty() && shown.payload.is_null());
+    let listed = l.operation("c-old", "alice").await.unwrap();
+    assert_eq!(listed.state, State::Closed);
+    let never = l.show("never-was", "alice").await.unwrap_err();
+    assert!(matches!(never, Error::NotFound(_)), "{never}");
+    assert_eq!(
+        rows(db, "operations").await,
+        ops_before - 2,
+        "nothing recorded anew"
+    );
+
+    // past the horizon (30 days by default) the key is free, pruned again or not; a prune frees
+    // the keys past theirs, its own included (c-mid became terminal 31 days ago)
+    *clock.lock().unwrap() = t0() + TimeDelta::hours(31 * 24 + 12);
+    assert_eq!(l.record(&same, "bot").await.unwrap(), Recorded::Created);
+    let later = l.prune("alice", &PruneOptions::default()).await.unwrap();
+    assert_eq!(
+        (later.succeeded, later.closed, later.keys_freed),
+        (1, 1, 3),
+        "{later:?}"
+    );
+    let kept = Raw::connect(&db.url)
+        .await
+        .texts("SELECT key FROM pruned_keys")
+        .await;
+    assert_eq!(kept, ["s-new"]);
+}
+
+both_backends!(prune_removes_exactly_what_retention_lets_go);
