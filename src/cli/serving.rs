@@ -88,6 +88,7 @@ pub(super) async fn serve(
         lanes: crate::api::default_lanes(ledger.backend()),
     });
     tracing::info!(command = "serve", "start");
+    let pruning = ledger.auto_prune();
     let result = match (ssh, http) {
         (Some(s), Some(h)) => tokio::select! {
             r = crate::serve::run(ledger.clone(), s) => r,
@@ -100,6 +101,7 @@ pub(super) async fn serve(
         },
         (None, None) => Ok(()),
     };
+    drop(pruning);
     ledger.close().await;
     result.map(|()| 0)
 }

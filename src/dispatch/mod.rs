@@ -207,6 +207,8 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     let destinations = resolve_destinations(&ledger)?;
     // After a crash nothing stays in flight forever.
     ledger.sweep().await?;
+    // `[retention] auto = true`: pruned beside the rounds, for as long as they run
+    let _pruning = ledger.auto_prune();
     let client = reqwest::Client::builder()
         .build()
         .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;

@@ -19,6 +19,18 @@ use crate::store::{self, NewEvent, ms};
 /// short enough that a dispatcher or a console never waits long behind it.
 pub const PRUNE_BATCH: i64 = 500;
 
+/// How often `settle serve` and `settle dispatch` prune when `[retention] auto = true`.
+pub const AUTO_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The background prune of [`Ledger::auto_prune`]; it stops when this is dropped.
+pub struct AutoPrune(tokio::task::JoinHandle<()>);
+
+impl Drop for AutoPrune {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What `settle prune` is asked.
 #[derive(Clone, Debug, Default)]
 pub struct PruneOptions {
@@ -49,6 +61,49 @@ impl Ledger {
     pub async fn prune(&self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
         self.check_acting(actor)?;
         self.require_lead("prune")?;
+        self.prune_as(actor, options).await
+    }
+
+    /// `[retention] auto = true`: prunes in the background every [`AUTO_PRUNE_EVERY`] (the
+    /// first a minute after the start), as settle itself, without an archive, while the
+    /// returned guard lives. `None` where the config does not ask for it.
+    pub fn auto_prune(&self) -> Option<AutoPrune> {
+        self.auto_prune_every(std::time::Duration::from_secs(60), AUTO_PRUNE_EVERY)
+    }
+
+    /// [`Ledger::auto_prune`] with its waits: `first` after the start, then `every`.
+    pub fn auto_prune_every(
+        &self,
+        first: std::time::Duration,
+        every: std::time::Duration,
+    ) -> Option<AutoPrune> {
+        let r = &self.config.retention;
+        if !(r.auto && r.prunes()) {
+            return None;
+        }
+        let ledger = self.clone();
+        Some(AutoPrune(tokio::spawn(async move {
+            let mut wait = first;
+            loop {
+                tokio::time::sleep(wait).await;
+                wait = every;
+                let options = PruneOptions::default();
+                match ledger.prune_as(super::SYSTEM_ACTOR, &options).await {
+                    Ok(r) => tracing::info!(
+                        succeeded = r.succeeded,
+                        closed = r.closed,
+                        keys_freed = r.keys_freed,
+                        "pruned"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the background prune failed; trying again later")
+                    }
+                }
+            }
+        })))
+    }
+
+    async fn prune_as(&self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
         let retention = &self.config.retention;
         if !retention.prunes() {
             return Err(Error::Invalid(
@@ -236,6 +291,8 @@ impl Ledger {
 }
 
 /// The archive, opened to append (a rerun after a kill adds to it); `.zst` is not written yet.
+/// A line that a killed prune left half-written is cut off first: its batch was never deleted
+/// (the delete waits for the whole batch on the disk), so the rerun archives it again whole.
 fn open_archive(path: &Path) -> Result<std::fs::File> {
     if path.extension().is_some_and(|e| e == "zst") {
         return Err(Error::Invalid(format!(
@@ -243,9 +300,42 @@ fn open_archive(path: &Path) -> Result<std::fs::File> {
             path.display()
         )));
     }
-    std::fs::OpenOptions::new()
+    let fail = |e: std::io::Error| {
+        Error::Invalid(format!("{}: cannot open the archive: {e}", path.display()))
+    };
+    let file = std::fs::OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(path)
-        .map_err(|e| Error::Invalid(format!("{}: cannot open the archive: {e}", path.display())))
+        .map_err(fail)?;
+    let whole = whole_lines(&file).map_err(fail)?;
+    let len = file.metadata().map_err(fail)?.len();
+    if whole < len {
+        // a half line of ours goes; another's text stays, and ours start on a line of their own
+        let mut head = [0u8; 8];
+        let n = std::os::unix::fs::FileExt::read_at(&file, &mut head, whole).map_err(fail)?;
+        match head[..n].starts_with(b"{\"key\":") {
+            true => file.set_len(whole).map_err(fail)?,
+            false => (&file).write_all(b"\n").map_err(fail)?,
+        }
+    }
+    Ok(file)
+}
+
+/// Where the file's last whole line ends (0 for none), reading back from its end.
+fn whole_lines(file: &std::fs::File) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut end = file.metadata()?.len();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let part = &mut chunk[..(end - start) as usize];
+        file.read_exact_at(part, start)?;
+        if let Some(at) = part.iter().rposition(|b| *b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
