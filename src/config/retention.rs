@@ -50,3 +50,42 @@ impl Config {
             .unwrap_or(longest.max(MIN_KEY_HORIZON))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_reads_its_keys_and_the_horizon_defaults_from_the_destinations() {
+        let c = Config::parse(
+            "[retention]\nsucceeded = \"90d\"\nclosed = \"180d\"\nauto = true\n\
+             [destinations.crm]\nkey_retention = \"45d\"\n[destinations.sms]\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c.retention.succeeded,
+            Some(Duration::from_secs(90 * 86_400))
+        );
+        assert_eq!(c.retention.closed, Some(Duration::from_secs(180 * 86_400)));
+        assert!(c.retention.auto && c.retention.prunes());
+        assert_eq!(c.key_horizon(), Duration::from_secs(45 * 86_400));
+        // never under 30 days; a set horizon is taken as it is
+        assert_eq!(Config::default().key_horizon(), MIN_KEY_HORIZON);
+        assert!(!Config::default().retention.prunes());
+        let set = Config::parse("[retention]\nkey_horizon = \"7d\"\n", "t").unwrap();
+        assert_eq!(set.key_horizon(), Duration::from_secs(7 * 86_400));
+    }
+
+    #[test]
+    fn a_bad_retention_names_its_key() {
+        let err = Config::parse("[retention]\nsucceeded = \"forever\"\n", "my.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("my.toml:2: key `succeeded`"), "{err}");
+        let err = Config::parse("[retention]\nkeep = \"1d\"\n", "my.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `keep`"), "{err}");
+    }
+}
