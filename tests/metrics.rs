@@ -76,8 +76,37 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             .unwrap()
             .starts_with("text/plain; version=0.0.4")
     );
-    let samples = parse(&r.text().await.unwrap());
+    let text = r.text().await.unwrap();
+    let samples = parse(&text);
     let stats = l.stats().await.unwrap();
+    let unknowns: Vec<(String, f64)> = samples
+        .iter()
+        .filter(|(n, _, _)| n == "settle_unknown_outcomes")
+        .map(|(_, l, v)| (l["destination"].clone(), *v))
+        .collect();
+    assert_eq!(unknowns, [("sms".to_string(), 2.0)]);
+    // the alert rules name only metrics settle serves
+    let rules = include_str!("../assets/alerts.yml");
+    let mut named = std::collections::BTreeSet::new();
+    for expr in rules.lines().filter_map(|l| l.trim().strip_prefix("expr:")) {
+        let mut rest = expr;
+        while let Some(at) = rest.find("settle_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            named.insert(name);
+        }
+    }
+    assert_eq!(named.len(), 6, "{named:?}");
+    for name in &named {
+        assert!(
+            text.contains(&format!("# TYPE {name} gauge")),
+            "assets/alerts.yml names {name}, which settle does not serve"
+        );
+    }
+    assert_eq!(rules.matches("- alert: ").count(), 6);
     let sum = |name: &str| -> f64 {
         samples
             .iter()
