@@ -100,8 +100,7 @@ pub enum Cmd {
         /// onb-42 (SPEC 19; given when the step is first recorded)
         #[arg(long, value_name = "ID")]
         run: Option<String>,
-        /// Answer as one JSON document: key, state, attempt, send, done, reference, run,
-        /// next_step
+        /// Answer as one JSON document: key, state, attempt, send, done, reference, run, next_step
         #[arg(long)]
         json: bool,
     },
@@ -111,8 +110,7 @@ pub enum Cmd {
         /// The operation's key
         #[arg(long)]
         key: String,
-        /// Answer as one JSON document: key, state, attempt, send, done, reference, run,
-        /// next_step
+        /// Answer as one JSON document: key, state, attempt, send, done, reference, run, next_step
         #[arg(long)]
         json: bool,
     },
@@ -300,7 +298,8 @@ pub enum Cmd {
         dry_run: bool,
         /// First append every removed operation here, a `show --json` document a line
         #[arg(long, value_name = "FILE")]
-        archive: Option<std::path::PathBuf>,
+        archive: Option<PathBuf>,
+        /// Answer as one JSON document: the cutoffs, the counts pruned, archived and freed
         #[arg(long)]
         json: bool,
     },
