@@ -358,7 +358,8 @@ async fn a_prune_killed_anywhere_loses_nothing(db: &TestDb) {
 both_backends!(
     prune_removes_exactly_what_retention_lets_go,
     a_prune_killed_anywhere_loses_nothing,
-    auto_prune_runs_in_the_background
+    auto_prune_runs_in_the_background,
+    a_runs_operations_wait_for_the_run
 );
 
 /// The archive a killed prune left with half a line: the half goes before the rerun appends
@@ -444,13 +445,63 @@ async fn auto_prune_runs_in_the_background(db: &TestDb) {
         assert!(std::time::Instant::now() < deadline, "b-2 was never pruned");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // each prune's event follows its last batch
+    let mut raw = Raw::connect(&db.url).await;
+    let actors = loop {
+        let actors = raw
+            .texts("SELECT actor FROM events WHERE kind = 'pruned'")
+            .await;
+        if actors.len() >= 2 {
+            break actors;
+        }
+        assert!(std::time::Instant::now() < deadline, "{actors:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     drop(pruning);
-    let actors = Raw::connect(&db.url)
+    assert!(actors.iter().all(|a| a == "settle"), "{actors:?}");
+}
+
+/// An operation of a run is pruned only once its run is done (or closed), and the run's row
+/// goes with its last operation: a run is never left half pruned while it still waits for a
+/// step.
+async fn a_runs_operations_wait_for_the_run(db: &TestDb) {
+    let mut config = settle::Config::parse(
+        "[destinations.crm]\n[workflows.onboarding]\nsteps = [\"first\", \"second\"]\n",
+        "t",
+    )
+    .unwrap();
+    config.retention = RetentionConfig {
+        succeeded: Some(DAY),
+        ..Default::default()
+    };
+    let clock = Arc::new(Mutex::new(t0()));
+    let c = clock.clone();
+    let l = Ledger::open(&db.url, config)
         .await
-        .texts("SELECT actor FROM events WHERE kind = 'pruned'")
-        .await;
-    assert!(
-        actors.len() >= 2 && actors.iter().all(|a| a == "settle"),
-        "{actors:?}"
-    );
+        .unwrap()
+        .with_clock(move || *c.lock().unwrap());
+    let step = |key: &str, step: &str| Intent {
+        step: step.into(),
+        run: Some("run-1".into()),
+        ..intent(key, json!({"k": key}))
+    };
+    let done = |key: &str| AttemptReport {
+        key: key.into(),
+        outcome: Some(Outcome::Accepted),
+        reference: Some(format!("T-{key}")),
+        ..Default::default()
+    };
+    l.record(&step("r-first", "first"), "bot").await.unwrap();
+    l.report_attempt(&done("r-first"), "bot").await.unwrap();
+    l.record(&step("r-second", "second"), "bot").await.unwrap();
+    *clock.lock().unwrap() = t0() + TimeDelta::days(3);
+    let r = l.prune("alice", &PruneOptions::default()).await.unwrap();
+    assert_eq!(r.succeeded, 0, "its run still waits for its second step");
+    assert_eq!(rows(db, "runs").await, 1);
+    l.report_attempt(&done("r-second"), "bot").await.unwrap();
+    *clock.lock().unwrap() = t0() + TimeDelta::days(6);
+    let r = l.prune("alice", &PruneOptions::default()).await.unwrap();
+    assert_eq!(r.succeeded, 2, "the run is done: both steps go");
+    assert_eq!(rows(db, "operations").await, 0);
+    assert_eq!(rows(db, "runs").await, 0, "and the run's row with them");
 }
