@@ -288,6 +288,15 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
 /// SPEC 22: a prune killed with -9 at random moments and rerun loses nothing: every operation
 /// gone is in the archive (some twice, none never), and the last run removes the rest.
 async fn a_prune_killed_anywhere_loses_nothing(db: &TestDb) {
+    killed_prunes(db, "archive.jsonl").await;
+}
+
+/// The same with a zstd archive (one frame a batch): a kill tears at worst the last frame.
+async fn a_zstd_prune_killed_anywhere_loses_nothing(db: &TestDb) {
+    killed_prunes(db, "archive.jsonl.zst").await;
+}
+
+async fn killed_prunes(db: &TestDb, name: &str) {
     let (l, _clock) = ledger_at(db).await;
     let n = 1_500;
     let mut text = String::new();
@@ -306,7 +315,7 @@ async fn a_prune_killed_anywhere_loses_nothing(db: &TestDb) {
         "{ingested:?}"
     );
     let drill = common::drill_with(&db.url, "[retention]\nsucceeded = \"1d\"\n");
-    let archive = drill.config.with_file_name("archive.jsonl");
+    let archive = drill.config.with_file_name(name);
     let args = ["prune", "--archive", archive.to_str().unwrap()];
     let mut kills = 0;
     for _ in 0..6 {
@@ -334,7 +343,11 @@ async fn a_prune_killed_anywhere_loses_nothing(db: &TestDb) {
         0,
         "the last run removed the rest"
     );
-    let text = std::fs::read_to_string(&archive).unwrap_or_default();
+    let bytes = std::fs::read(&archive).unwrap_or_default();
+    let text = match name.ends_with(".zst") {
+        true => String::from_utf8(zstd::stream::decode_all(&bytes[..]).unwrap()).unwrap(),
+        false => String::from_utf8(bytes).unwrap(),
+    };
     let archived: std::collections::BTreeSet<String> = text
         .lines()
         .map(|line| {
@@ -358,6 +371,7 @@ async fn a_prune_killed_anywhere_loses_nothing(db: &TestDb) {
 both_backends!(
     prune_removes_exactly_what_retention_lets_go,
     a_prune_killed_anywhere_loses_nothing,
+    a_zstd_prune_killed_anywhere_loses_nothing,
     auto_prune_runs_in_the_background,
     a_runs_operations_wait_for_the_run
 );

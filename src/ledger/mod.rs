@@ -4,6 +4,7 @@
 //! them, and writes the result with a compare-and-set on the operation's `version` together with
 //! its one audit event. Readers only ever get redacted views.
 
+mod archive;
 mod budgets;
 mod bulk;
 mod change;

@@ -3,13 +3,13 @@
 //! killed at any moment loses nothing: an operation may be archived twice, never zero times.
 //! Their keys stay in `pruned_keys` until the horizon; one `pruned` event says what was done.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
 
+use super::archive::Archive;
 use super::{Cursor, Ledger, OperationDetail};
 use crate::domain::Op;
 use crate::error::{Error, Result};
@@ -111,7 +111,7 @@ impl Ledger {
             ));
         }
         let mut archive = match &options.archive {
-            Some(path) if !options.dry_run => Some(open_archive(path)?),
+            Some(path) if !options.dry_run => Some(Archive::open(path)?),
             _ => None,
         };
         let now = self.now();
@@ -159,7 +159,7 @@ impl Ledger {
         cutoff: i64,
         horizon: i64,
         dry_run: bool,
-        archive: &mut Option<std::fs::File>,
+        archive: &mut Option<Archive>,
         actor: &str,
     ) -> Result<(u64, u64)> {
         let (mut removed, mut archived) = (0, 0);
@@ -191,7 +191,7 @@ impl Ledger {
     /// the disk before anything of it is deleted.
     async fn archive_batch(
         &self,
-        file: &mut std::fs::File,
+        file: &mut Archive,
         batch: &[crate::store::Prunable],
         actor: &str,
     ) -> Result<u64> {
@@ -199,6 +199,8 @@ impl Ledger {
         let mut n = 0;
         for p in batch {
             match self.show(&p.key, actor).await {
+                // pruned meanwhile (by another prune, which archived it): its stub is no record
+                Ok(detail) if detail.pruned => {}
                 Ok(detail) => {
                     lines.push_str(&serde_json::to_string(&detail).map_err(|e| {
                         Error::Invalid(format!("{}: cannot be archived: {e}", p.key))
@@ -211,10 +213,7 @@ impl Ledger {
                 Err(e) => return Err(e),
             }
         }
-        let written = file
-            .write_all(lines.as_bytes())
-            .and_then(|()| file.sync_data());
-        written.map_err(|e| Error::Unavailable(format!("the archive cannot be written: {e}")))?;
+        file.append(lines.as_bytes())?;
         Ok(n)
     }
 
@@ -288,54 +287,4 @@ impl Ledger {
             pruned: true,
         })
     }
-}
-
-/// The archive, opened to append (a rerun after a kill adds to it); `.zst` is not written yet.
-/// A line that a killed prune left half-written is cut off first: its batch was never deleted
-/// (the delete waits for the whole batch on the disk), so the rerun archives it again whole.
-fn open_archive(path: &Path) -> Result<std::fs::File> {
-    if path.extension().is_some_and(|e| e == "zst") {
-        return Err(Error::Invalid(format!(
-            "{}: a zstd archive is not written yet: name a plain .jsonl file",
-            path.display()
-        )));
-    }
-    let fail = |e: std::io::Error| {
-        Error::Invalid(format!("{}: cannot open the archive: {e}", path.display()))
-    };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)
-        .map_err(fail)?;
-    let whole = whole_lines(&file).map_err(fail)?;
-    let len = file.metadata().map_err(fail)?.len();
-    if whole < len {
-        // a half line of ours goes; another's text stays, and ours start on a line of their own
-        let mut head = [0u8; 8];
-        let n = std::os::unix::fs::FileExt::read_at(&file, &mut head, whole).map_err(fail)?;
-        match head[..n].starts_with(b"{\"key\":") {
-            true => file.set_len(whole).map_err(fail)?,
-            false => (&file).write_all(b"\n").map_err(fail)?,
-        }
-    }
-    Ok(file)
-}
-
-/// Where the file's last whole line ends (0 for none), reading back from its end.
-fn whole_lines(file: &std::fs::File) -> std::io::Result<u64> {
-    use std::os::unix::fs::FileExt;
-    let mut end = file.metadata()?.len();
-    let mut chunk = vec![0u8; 64 * 1024];
-    while end > 0 {
-        let start = end.saturating_sub(chunk.len() as u64);
-        let part = &mut chunk[..(end - start) as usize];
-        file.read_exact_at(part, start)?;
-        if let Some(at) = part.iter().rposition(|b| *b == b'\n') {
-            return Ok(start + at as u64 + 1);
-        }
-        end = start;
-    }
-    Ok(0)
 }
