@@ -12,10 +12,6 @@ use axum::routing::get;
 use crate::error::Result;
 use crate::ledger::{Ledger, Pausable};
 
-/// Where `settle_unknown_outcomes` stops counting: an alert needs far fewer, and a scrape stays
-/// a bounded read however many there are.
-const UNKNOWNS_CAP: i64 = 10_000;
-
 /// A label value as the text format wants it: backslash, double quote and newline escaped.
 fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
@@ -94,18 +90,6 @@ pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
                 label(name)
             );
         }
-    }
-    family(
-        &mut out,
-        "settle_unknown_outcomes",
-        "Unknown outcomes waiting for a person, by destination (counted up to 10000).",
-    );
-    for (destination, n) in ledger.unknowns_by_destination(UNKNOWNS_CAP).await? {
-        let _ = writeln!(
-            out,
-            "settle_unknown_outcomes{{destination=\"{}\"}} {n}",
-            label(&destination)
-        );
     }
     family(
         &mut out,

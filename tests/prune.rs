@@ -31,6 +31,11 @@ async fn ledger_at(db: &TestDb) -> (Ledger, Arc<Mutex<DateTime<Utc>>>) {
         closed: Some(2 * DAY),
         ..Default::default()
     };
+    ledger_on(db, config).await
+}
+
+/// A ledger on `config` whose clock starts at `t0()` and moves as the test sets it.
+async fn ledger_on(db: &TestDb, config: settle::Config) -> (Ledger, Arc<Mutex<DateTime<Utc>>>) {
     let clock = Arc::new(Mutex::new(t0()));
     let c = clock.clone();
     let l = Ledger::open(&db.url, config)
@@ -425,15 +430,11 @@ async fn a_half_written_archive_line_is_cut_before_appending() {
 /// `[retention] auto = true`: the background prune of `serve` and `dispatch` removes what the
 /// retention lets go, again and again, as settle; without `auto` there is none.
 async fn auto_prune_runs_in_the_background(db: &TestDb) {
-    let (l, clock) = ledger_at(db).await;
+    let (l, _) = ledger_at(db).await;
     assert!(l.auto_prune().is_none(), "only where the config asks");
     let mut config = l.config().clone();
     config.retention.auto = true;
-    let c = clock.clone();
-    let l = Ledger::open(&db.url, config)
-        .await
-        .unwrap()
-        .with_clock(move || *c.lock().unwrap());
+    let (l, clock) = ledger_on(db, config).await;
     succeed(&l, "b-1", "T-1").await;
     *clock.lock().unwrap() = t0() + TimeDelta::days(2);
     let pruning = l.auto_prune_every(Duration::from_millis(10), Duration::from_millis(50));
@@ -488,12 +489,7 @@ async fn a_runs_operations_wait_for_the_run(db: &TestDb) {
         succeeded: Some(DAY),
         ..Default::default()
     };
-    let clock = Arc::new(Mutex::new(t0()));
-    let c = clock.clone();
-    let l = Ledger::open(&db.url, config)
-        .await
-        .unwrap()
-        .with_clock(move || *c.lock().unwrap());
+    let (l, clock) = ledger_on(db, config).await;
     let step = |key: &str, step: &str| Intent {
         step: step.into(),
         run: Some("run-1".into()),

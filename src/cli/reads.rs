@@ -176,21 +176,6 @@ pub(super) async fn run_work(
                 "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
             );
         }
-        Cmd::Prune {
-            dry_run,
-            archive,
-            json,
-        } => {
-            let options = crate::ledger::PruneOptions {
-                dry_run: *dry_run,
-                archive: archive.clone(),
-            };
-            let report = ledger.prune(required(operator)?, &options).await?;
-            match *json {
-                true => output::json(&report),
-                false => output::pruned(&report),
-            }
-        }
         _ => unreachable!("only its own commands come here"),
     }
     Ok(0)

@@ -196,6 +196,10 @@ impl Ledger {
                 .prune_batch(&ids, &[state], cutoff, horizon)
                 .await
                 .map(store::Tried::Done))?;
+            // a short batch was the last
+            if found.len() < PRUNE_BATCH as usize {
+                break;
+            }
             // the other writers' turn
             tokio::time::sleep(t.elapsed().mul_f64(pause_after_batch(self.backend()))).await;
         }

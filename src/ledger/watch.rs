@@ -89,12 +89,6 @@ impl Ledger {
         self.store.exceptions_by_workflow(self.now()).await
     }
 
-    /// The unknown outcomes waiting at each destination with exceptions, each counted up to
-    /// `cap` (metrics).
-    pub async fn unknowns_by_destination(&self, cap: i64) -> Result<Vec<(String, i64)>> {
-        self.store.unknowns_by_destination(cap).await
-    }
-
     /// Every dispatcher that ever said it was alive, and when it last did (metrics).
     pub async fn dispatchers(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
         self.store.dispatchers().await

@@ -104,35 +104,6 @@ impl Store {
         ))
     }
 
-    /// The unknown outcomes waiting at each destination that has exceptions (the metrics' alert
-    /// on one destination), each counted up to `cap`: the destinations by a skip over the
-    /// exceptions' index by destination (one probe each), then a bounded range of it each.
-    pub(crate) async fn unknowns_by_destination(&self, cap: i64) -> Result<Vec<(String, i64)>> {
-        let mut conn = self.conn().await?;
-        let mut out = Vec::new();
-        let mut after = String::new();
-        loop {
-            let next = Stmt::new(
-                "SELECT MIN(destination) AS d FROM operations \
-                 WHERE exception_since IS NOT NULL AND destination > $1",
-                vec![Cell::Text(Some(&after))],
-            )
-            .one(conn.db(), |r| get::<Option<String>>(r, "d"))
-            .await?;
-            let Some(destination) = next else { break };
-            let n = Stmt::new(
-                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM operations WHERE destination = $1 \
-                 AND exception_since IS NOT NULL AND state = 'unknown' LIMIT $2) AS capped",
-                vec![Cell::Text(Some(&destination)), Cell::Int(Some(cap))],
-            )
-            .one(conn.db(), |r| get(r, "n"))
-            .await?;
-            out.push((destination.clone(), n));
-            after = destination;
-        }
-        Ok(out)
-    }
-
     /// How many live claims `who` holds.
     pub(crate) async fn count_live_claims(&self, who: &str, now: DateTime<Utc>) -> Result<i64> {
         self.scalar(Stmt::new(

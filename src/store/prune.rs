@@ -102,19 +102,15 @@ impl Tx {
         .await?;
         let (cond, cells, _) = chosen(vec![]);
         let of = format!("operation_id IN (SELECT id FROM operations WHERE {cond})");
-        Stmt::new(format!("DELETE FROM attempts WHERE {of}"), cells.clone())
-            .execute(self.db())
-            .await?;
         // events are append-only but for this: the gate's row lives only inside this transaction
-        Stmt::new("INSERT INTO prune_gate (id) VALUES (1)", vec![])
-            .execute(self.db())
-            .await?;
-        Stmt::new(format!("DELETE FROM events WHERE {of}"), cells.clone())
-            .execute(self.db())
-            .await?;
-        Stmt::new("DELETE FROM prune_gate", vec![])
-            .execute(self.db())
-            .await?;
+        for stmt in [
+            Stmt::new(format!("DELETE FROM attempts WHERE {of}"), cells.clone()),
+            Stmt::new("INSERT INTO prune_gate (id) VALUES (1)", vec![]),
+            Stmt::new(format!("DELETE FROM events WHERE {of}"), cells.clone()),
+            Stmt::new("DELETE FROM prune_gate", vec![]),
+        ] {
+            stmt.execute(self.db()).await?;
+        }
         let runs = Stmt::new(
             format!("SELECT DISTINCT run FROM operations WHERE {cond} AND run IS NOT NULL"),
             cells.clone(),
