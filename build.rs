@@ -8,6 +8,7 @@
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(settle_pg)");
     println!("cargo::rustc-check-cfg=cfg(settle_oas)");
+    println!("cargo::rustc-check-cfg=cfg(settle_pgbouncer)");
     println!("cargo::rerun-if-env-changed=SETTLE_TEST_POSTGRES_URL");
     println!("cargo::rerun-if-env-changed=SETTLE_REQUIRE_POSTGRES");
     println!("cargo::rerun-if-changed=build.rs");
@@ -20,19 +21,32 @@ fn main() {
         );
     }
     // An OpenAPI validator that is not ours (SPEC 20): the `openapi-spec-validator` Python
-    // package. Without it the test that runs it is compiled as ignored, saying so; where the CI
-    // requires everything (SETTLE_REQUIRE_POSTGRES), its absence stops the build.
-    let validator = std::process::Command::new("python3")
-        .args(["-c", "import openapi_spec_validator"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if validator {
-        println!("cargo::rustc-cfg=settle_oas");
-    } else if set("SETTLE_REQUIRE_POSTGRES") {
-        panic!(
-            "SETTLE_REQUIRE_POSTGRES is set but python3 cannot import openapi_spec_validator: pip install openapi-spec-validator"
-        );
+    // package. PgBouncer (SPEC 22): the tests that run through one in transaction pooling mode
+    // start their own. Without either, the tests that need it are compiled as ignored, saying
+    // so; where the CI requires everything (SETTLE_REQUIRE_POSTGRES), its absence stops the build.
+    let tools = [
+        (
+            "settle_oas",
+            ["python3", "-c", "import openapi_spec_validator"],
+            "python3 cannot import openapi_spec_validator: pip install openapi-spec-validator",
+        ),
+        (
+            "settle_pgbouncer",
+            ["pgbouncer", "--version", ""],
+            "pgbouncer is not installed: apt-get install pgbouncer",
+        ),
+    ];
+    for (cfg, [program, args @ ..], missing) in tools {
+        let found = std::process::Command::new(program)
+            .args(args.iter().filter(|a| !a.is_empty()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if found {
+            println!("cargo::rustc-cfg={cfg}");
+        } else if set("SETTLE_REQUIRE_POSTGRES") {
+            panic!("SETTLE_REQUIRE_POSTGRES is set but {missing}");
+        }
     }
 }

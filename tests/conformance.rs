@@ -2315,6 +2315,7 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
 }
 
 both_backends!(
+    pgbouncer:
     a_batch_of_new_and_stored_keys,
     a_round_on_known_rows_sees_other_writers,
     a_lead_reveals_one_field_and_the_audit_never_holds_the_value,

@@ -327,7 +327,21 @@ async fn an_incident_worked_with_keys_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
 async fn two_consoles_on_postgres() {
-    let db = common::postgres().await;
+    two_consoles(common::postgres().await).await;
+}
+
+/// The same through PgBouncer in transaction mode, where no LISTEN lasts: bob's console sees
+/// alice's claim by polling (SPEC 22).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(settle_pg, settle_pgbouncer)),
+    ignore = "needs SETTLE_TEST_POSTGRES_URL and pgbouncer"
+)]
+async fn two_consoles_through_pgbouncer() {
+    two_consoles(common::pgbouncer().await).await;
+}
+
+async fn two_consoles(db: TestDb) {
     tokio::task::spawn_blocking(move || {
         assert!(have_tmux());
         let url = db.url.as_str();

@@ -486,6 +486,7 @@ async fn ingested_steps_keep_their_runs(db: &TestDb) {
 }
 
 both_backends!(
+    pgbouncer:
     ingested_steps_keep_their_runs,
     every_situation_of_a_step_gives_its_run_state,
     a_run_is_claimed_noted_and_closed_by_people,

@@ -15,7 +15,8 @@
 //! (operations and change sets written), `attempts` (attempts and audit events), `arrays`
 //! (PostgreSQL's many rows as arrays), `work` (the dispatcher's due work, budgets and
 //! heartbeats), `workflows` (pause flags and thresholds), `pages` (lists, counts and the history
-//! readers see), `migrate`.
+//! readers see), `pg` (what only PostgreSQL has: statements unnamed through PgBouncer, statistics,
+//! notifications), `migrate`.
 
 mod arrays;
 mod attempts;
@@ -26,6 +27,7 @@ mod migrate;
 mod open;
 mod ops;
 mod pages;
+mod pg;
 mod prune;
 pub mod review;
 mod run_review;
@@ -37,7 +39,7 @@ mod work;
 mod workflows;
 
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
 use crate::error::{Error, Result};
@@ -49,6 +51,7 @@ pub use open::{Backend, Profile, display_url};
 use open::{prepare_sqlite_file, sqlite_file};
 pub use pages::Cursor;
 pub(crate) use pages::{ListQuery, Order};
+pub(crate) use pg::Listener;
 pub(crate) use prune::Prunable;
 pub(crate) use runs::{RunKept, RunOpRow, RunWrite, StoredRun};
 pub(crate) use sql::ms;
@@ -65,8 +68,13 @@ enum Pool {
 pub struct Store {
     pool: Pool,
     shown_url: String,
-    /// The URL as given (it may hold a password): for a listener connection, never printed.
+    /// The URL as the driver takes it (it may hold a password): for a listener connection,
+    /// never printed.
     url: String,
+    /// PostgreSQL through PgBouncer in transaction pooling mode (`pgbouncer=true`): a session
+    /// lasts one transaction, so no statement is named, every read runs in a transaction of its
+    /// own, and changes are polled for rather than listened to.
+    bouncer: bool,
 }
 
 /// A write transaction: what the ledger's changes run in.
@@ -79,6 +87,10 @@ pub(crate) enum Tx {
 pub(crate) enum Conn {
     Sqlite(sqlite::Conn),
     Postgres(PoolConnection<Postgres>),
+    /// Through PgBouncer in transaction mode: a read-only transaction, so that its statements
+    /// (each parsed, then bound and run, in two exchanges) stay on one server connection. It
+    /// is rolled back when the connection goes back to the pool.
+    Pinned(Transaction<'static, Postgres>),
 }
 
 /// A connection of either backend, borrowed from a transaction or the pool: what a statement runs
@@ -102,6 +114,7 @@ impl Conn {
         match self {
             Conn::Sqlite(c) => Db::Sqlite(c),
             Conn::Postgres(c) => Db::Postgres(c),
+            Conn::Pinned(t) => Db::Postgres(t),
         }
     }
 }
@@ -203,6 +216,11 @@ impl Store {
         let shown_url = display_url(url);
         let cannot = |e| sql::pg_error(&format!("cannot open database {shown_url}"), e);
         let max = profile.connections(backend);
+        let (url, bouncer) = match backend {
+            Backend::Postgres => open::pg_url(url)?,
+            Backend::Sqlite => (url.to_string(), false),
+        };
+        let url = url.as_str();
         let pool = match backend {
             Backend::Sqlite if url.contains(":memory:") => {
                 return Err(Error::Invalid(
@@ -225,22 +243,30 @@ impl Store {
                 })?);
                 Pool::Sqlite(pool)
             }
-            Backend::Postgres => Pool::Postgres(
-                PgPoolOptions::new()
-                    .max_connections(max)
-                    .idle_timeout(profile.idle_timeout())
-                    // a server connection may have died since it was last used
-                    .test_before_acquire(true)
-                    .acquire_timeout(profile.acquire_timeout())
-                    .connect(url)
-                    .await
-                    .map_err(cannot)?,
-            ),
+            Backend::Postgres => {
+                let mut options: PgConnectOptions = url.parse().map_err(cannot)?;
+                if bouncer {
+                    options = options.statement_cache_capacity(0);
+                    pg::name_no_statements();
+                }
+                Pool::Postgres(
+                    PgPoolOptions::new()
+                        .max_connections(max)
+                        .idle_timeout(profile.idle_timeout())
+                        // a server connection may have died since it was last used
+                        .test_before_acquire(true)
+                        .acquire_timeout(profile.acquire_timeout())
+                        .connect_with(options)
+                        .await
+                        .map_err(cannot)?,
+                )
+            }
         };
         let store = Store {
             pool,
             shown_url,
             url: url.to_string(),
+            bouncer,
         };
         migrate::migrate(&store).await?;
         Ok(store)
@@ -269,6 +295,7 @@ impl Store {
             pool,
             shown_url: self.shown_url.clone(),
             url: self.url.clone(),
+            bouncer: self.bouncer,
         }
     }
 
@@ -308,76 +335,17 @@ impl Store {
     pub(crate) async fn conn(&self) -> Result<Conn> {
         match &self.pool {
             Pool::Sqlite(p) => p.acquire().await.map(Conn::Sqlite),
+            Pool::Postgres(p) if self.bouncer => p
+                .begin_with("BEGIN READ ONLY")
+                .await
+                .map(Conn::Pinned)
+                .map_err(|e| self.err(e)),
             Pool::Postgres(p) => p
                 .acquire()
                 .await
                 .map(Conn::Postgres)
                 .map_err(|e| self.err(e)),
         }
-    }
-
-    /// Refreshes the planner's statistics of `operations` (and of `runs`) when they are missing or stale
-    /// (PostgreSQL: never analyzed, or more rows changed since than half the table holds, as
-    /// after a bulk load that autovacuum has not yet seen). Without them a table filled since
-    /// looks nearly empty, and the dispatcher's due query reads and sorts every due row each round
-    /// instead of walking its index to the limit. Asking costs one catalog read; `ANALYZE`
-    /// samples a fixed number of rows (about 0.6 s at 100,000 operations on this machine).
-    /// SQLite's plans for settle's statements do not depend on statistics: nothing to do.
-    pub(crate) async fn refresh_stale_statistics(&self) -> Result<()> {
-        let Pool::Postgres(p) = &self.pool else {
-            return Ok(());
-        };
-        // the state counters' rows of differences, folded into one row per workflow and state
-        // (readers sum them; rows appended meanwhile are not deleted and keep counting)
-        sqlx::query(
-            "WITH d AS (DELETE FROM state_counts RETURNING workflow, state, n) \
-             INSERT INTO state_counts (workflow, state, n) SELECT workflow, state, SUM(n) FROM d \
-             GROUP BY workflow, state HAVING SUM(n) <> 0",
-        )
-        .execute(p)
-        .await
-        .map_err(|e| self.err(e))?;
-        // the runs' rows (schema 12) are read by run and by their waits alike
-        for table in ["operations", "runs"] {
-            let stale: Option<bool> = sqlx::query_scalar(&format!(
-                "SELECT (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) \
-                   OR s.n_mod_since_analyze > GREATEST(c.reltuples, 1000) / 2 \
-                 FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
-                 WHERE s.relid = '{table}'::regclass"
-            ))
-            .fetch_optional(p)
-            .await
-            .map_err(|e| self.err(e))?;
-            if stale == Some(true) {
-                sqlx::query(&format!("ANALYZE {table}"))
-                    .persistent(false)
-                    .execute(p)
-                    .await
-                    .map_err(|e| self.err(e))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Waits for the next change notification (PostgreSQL `LISTEN settle_events`); `None` on
-    /// SQLite, which is polled instead, or when the listener cannot connect.
-    pub(crate) async fn listen(&self) -> Option<Listener> {
-        if self.backend() != Backend::Postgres {
-            return None;
-        }
-        let mut l = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
-        l.listen("settle_events").await.ok()?;
-        Some(Listener(l))
-    }
-}
-
-/// Changes made by others, as PostgreSQL tells of them.
-pub(crate) struct Listener(sqlx::postgres::PgListener);
-
-impl Listener {
-    /// Waits for the next notification; false when the connection is gone.
-    pub(crate) async fn next(&mut self) -> bool {
-        self.0.try_recv().await.is_ok_and(|n| n.is_some())
     }
 }
 

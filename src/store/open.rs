@@ -56,6 +56,39 @@ pub fn display_url(url: &str) -> String {
     crate::domain::escape_text(&masked).into_owned()
 }
 
+/// A PostgreSQL URL as the driver takes it, and whether it reaches the server through PgBouncer
+/// in transaction pooling mode (`pgbouncer=true`, as other tools spell it). The option is
+/// settle's own, so it is taken out before the driver sees the URL (which would warn of it).
+pub(super) fn pg_url(url: &str) -> Result<(String, bool)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_string(), false));
+    };
+    let mut bouncer = false;
+    let mut kept = Vec::new();
+    for param in query.split('&').filter(|p| !p.is_empty()) {
+        match param.split_once('=') {
+            Some(("pgbouncer", value)) => {
+                bouncer = match value {
+                    "true" | "1" | "yes" | "on" => true,
+                    "false" | "0" | "no" | "off" => false,
+                    other => {
+                        return Err(Error::Invalid(format!(
+                            "pgbouncer={} in the database URL: use pgbouncer=true or pgbouncer=false",
+                            crate::domain::escape_text(other)
+                        )));
+                    }
+                }
+            }
+            _ => kept.push(param),
+        }
+    }
+    let url = match kept.is_empty() {
+        true => base.to_string(),
+        false => format!("{base}?{}", kept.join("&")),
+    };
+    Ok((url, bouncer))
+}
+
 /// How a process uses the database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Profile {
@@ -181,6 +214,25 @@ mod tests {
             display_url("postgres://app@db/settle"),
             "postgres://app@db/settle"
         );
+    }
+
+    #[test]
+    fn pgbouncer_is_taken_out_of_the_url() {
+        assert_eq!(
+            pg_url("postgres://h/d?pgbouncer=true&sslmode=require").unwrap(),
+            ("postgres://h/d?sslmode=require".to_string(), true)
+        );
+        assert_eq!(
+            pg_url("postgres://h/d?pgbouncer=false").unwrap(),
+            ("postgres://h/d".to_string(), false)
+        );
+        assert_eq!(
+            pg_url("postgres://h/d?application_name=x").unwrap(),
+            ("postgres://h/d?application_name=x".to_string(), false)
+        );
+        let bad = pg_url("postgres://h/d?pgbouncer=maybe").unwrap_err();
+        assert_eq!(bad.exit_code(), 2);
+        assert!(bad.to_string().contains("pgbouncer=maybe"), "{bad}");
     }
 
     #[test]

@@ -82,14 +82,24 @@ pub(crate) fn driver_message(context: &str, message: &str) -> String {
 /// quote values) and kept to one line; a data exception (SQLSTATE class 22: a NUL in text, a
 /// value out of range) is `Unstorable`, never taken for an outage.
 pub(crate) fn pg_error(context: &str, err: sqlx::Error) -> Error {
-    let (text, data) = match &err {
+    let (text, data, pooled) = match &err {
         sqlx::Error::Database(e) => (
             e.message().to_string(),
             e.code().is_some_and(|c| c.starts_with("22")),
+            // a statement this connection named is missing, or another's has its name (bound
+            // with the wrong parameters, a protocol violation): the mark of a pooler that hands
+            // each transaction a different server connection
+            e.code()
+                .is_some_and(|c| matches!(c.as_ref(), "42P05" | "26000" | "08P01")),
         ),
-        other => (other.to_string(), false),
+        other => (other.to_string(), false, false),
     };
-    let text = driver_message(context, &text);
+    let mut text = driver_message(context, &text);
+    if pooled {
+        text.push_str(
+            " (through PgBouncer in transaction pooling mode? add pgbouncer=true to the database URL)",
+        );
+    }
     if data {
         Error::Unstorable(text)
     } else {
@@ -139,7 +149,7 @@ impl<'a> Stmt<'a> {
 
     /// The statement as a PostgreSQL query, its cells bound in order.
     fn pg(&self) -> Query<'_, Postgres, PgArguments> {
-        let mut q = sqlx::query::<Postgres>(&self.sql);
+        let mut q = super::pg::pg_statement(&self.sql);
         for c in &self.cells {
             q = match *c {
                 Cell::Int(v) => q.bind(v),

@@ -259,8 +259,10 @@ impl Store {
              ON CONFLICT (name) DO UPDATE SET seen_at = $2",
             vec![Cell::Text(Some(name)), Cell::Int(Some(ms(now)))],
         );
-        stmt.execute(self.conn().await?.db()).await?;
-        Ok(())
+        // a write: in a transaction (a read's connection may be a read-only one, see `Conn`)
+        let mut tx = self.begin().await?;
+        stmt.execute(tx.db()).await?;
+        tx.commit().await
     }
 
     /// When any dispatcher last said it was alive.

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 pub mod api;
+pub mod bouncer;
 pub mod scripted;
 pub mod tmux;
 
@@ -15,6 +16,8 @@ pub struct TestDb {
     pub backend: &'static str,
     _dir: Option<tempfile::TempDir>,
     pg_drop: Option<(String, String)>,
+    /// The PgBouncer `url` goes through, stopped after the database is dropped.
+    _bouncer: Option<bouncer::Bouncer>,
 }
 
 impl Drop for TestDb {
@@ -48,6 +51,7 @@ pub fn sqlite() -> TestDb {
         backend: "sqlite",
         _dir: Some(dir),
         pg_drop: None,
+        _bouncer: None,
     }
 }
 
@@ -93,7 +97,31 @@ pub async fn postgres_on(admin: &str) -> TestDb {
         backend: "postgres",
         _dir: None,
         pg_drop: Some((admin, name)),
+        _bouncer: None,
     }
+}
+
+/// A fresh PostgreSQL database (as [`postgres`]) that settle reaches through a PgBouncer of its
+/// own in transaction pooling mode.
+pub async fn pgbouncer() -> TestDb {
+    let mut db = postgres().await;
+    let bouncer = bouncer::Bouncer::start(&db.url);
+    db.url = bouncer.url_for(&db.url);
+    db.backend = "pgbouncer";
+    db._bouncer = Some(bouncer);
+    db
+}
+
+/// The URL of the database itself, for the tests' back door ([`Raw`]): a URL through PgBouncer
+/// (`pgbouncer=true`) goes to the server behind it instead.
+pub fn direct(url: &str) -> String {
+    if !url.contains("pgbouncer=true") {
+        return url.to_string();
+    }
+    let server = std::env::var("SETTLE_TEST_POSTGRES_URL").unwrap();
+    let base = server.rsplit_once('/').unwrap().0;
+    let db = url.rsplit_once('/').unwrap().1.split('?').next().unwrap();
+    format!("{base}/{db}")
 }
 
 /// Plain SQL on a test database, as an automation, an operator or an older settle might run it
@@ -107,7 +135,7 @@ impl Raw {
     pub async fn connect(url: &str) -> Raw {
         match url.strip_prefix("sqlite://") {
             Some(path) => Raw::Sqlite(rusqlite::Connection::open(path).unwrap()),
-            None => Raw::Postgres(sqlx::PgConnection::connect(url).await.unwrap()),
+            None => Raw::Postgres(sqlx::PgConnection::connect(&direct(url)).await.unwrap()),
         }
     }
 
@@ -215,9 +243,26 @@ fields = ["customer.name"]
     .unwrap()
 }
 
-/// Runs a test body against SQLite, and against PostgreSQL (ignored when no server is configured).
+/// Runs a test body against SQLite, and against PostgreSQL (ignored when no server is configured);
+/// after `pgbouncer:`, against PostgreSQL through PgBouncer in transaction mode as well.
 #[macro_export]
 macro_rules! both_backends {
+    (pgbouncer: $($name:ident),* $(,)?) => {
+        $crate::both_backends!($($name),*);
+        mod through_pgbouncer {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(
+                    not(all(settle_pg, settle_pgbouncer)),
+                    ignore = "needs SETTLE_TEST_POSTGRES_URL and pgbouncer"
+                )]
+                async fn $name() {
+                    let db = $crate::common::pgbouncer().await;
+                    super::$name(&db).await;
+                }
+            )*
+        }
+    };
     ($($name:ident),* $(,)?) => {
         mod on_sqlite {
             $(
@@ -347,7 +392,8 @@ impl Drill {
         (code, stdout, stderr)
     }
 
-    pub fn record(&self, key: &str) {
+    /// Records `key` (the onboarding kickoff task); what `record` printed.
+    pub fn record(&self, key: &str) -> String {
         self.run(&[
             "record",
             "--key",
@@ -360,7 +406,7 @@ impl Drill {
             "create_task",
             "--payload",
             "{\"title\":\"Kickoff call\"}",
-        ]);
+        ])
     }
 
     pub fn show(&self, key: &str) -> serde_json::Value {
