@@ -50,3 +50,63 @@ async fn the_db_url_takes_libpq_options() {
     assert_eq!(tables, 1);
     ledger.close().await;
 }
+
+/// A replica for reports (SPEC 22): a hot standby of a cluster of the test's own answers every
+/// reading command as the primary does; a change asked of it is refused in one line, nothing
+/// changed; before the primary has settle's schema, the replica says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn a_replica_answers_reports_and_refuses_changes() {
+    tokio::task::spawn_blocking(|| {
+        let primary = common::cluster::Cluster::primary();
+        let standby = primary.standby();
+        let sim = common::Sim::start(&[]);
+        let on_primary = common::drill_on(&primary.url("postgres"), &sim, false, false, "");
+        let on_replica = common::drill_on(&standby.url("postgres"), &sim, false, false, "");
+        let (code, _, stderr) = on_replica.output(&["stats"]);
+        assert_eq!(code, 4, "{stderr}");
+        assert!(
+            stderr.contains("read-only (a replica?) with no settle schema"),
+            "{stderr}"
+        );
+        on_primary.record("rep-1");
+        on_primary.run(&["attempt", "--key", "rep-1", "--outcome", "unknown"]);
+        common::wait_until(
+            "the replica to catch up",
+            std::time::Duration::from_secs(20),
+            || on_replica.output(&["show", "rep-1", "--json"]).0 == 0,
+        );
+        // what does not move with the clock reads the same on both
+        for args in [&["stats"][..], &["runs"]] {
+            assert_eq!(
+                on_replica.run(args),
+                on_primary.run(args),
+                "settle {args:?} on the replica"
+            );
+        }
+        let listed = on_replica.run(&["list"]);
+        assert!(
+            listed
+                .lines()
+                .any(|l| l.contains("rep-1") && l.contains("unknown")),
+            "{listed}"
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&on_replica.run(&["report", "--json"])).unwrap();
+        assert_eq!(report["open_exceptions"], 1, "{report}");
+        assert_eq!(on_replica.show("rep-1")["state"], "unknown");
+        let (code, _, stderr) = on_replica.output(&["claim", "rep-1"]);
+        assert_eq!(code, 3, "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("changes are made on the primary"),
+            "{stderr}"
+        );
+        assert_eq!(
+            on_primary.show("rep-1")["claimed_by"],
+            serde_json::Value::Null
+        );
+    })
+    .await
+    .unwrap();
+}

@@ -106,6 +106,15 @@ async fn apply(tx: &mut Tx, backend: Backend, shown_url: &str) -> Result<()> {
     };
     let stmt = |sql: &'static str| Stmt::new(sql, Vec::new());
     if backend == Backend::Postgres {
+        // A replica (a hot standby) or a read-only role: nothing may be created or locked,
+        // and reads need only the schema this settle knows.
+        let read_only: String = stmt("SELECT current_setting('transaction_read_only') AS v")
+            .one(tx.db(), |r| get(r, "v"))
+            .await
+            .map_err(named)?;
+        if read_only == "on" {
+            return check_read_only(tx).await.map_err(named);
+        }
         // Two processes starting on a fresh database must not both create the schema.
         stmt("SELECT pg_advisory_xact_lock(7383501)")
             .row(tx.db(), |_| Ok(()))
@@ -162,6 +171,39 @@ async fn apply(tx: &mut Tx, backend: Backend, shown_url: &str) -> Result<()> {
         .map_err(named)?;
     }
     Ok(())
+}
+
+/// A read-only PostgreSQL (a replica for reports): its schema must be the one this settle
+/// reads, as the primary's migrations left it.
+async fn check_read_only(tx: &mut Tx) -> Result<()> {
+    let stmt = |sql: &'static str| Stmt::new(sql, Vec::new());
+    let kept: i64 = stmt(
+        "SELECT COUNT(*) AS n FROM information_schema.tables \
+         WHERE table_schema = current_schema() AND table_name = 'settle_schema'",
+    )
+    .one(tx.db(), |r| get(r, "n"))
+    .await?;
+    let version: Option<i64> = match kept {
+        0 => None,
+        _ => Some(
+            stmt("SELECT COALESCE(MAX(version), 0) AS n FROM settle_schema")
+                .one(tx.db(), |r| get(r, "n"))
+                .await?,
+        ),
+    };
+    let found = match version {
+        Some(v) if v == SCHEMA_VERSION => return Ok(()),
+        Some(v) if v > SCHEMA_VERSION => {
+            return Err(Error::Unavailable(format!(
+                "schema version {v}, newer than this settle understands ({SCHEMA_VERSION}): upgrade settle"
+            )));
+        }
+        Some(v) => format!("schema version {v}, older than this settle's {SCHEMA_VERSION}"),
+        None => "no settle schema".to_string(),
+    };
+    Err(Error::Unavailable(format!(
+        "read-only (a replica?) with {found}: run settle init on the primary, and let the replica catch up"
+    )))
 }
 
 #[cfg(test)]

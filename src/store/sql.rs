@@ -82,6 +82,14 @@ pub(crate) fn driver_message(context: &str, message: &str) -> String {
 /// quote values) and kept to one line; a data exception (SQLSTATE class 22: a NUL in text, a
 /// value out of range) is `Unstorable`, never taken for an outage.
 pub(crate) fn pg_error(context: &str, err: sqlx::Error) -> Error {
+    // a change asked of a replica (a hot standby) or a read-only role: nothing changed
+    if let sqlx::Error::Database(e) = &err
+        && e.code().is_some_and(|c| c == "25006")
+    {
+        return Error::Refused(format!(
+            "{context}: read-only (a replica?): changes are made on the primary"
+        ));
+    }
     let (text, data, pooled) = match &err {
         sqlx::Error::Database(e) => (
             e.message().to_string(),

@@ -8,6 +8,8 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::{free_port, running_as_root};
+
 pub struct Bouncer {
     child: Child,
     pub port: u16,
@@ -98,19 +100,4 @@ fn server_of(url: &str) -> (String, String, u16) {
     let user = user.split(':').next().unwrap().to_string();
     let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "5432"));
     (user, host.to_string(), port.parse().unwrap())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }

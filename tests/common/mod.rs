@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub mod api;
 pub mod bouncer;
+pub mod cluster;
 pub mod scripted;
 pub mod tmux;
 
@@ -694,4 +695,21 @@ pub fn percentile(v: &mut [std::time::Duration], p: f64) -> f64 {
     v.sort();
     let i = ((v.len() as f64 - 1.0) * p).round() as usize;
     v[i].as_secs_f64() * 1e3
+}
+
+/// A port nobody listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Whether the tests run as root (PostgreSQL and PgBouncer then run as `postgres`).
+pub fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }

@@ -1,0 +1,148 @@
+//! A PostgreSQL cluster of a test's own (`initdb` and `pg_ctl` as the `postgres` user, on a port
+//! and a directory of its own), for what must never touch the shared server: a replica, a
+//! restart. Stopped (immediately) and removed when the guard drops.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{free_port, running_as_root};
+
+const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+pub struct Cluster {
+    pub port: u16,
+    data: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// A new primary that also takes replication connections from 127.0.0.1.
+    pub fn primary() -> Cluster {
+        let dir = owned_dir();
+        let data = dir.path().join("data");
+        as_postgres(
+            &format!("{BIN}/initdb"),
+            &["-D", s(&data), "-A", "trust", "-U", "postgres"],
+        );
+        let hba = data.join("pg_hba.conf");
+        let mut text = std::fs::read_to_string(&hba).unwrap();
+        text.push_str("host replication all 127.0.0.1/32 trust\n");
+        std::fs::write(&hba, text).unwrap();
+        Cluster::started(dir, data)
+    }
+
+    /// A hot standby of this cluster, streaming from it.
+    pub fn standby(&self) -> Cluster {
+        let dir = owned_dir();
+        let data = dir.path().join("data");
+        let port = self.port.to_string();
+        as_postgres(
+            &format!("{BIN}/pg_basebackup"),
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-D",
+                s(&data),
+                "-R",
+            ],
+        );
+        Cluster::started(dir, data)
+    }
+
+    fn started(dir: tempfile::TempDir, data: PathBuf) -> Cluster {
+        let cluster = Cluster {
+            port: free_port(),
+            data,
+            dir,
+        };
+        cluster.start();
+        cluster
+    }
+
+    pub fn start(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("server.log");
+        as_postgres(
+            &format!("{BIN}/pg_ctl"),
+            &[
+                "-D",
+                s(&self.data),
+                "-o",
+                &opts,
+                "-l",
+                s(&log),
+                "-w",
+                "start",
+            ],
+        );
+    }
+
+    /// The URL of database `db` on this cluster.
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = command(
+            &format!("{BIN}/pg_ctl"),
+            &["-D", s(&self.data), "-m", "immediate", "stop"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A temporary directory the `postgres` user may write to.
+fn owned_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    if running_as_root() {
+        let status = Command::new("chown")
+            .arg("postgres")
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown postgres");
+    }
+    dir
+}
+
+/// `program args` as the `postgres` user when run as root (PostgreSQL will not run as root).
+fn command(program: &str, args: &[&str]) -> Command {
+    let mut c = match running_as_root() {
+        true => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--", program]);
+            c
+        }
+        false => Command::new(program),
+    };
+    c.args(args).current_dir("/");
+    c
+}
+
+fn as_postgres(program: &str, args: &[&str]) {
+    let out = command(program, args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
