@@ -109,6 +109,10 @@ async fn child(url: &str, started: Instant) {
                 .collect(),
         ),
     ];
+    let slow = std::env::var("SETTLE_BENCH_SLOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
     let mut report = Vec::new();
     for (name, keys) in scenarios {
         let (mut frame, mut data) = (Vec::new(), Vec::new());
@@ -120,6 +124,14 @@ async fn child(url: &str, started: Instant) {
             resolve(&mut app, &ledger, fx).await;
             term.draw(|f| ui::draw(f, &app, &theme)).unwrap();
             data.push(t.elapsed());
+            // SETTLE_BENCH_SLOW=MS names each key whose data took longer, with the filter then
+            if slow.is_some_and(|slow| t.elapsed() > slow) {
+                eprintln!(
+                    "slow {name}: {:?} filter '{}'",
+                    t.elapsed(),
+                    app.filter.value()
+                );
+            }
         }
         report.push(format!(
             "{name}:{:.2}:{:.2}:{:.2}:{:.2}",
@@ -154,6 +166,17 @@ async fn resolve(app: &mut App, ledger: &Ledger, mut fx: Vec<Effect>) {
     }
 }
 
+/// The kept database for size `n` on the server `server` (created when missing).
+async fn kept_pg(server: &str, n: usize) -> String {
+    use sqlx::Connection;
+    let name = format!("settle_bench_console_{n}");
+    let mut c = sqlx::PgConnection::connect(server).await.unwrap();
+    let _ = sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut c)
+        .await;
+    format!("{}/{name}", server.rsplit_once('/').unwrap().0)
+}
+
 #[tokio::main]
 async fn main() {
     let started = Instant::now();
@@ -170,21 +193,31 @@ async fn main() {
         "SQLite"
     };
     let mut rows = Vec::new();
+    // SETTLE_BENCH_KEEP=DIR keeps each size's database (SQLite: DIR/cN.db; PostgreSQL: the
+    // database settle_bench_console_N) and reuses it on the next run: ten million operations take
+    // minutes to ingest
+    let keep = std::env::var("SETTLE_BENCH_KEEP").ok();
     for n in [1_000, big] {
         // a database of its own for each size, kept until its child is done
-        let pg = match &server {
-            Some(u) => Some(common::postgres_on(u).await),
-            None => None,
+        let pg = match (&server, &keep) {
+            (Some(u), None) => Some(common::postgres_on(u).await),
+            _ => None,
         };
-        let url = match &pg {
-            Some(db) => db.url.clone(),
-            None => format!("sqlite://{}", dir.path().join(format!("c{n}.db")).display()),
+        let url = match (&pg, &server, &keep) {
+            (Some(db), _, _) => db.url.clone(),
+            (None, Some(u), Some(_)) => kept_pg(u, n).await,
+            (None, None, Some(k)) => format!("sqlite://{k}/c{n}.db"),
+            (None, _, None) => {
+                format!("sqlite://{}", dir.path().join(format!("c{n}.db")).display())
+            }
         };
         let ledger = Ledger::open(&url, Config::default()).await.unwrap();
-        ledger
-            .ingest(common::seed_lines(n).as_bytes(), "bench")
-            .await
-            .unwrap();
+        if ledger.stats().await.unwrap().by_state.values().sum::<i64>() == 0 {
+            ledger
+                .ingest(common::seed_lines(n).as_bytes(), "bench")
+                .await
+                .unwrap();
+        }
         ledger.close().await;
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .env("SETTLE_BENCH_CHILD", &url)

@@ -1797,6 +1797,27 @@ async fn claim_as(l: &Ledger, key: &str, who: &str) -> Result<(), ()> {
         .map_err(|_| ())
 }
 
+/// The review's kept counts of exceptions opened per day, and the same counted from the spans:
+/// "day workflow destination n" lines.
+async fn opened_per_day(db: &TestDb) -> (Vec<String>, Vec<String>) {
+    let mut raw = common::Raw::connect(&db.url).await;
+    let kept = raw
+        .texts(
+            "SELECT CAST(day AS TEXT) || ' ' || workflow || ' ' || destination || ' ' || \
+             CAST(SUM(n) AS TEXT) FROM review_opened GROUP BY day, workflow, destination \
+             HAVING SUM(n) <> 0 ORDER BY 1",
+        )
+        .await;
+    let recount = raw
+        .texts(
+            "SELECT CAST(opened_at / 86400000 AS TEXT) || ' ' || workflow || ' ' || destination \
+             || ' ' || CAST(COUNT(*) AS TEXT) FROM exception_spans \
+             GROUP BY opened_at / 86400000, workflow, destination ORDER BY 1",
+        )
+        .await;
+    (kept, recount)
+}
+
 /// Schema 7: the counts `stats` and the console's tabs show are counters kept with every change;
 /// through records, conflicts, attempts, staff actions, a bulk action, an ingest and the
 /// dispatcher's heartbeat (which folds PostgreSQL's rows of differences) they equal what a count
@@ -1843,6 +1864,9 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
             let counted = l.matching_keys(&filter, "alice").await.unwrap().len() as i64;
             assert_eq!(*n, counted, "{when}: {workflow} {state:?}");
         }
+        // the review's exceptions opened per day (schema 14) equal a count of the spans
+        let (kept, recount) = opened_per_day(db).await;
+        assert_eq!(kept, recount, "{when}: opened per day");
     };
     check("empty").await;
     for i in 0..12 {
@@ -1869,6 +1893,10 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
         .await
         .unwrap();
     check("after records and attempts").await;
+    assert!(
+        !opened_per_day(db).await.0.is_empty(),
+        "exceptions were opened"
+    );
     claim(&l, "c-3", "bob").await.unwrap();
     l.staff("c-3", "bob", StaffAction::ReconcileAbsent { note: None })
         .await

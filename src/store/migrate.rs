@@ -80,10 +80,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0013_prune.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0013_prune.sql"),
     },
+    Migration {
+        version: 14,
+        sqlite: include_str!("../../assets/migrations/sqlite/0014_review_at_scale.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0014_review_at_scale.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -51,17 +51,24 @@ impl Store {
         let Tx::Postgres(p) = &mut tx else {
             unreachable!("a PostgreSQL store begins PostgreSQL transactions")
         };
-        // the state counters' rows of differences, folded into one row per workflow and state
-        // (readers sum them; rows appended meanwhile are not deleted and keep counting)
-        sqlx::query(
+        // the state counters' and the review's rows of differences (schemas 8 and 14), folded
+        // into one row per group (readers sum them; rows appended meanwhile are not deleted and
+        // keep counting)
+        for fold in [
             "WITH d AS (DELETE FROM state_counts RETURNING workflow, state, n) \
              INSERT INTO state_counts (workflow, state, n) SELECT workflow, state, SUM(n) FROM d \
              GROUP BY workflow, state HAVING SUM(n) <> 0",
-        )
-        .persistent(!self.bouncer)
-        .execute(&mut **p)
-        .await
-        .map_err(|e| self.err(e))?;
+            "WITH d AS (DELETE FROM review_opened RETURNING day, workflow, destination, n) \
+             INSERT INTO review_opened (day, workflow, destination, n) \
+             SELECT day, workflow, destination, SUM(n) FROM d \
+             GROUP BY day, workflow, destination HAVING SUM(n) <> 0",
+        ] {
+            sqlx::query(fold)
+                .persistent(!self.bouncer)
+                .execute(&mut **p)
+                .await
+                .map_err(|e| self.err(e))?;
+        }
         // the runs' rows (schema 12) are read by run and by their waits alike
         for table in ["operations", "runs"] {
             let stale: Option<bool> = sqlx::query_scalar(&format!(

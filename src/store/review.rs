@@ -67,6 +67,9 @@ pub struct ReviewRows {
 
 const DAY_MS: i64 = 86_400_000;
 
+/// The columns of each group's exceptions newer than each of [`AGE_BOUNDS_HOURS`].
+const NEWER: [&str; AGE_BOUNDS_HOURS.len()] = ["newer0", "newer1", "newer2", "newer3", "newer4"];
+
 impl Store {
     /// The review's rows for the window `since..=now`.
     pub(crate) async fn review_rows(
@@ -75,30 +78,37 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<ReviewRows> {
         let (since, now) = (ms(since), ms(now));
-        let mut bucket = String::from("CASE");
-        for (i, h) in AGE_BOUNDS_HOURS.iter().enumerate() {
-            bucket.push_str(&format!(
-                " WHEN exception_since > {} THEN {i}",
-                now - h * 3_600_000
-            ));
-        }
-        bucket.push_str(&format!(" ELSE {} END", AGE_BOUNDS_HOURS.len()));
-        let open = Stmt::new(
+        // each group's exceptions newer than each bound, in one pass over the groups' index in
+        // its order (no sort): the buckets are the differences
+        let newer: Vec<String> = AGE_BOUNDS_HOURS
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                format!(
+                    "SUM(CASE WHEN exception_since > {} THEN 1 ELSE 0 END) AS {}",
+                    now - h * 3_600_000,
+                    NEWER[i]
+                )
+            })
+            .collect();
+        let open_stmt = Stmt::new(
             format!(
-                "SELECT workflow, destination, state, bucket, COUNT(*) AS n, MIN(exception_since) AS oldest \
-                 FROM (SELECT workflow, destination, state, exception_since, CAST({bucket} AS BIGINT) AS bucket \
-                       FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1) x \
-                 GROUP BY workflow, destination, state, bucket"
+                "SELECT workflow, destination, state, {}, COUNT(*) AS n, MIN(exception_since) AS oldest \
+                 FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
+                 GROUP BY workflow, destination, state",
+                newer.join(", ")
             ),
             vec![Cell::Int(Some(now))],
         );
+        // schema 14's counts per day (PostgreSQL's as differences, summed here); a day is
+        // counted whole, as the review's days are
         let opened = Stmt::new(
-            format!(
-                "SELECT workflow, destination, opened_at / {DAY_MS} AS day, COUNT(*) AS n \
-                 FROM exception_spans WHERE opened_at >= $1 AND opened_at <= $2 \
-                 GROUP BY workflow, destination, opened_at / {DAY_MS}"
-            ),
-            vec![Cell::Int(Some(since)), Cell::Int(Some(now))],
+            "SELECT workflow, destination, day, CAST(SUM(n) AS BIGINT) AS n FROM review_opened \
+             WHERE day >= $1 AND day <= $2 GROUP BY workflow, destination, day",
+            vec![
+                Cell::Int(Some(since.div_euclid(DAY_MS))),
+                Cell::Int(Some(now.div_euclid(DAY_MS))),
+            ],
         );
         let resolved = Stmt::new(
             "SELECT workflow, destination, resolved_at, resolved_at - opened_at AS took, \
@@ -113,19 +123,10 @@ impl Store {
             vec![Cell::Int(Some(since)), Cell::Int(Some(now))],
         );
         let mut conn = self.conn().await?;
-        let open = open
-            .rows(conn.db(), |r| {
-                let s: String = get(r, "state")?;
-                Ok(OpenGroup {
-                    workflow: get(r, "workflow")?,
-                    destination: get(r, "destination")?,
-                    state: State::parse(&s).map_err(Error::Unavailable)?,
-                    bucket: get::<i64>(r, "bucket")?.clamp(0, 5) as usize,
-                    n: get(r, "n")?,
-                    oldest: time(get(r, "oldest")?),
-                })
-            })
-            .await?;
+        let mut open = Vec::new();
+        for group in open_stmt_rows(&open_stmt, &mut conn).await? {
+            open.extend(group);
+        }
         let opened = opened
             .rows(conn.db(), |r| {
                 Ok(OpenedDay {
@@ -166,4 +167,36 @@ impl Store {
             events,
         })
     }
+}
+
+/// The open exceptions' groups, each as one [`OpenGroup`] per age bucket it has exceptions in.
+async fn open_stmt_rows(stmt: &Stmt<'_>, conn: &mut super::Conn) -> Result<Vec<Vec<OpenGroup>>> {
+    stmt.rows(conn.db(), |r| {
+        let s: String = get(r, "state")?;
+        let state = State::parse(&s).map_err(Error::Unavailable)?;
+        let n: i64 = get(r, "n")?;
+        let oldest = time(get(r, "oldest")?);
+        let mut newer = Vec::with_capacity(AGE_BOUNDS_HOURS.len() + 1);
+        for column in NEWER {
+            newer.push(get::<Option<i64>>(r, column)?.unwrap_or(0));
+        }
+        newer.push(n);
+        let mut groups = Vec::new();
+        let mut below = 0;
+        for (bucket, upto) in newer.into_iter().enumerate() {
+            if upto > below {
+                groups.push(OpenGroup {
+                    workflow: get(r, "workflow")?,
+                    destination: get(r, "destination")?,
+                    state,
+                    bucket,
+                    n: upto - below,
+                    oldest,
+                });
+            }
+            below = upto;
+        }
+        Ok(groups)
+    })
+    .await
 }
