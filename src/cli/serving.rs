@@ -89,6 +89,7 @@ pub(super) async fn serve(
     });
     tracing::info!(command = "serve", "start");
     let pruning = ledger.auto_prune();
+    let _folding = ledger.keep_counters_folded(std::time::Duration::from_secs(60));
     let result = match (ssh, http) {
         (Some(s), Some(h)) => tokio::select! {
             r = crate::serve::run(ledger.clone(), s) => r,

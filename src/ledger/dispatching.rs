@@ -71,4 +71,30 @@ impl Ledger {
         // the due query's plan depends on them (a bulk load may have landed since)
         self.store.refresh_stale_statistics().await
     }
+
+    /// Folds the counters' rows of differences and refreshes stale planner statistics
+    /// (PostgreSQL; nothing to do on SQLite) now and every `every`, while the guard lives: what a
+    /// dispatcher's heartbeat does, for a `settle serve` that runs without a dispatcher (its
+    /// scrapes and consoles sum those rows: after an ingest of ten million operations, 466,000 of
+    /// them made a scrape take 200 ms instead of 25).
+    pub fn keep_counters_folded(&self, every: std::time::Duration) -> Folding {
+        let store = self.store.clone();
+        Folding(tokio::spawn(async move {
+            loop {
+                if let Err(e) = store.refresh_stale_statistics().await {
+                    tracing::warn!(error = %e, "folding the counters");
+                }
+                tokio::time::sleep(every).await;
+            }
+        }))
+    }
+}
+
+/// A background fold of the counters ([`Ledger::keep_counters_folded`]), stopped when dropped.
+pub struct Folding(tokio::task::JoinHandle<()>);
+
+impl Drop for Folding {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

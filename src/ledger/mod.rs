@@ -10,6 +10,7 @@ mod bulk;
 mod change;
 mod checks;
 mod dispatching;
+pub use dispatching::Folding;
 mod group;
 mod group_writes;
 mod guards;
