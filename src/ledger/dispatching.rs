@@ -77,9 +77,9 @@ impl Ledger {
     /// dispatcher's heartbeat does, for a `settle serve` that runs without a dispatcher (its
     /// scrapes and consoles sum those rows: after an ingest of ten million operations, 466,000 of
     /// them made a scrape take 200 ms instead of 25).
-    pub fn keep_counters_folded(&self, every: std::time::Duration) -> Folding {
+    pub fn keep_counters_folded(&self, every: std::time::Duration) -> Background {
         let store = self.store.clone();
-        Folding(tokio::spawn(async move {
+        Background(tokio::spawn(async move {
             loop {
                 if let Err(e) = store.refresh_stale_statistics().await {
                     tracing::warn!(error = %e, "folding the counters");
@@ -90,10 +90,11 @@ impl Ledger {
     }
 }
 
-/// A background fold of the counters ([`Ledger::keep_counters_folded`]), stopped when dropped.
-pub struct Folding(tokio::task::JoinHandle<()>);
+/// A task of the ledger's own in the background (a prune now and then, the counters folded),
+/// stopped when this guard is dropped.
+pub struct Background(pub(super) tokio::task::JoinHandle<()>);
 
-impl Drop for Folding {
+impl Drop for Background {
     fn drop(&mut self) {
         self.0.abort();
     }

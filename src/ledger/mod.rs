@@ -10,7 +10,7 @@ mod bulk;
 mod change;
 mod checks;
 mod dispatching;
-pub use dispatching::Folding;
+pub use dispatching::Background;
 mod group;
 mod group_writes;
 mod guards;
@@ -54,7 +54,7 @@ pub use group::{GROUP as WRITE_GROUP, Writer};
 pub use group_writes::{Answered, Write, Written};
 pub use ingest::{IngestProblem, IngestReport};
 pub use list::{ListFilter, Page, Position, Scope, Sort};
-pub use prune::{AUTO_PRUNE_EVERY, AutoPrune, PRUNE_BATCH, PruneOptions, PruneReport};
+pub use prune::{AUTO_PRUNE_EVERY, PRUNE_BATCH, PruneOptions, PruneReport};
 pub use reveal::redacted_paths;
 pub use review::{
     AGE_BUCKETS, AgeBucket, DayCount, Duplicates, GroupReview, MAX_WINDOW as MAX_REVIEW_WINDOW,

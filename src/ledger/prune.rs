@@ -34,15 +34,6 @@ fn pause_after_batch(backend: crate::store::Backend) -> f64 {
 /// How often `settle serve` and `settle dispatch` prune when `[retention] auto = true`.
 pub const AUTO_PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-/// The background prune of [`Ledger::auto_prune`]; it stops when this is dropped.
-pub struct AutoPrune(tokio::task::JoinHandle<()>);
-
-impl Drop for AutoPrune {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// What `settle prune` is asked.
 #[derive(Clone, Debug, Default)]
 pub struct PruneOptions {
@@ -79,7 +70,7 @@ impl Ledger {
     /// `[retention] auto = true`: prunes in the background every [`AUTO_PRUNE_EVERY`] (the
     /// first a minute after the start), as settle itself, without an archive, while the
     /// returned guard lives. `None` where the config does not ask for it.
-    pub fn auto_prune(&self) -> Option<AutoPrune> {
+    pub fn auto_prune(&self) -> Option<super::Background> {
         self.auto_prune_every(std::time::Duration::from_secs(60), AUTO_PRUNE_EVERY)
     }
 
@@ -88,13 +79,13 @@ impl Ledger {
         &self,
         first: std::time::Duration,
         every: std::time::Duration,
-    ) -> Option<AutoPrune> {
+    ) -> Option<super::Background> {
         let r = &self.config.retention;
         if !(r.auto && r.prunes()) {
             return None;
         }
         let ledger = self.clone();
-        Some(AutoPrune(tokio::spawn(async move {
+        Some(super::Background(tokio::spawn(async move {
             let mut wait = first;
             loop {
                 tokio::time::sleep(wait).await;

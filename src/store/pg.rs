@@ -3,9 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sqlx::Postgres;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
+use sqlx::{Postgres, Row};
 
 use super::{Backend, Store, Tx};
 use crate::error::Result;
@@ -63,24 +63,23 @@ impl Store {
              SELECT day, workflow, destination, SUM(n) FROM d \
              GROUP BY day, workflow, destination HAVING SUM(n) <> 0",
         ] {
-            sqlx::query(fold)
-                .persistent(!self.bouncer)
+            pg_statement(fold)
                 .execute(&mut **p)
                 .await
                 .map_err(|e| self.err(e))?;
         }
         // the runs' rows (schema 12) are read by run and by their waits alike
         for table in ["operations", "runs"] {
-            let stale: Option<bool> = sqlx::query_scalar(&format!(
+            let stale: Option<bool> = pg_statement(&format!(
                 "SELECT (s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) \
                    OR s.n_mod_since_analyze > GREATEST(c.reltuples, 1000) / 2 \
                  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid \
                  WHERE s.relid = '{table}'::regclass"
             ))
-            .persistent(!self.bouncer)
             .fetch_optional(&mut **p)
             .await
-            .map_err(|e| self.err(e))?;
+            .map_err(|e| self.err(e))?
+            .and_then(|row| row.get::<Option<bool>, _>(0));
             if stale == Some(true) {
                 sqlx::query(&format!("ANALYZE {table}"))
                     .persistent(false)

@@ -91,7 +91,7 @@ impl Store {
                 )
             })
             .collect();
-        let open_stmt = Stmt::new(
+        let open = Stmt::new(
             format!(
                 "SELECT workflow, destination, state, {}, COUNT(*) AS n, MIN(exception_since) AS oldest \
                  FROM operations WHERE exception_since IS NOT NULL AND exception_since <= $1 \
@@ -123,10 +123,7 @@ impl Store {
             vec![Cell::Int(Some(since)), Cell::Int(Some(now))],
         );
         let mut conn = self.conn().await?;
-        let mut open = Vec::new();
-        for group in open_stmt_rows(&open_stmt, &mut conn).await? {
-            open.extend(group);
-        }
+        let open = open_groups(&open, &mut conn).await?;
         let opened = opened
             .rows(conn.db(), |r| {
                 Ok(OpenedDay {
@@ -170,8 +167,8 @@ impl Store {
 }
 
 /// The open exceptions' groups, each as one [`OpenGroup`] per age bucket it has exceptions in.
-async fn open_stmt_rows(stmt: &Stmt<'_>, conn: &mut super::Conn) -> Result<Vec<Vec<OpenGroup>>> {
-    stmt.rows(conn.db(), |r| {
+async fn open_groups(stmt: &Stmt<'_>, conn: &mut super::Conn) -> Result<Vec<OpenGroup>> {
+    let rows = stmt.rows(conn.db(), |r| {
         let s: String = get(r, "state")?;
         let state = State::parse(&s).map_err(Error::Unavailable)?;
         let n: i64 = get(r, "n")?;
@@ -197,6 +194,6 @@ async fn open_stmt_rows(stmt: &Stmt<'_>, conn: &mut super::Conn) -> Result<Vec<V
             below = upto;
         }
         Ok(groups)
-    })
-    .await
+    });
+    Ok(rows.await?.into_iter().flatten().collect())
 }
