@@ -207,3 +207,66 @@ async fn without_the_option_the_error_says_what_to_add() {
     })
     .await;
 }
+
+/// Many clients of few server connections, each read ending without a COMMIT of its own (its
+/// transaction dropped) and each write beginning its own: the rollback sqlx queues for a
+/// dropped transaction must reach the pooler alone. Sent together with the pool's release
+/// check (a Sync), PgBouncer hands the server on after the rollback's answer, and the Sync's
+/// answer ("idle") then reaches the next client as the answer to its BEGIN: "got unexpected
+/// connection status after attempting to begin transaction" (CI, stop 36).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(settle_pg, settle_pgbouncer)),
+    ignore = "needs SETTLE_TEST_POSTGRES_URL and pgbouncer"
+)]
+async fn reads_and_writes_of_many_clients_on_few_server_connections() {
+    let db = common::pgbouncer().await;
+    let first = settle::Ledger::open(&db.url, common::config())
+        .await
+        .unwrap();
+    first.close().await;
+    // each client on a thread and a runtime of its own, as the processes of a team would be
+    let url = db.url.clone();
+    tokio::task::spawn_blocking(move || {
+        std::thread::scope(|s| {
+            for client in 0..24 {
+                let url = &url;
+                s.spawn(move || {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap()
+                        .block_on(one_client(url, client))
+                });
+            }
+        })
+    })
+    .await
+    .unwrap();
+    let ledger = settle::Ledger::open(&db.url, common::config())
+        .await
+        .unwrap();
+    let stats = ledger.stats().await.unwrap();
+    let total: i64 = stats.by_state.values().sum();
+    assert_eq!(total, 24 * 40, "{stats:?}");
+}
+
+/// One client: forty records, each read back.
+async fn one_client(url: &str, client: usize) {
+    let ledger = settle::Ledger::open(url, common::config()).await.unwrap();
+    for i in 0..40 {
+        let key = format!("many-{client:02}-{i:02}");
+        let intent = settle::Intent {
+            key: key.clone(),
+            workflow: "onboarding".into(),
+            step: "create-task".into(),
+            destination: "tasks".into(),
+            action: "create_task".into(),
+            payload: serde_json::json!({"n": i}),
+            run: None,
+        };
+        ledger.record(&intent, "t").await.unwrap();
+        assert_eq!(ledger.show(&key, "t").await.unwrap().op.key, key);
+    }
+    ledger.close().await;
+}
