@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub mod api;
 pub mod bouncer;
+pub mod checker;
 pub mod cluster;
 pub mod scripted;
 pub mod tmux;
@@ -447,12 +448,11 @@ impl Sim {
         Sim { child, base }
     }
 
-    /// Tasks the simulator really created, per key. An answer of another shape fails the test:
-    /// a count read as 0 would pass every "nothing was created" check.
-    pub fn tasks(&self) -> (u64, std::collections::BTreeMap<String, u64>) {
+    /// The simulator's `/stats`.
+    fn stats(&self) -> serde_json::Value {
         let url = format!("{}/stats", self.base);
         // a thread of its own: callers may be inside a runtime already
-        let v: serde_json::Value = std::thread::spawn(move || {
+        std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -460,7 +460,21 @@ impl Sim {
             rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
         })
         .join()
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The ids of the tasks the simulator really created, per key (SPEC 23's "the destination's
+    /// own records").
+    pub fn ids_by_key(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let v = self.stats();
+        serde_json::from_value(v["ids_by_key"].clone())
+            .unwrap_or_else(|e| panic!("/stats has no ids_by_key: {e}: {v}"))
+    }
+
+    /// Tasks the simulator really created, per key. An answer of another shape fails the test:
+    /// a count read as 0 would pass every "nothing was created" check.
+    pub fn tasks(&self) -> (u64, std::collections::BTreeMap<String, u64>) {
+        let v = self.stats();
         let by_key: std::collections::BTreeMap<String, u64> = v["by_key"]
             .as_object()
             .unwrap_or_else(|| panic!("/stats has no by_key object: {v}"))

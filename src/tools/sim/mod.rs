@@ -6,8 +6,8 @@
 //! is still being made; `422` when the same key comes with a different body). `GET /tasks?key=K`
 //! looks a key up (and shows the body exactly as it arrived and as it was read), as does `POST /search` with a
 //! HubSpot-like filter body; both also find a task by a top-level body value, for APIs that take
-//! no idempotency key. `GET /stats` counts the tasks really created, per key, and the requests
-//! that arrived. `--require-header` answers 401 to any other request without that header. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
+//! no idempotency key. `GET /stats` counts the tasks really created, per key (with their ids), and
+//! the requests that arrived. `--require-header` answers 401 to any other request without that header. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
 //! header or `_sim_fault` in its body), or a seeded random schedule (`--fault-rate`, `--seed`).
 
 use std::path::PathBuf;

@@ -89,11 +89,15 @@ pub(super) async fn search(
 pub(super) async fn stats(State(sim): State<Arc<Sim>>) -> Response {
     let records = sim.records.lock().unwrap_or_else(|p| p.into_inner());
     let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ids_by_key: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for t in &records.tasks {
-        *by_key.entry(t.key.clone().unwrap_or_default()).or_default() += 1;
+        let key = t.key.clone().unwrap_or_default();
+        ids_by_key.entry(key.clone()).or_default().push(&t.id);
+        *by_key.entry(key).or_default() += 1;
     }
     answer(
         StatusCode::OK,
-        json!({ "tasks": records.tasks.len(), "by_key": by_key, "requests": records.requests }),
+        json!({ "tasks": records.tasks.len(), "by_key": by_key, "ids_by_key": ids_by_key,
+                "requests": records.requests }),
     )
 }
