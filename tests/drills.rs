@@ -6,6 +6,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::checker::{self, Destination};
 use common::{Sim, TestDb, drill};
 use serde_json::Value;
 
@@ -335,6 +336,13 @@ fn kill_9_while_attempts_are_in_flight(db: &TestDb) {
                     .all(|k| d.show(k)["state"] == "unknown")
         },
     );
+    let dests = sims.map(|(name, sim)| Destination {
+        name,
+        sim,
+        dedupes: name == "dedupe",
+    });
+    let found = checker::check_blocking(&db.url, &dests, false);
+    assert!(found.is_empty(), "{}", checker::report(&found));
     let time = |v: &Value| {
         chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap())
             .unwrap()
@@ -508,6 +516,13 @@ fn soak(db: &TestDb, dest: SoakDest) {
     std::fs::write(&file, text).unwrap();
     d.run(&["ingest", file.to_str().unwrap()]);
     let summary = d.dispatch_until_settled();
+    let dests = [Destination {
+        name: "tasks",
+        sim: &sim,
+        dedupes: dest.dedupes,
+    }];
+    let found = checker::check_blocking(&db.url, &dests, true);
+    assert!(found.is_empty(), "{}", checker::report(&found));
     let (tasks, by_key) = sim.tasks();
     let list: Value = serde_json::from_str(&d.run(&["list", "--all", "--json"])).unwrap();
     let ops = list.as_array().unwrap();

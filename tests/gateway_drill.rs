@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::api::{ApiServer, TOOL, config_text, tool_automation};
+use common::checker::{self, Destination};
 use common::{Sim, TestDb, env_count};
 use serde_json::{Value, json};
 
@@ -178,6 +179,13 @@ timeout = "1500ms"
     });
     let (total, by_key) = sim.tasks();
     assert!(by_key.values().all(|c| *c == 1), "a duplicate: {by_key:?}");
+    let dests = [Destination {
+        name: "tasks",
+        sim: &sim,
+        dedupes: false,
+    }];
+    let found = checker::check(&db.url, &dests, false).await;
+    assert!(found.is_empty(), "{}", checker::report(&found));
     let states = ledger(&s, false);
     let queue = ledger(&s, true);
     let mut unknown = Vec::new();
@@ -232,6 +240,8 @@ timeout = "1500ms"
     let (after, by_key) = sim.tasks();
     assert_eq!((before, after, total), (after, n as u64, n as u64));
     assert!(by_key.values().all(|c| *c == 1));
+    let found = checker::check(&db.url, &dests, true).await;
+    assert!(found.is_empty(), "{}", checker::report(&found));
     eprintln!(
         "blind-retry drill: {n} operations, {} unknown then reconciled, {} retried, {} requests to the gateway",
         unknown.len(),

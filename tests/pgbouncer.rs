@@ -156,6 +156,13 @@ async fn two_dispatchers_through_faults() {
         }
         let (total, by_key) = sim.tasks();
         assert_eq!(total, 300, "one task per key: {by_key:?}");
+        let dests = [common::checker::Destination {
+            name: "tasks",
+            sim: &sim,
+            dedupes: true,
+        }];
+        let found = common::checker::check_blocking(&db.url, &dests, true);
+        assert!(found.is_empty(), "{}", common::checker::report(&found));
         assert!(by_key.values().all(|n| *n == 1), "{by_key:?}");
         for i in (0..300).step_by(7) {
             let v = d.show(&format!("pgb-{i:03}"));

@@ -248,3 +248,19 @@ async fn counters(raw: &mut Raw) -> Vec<Violation> {
     }
     found
 }
+
+/// [`check`] from blocking code (a drill that runs processes): on a thread and a runtime of its
+/// own, as the caller may be inside a runtime already.
+pub fn check_blocking(url: &str, destinations: &[Destination<'_>], swept: bool) -> Vec<Violation> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(check(url, destinations, swept))
+        })
+        .join()
+        .unwrap()
+    })
+}
