@@ -1,8 +1,8 @@
 //! Pruning (SPEC 22): finding terminal operations past retention, and removing one batch of them
 //! with their attempts and events, their keys kept in `pruned_keys` until their horizon.
 
-use super::Tx;
 use super::sql::{Cell, Marks, Stmt, corrupt, get, marks, time};
+use super::{Store, Tx};
 use crate::domain::{Op, Resolution, State};
 use crate::error::Result;
 
@@ -18,14 +18,15 @@ pub(crate) struct Prunable {
 const KEPT: &str = "key, fingerprint, state, reference, workflow, step, destination, action, \
                     attempts, resolution, superseded_by, run, created_at";
 
-impl Tx {
+impl Store {
     /// Up to `limit` operations in `state` (a terminal one) that became terminal before `before`
     /// (ms), oldest first after `after` (created_at, id): an operation of a run only once its run
     /// is done or closed. A terminal operation's `updated_at` is when it became terminal (or a
     /// later note), and never before its `created_at`, so the index on (state, created_at) finds
-    /// them.
+    /// them. A read: on SQLite it takes no write lock, which a dispatcher beside the prune would
+    /// wait for.
     pub(crate) async fn prunable(
-        &mut self,
+        &self,
         state: &str,
         before: i64,
         after: (i64, i64),
@@ -46,7 +47,7 @@ impl Tx {
                 Cell::Int(Some(limit)),
             ],
         )
-        .rows(self.db(), |r| {
+        .rows(self.conn().await?.db(), |r| {
             Ok(Prunable {
                 id: get(r, "id")?,
                 key: get(r, "key")?,
@@ -55,7 +56,9 @@ impl Tx {
         })
         .await
     }
+}
 
+impl Tx {
     /// Removes the operations `ids` that are still terminal and became so before `before` (ms),
     /// with their attempts and events; each one's key goes to `pruned_keys` until `horizon_after`
     /// ms past its terminal time, and a run left without operations goes with them. The count
