@@ -10,25 +10,18 @@ use common::{Raw, Sim, TestDb};
 
 /// A second task for `key` at the simulator, as a blind retry of another tool would make it.
 fn second_task(sim: &Sim, key: &str) {
-    let (url, key) = (format!("{}/tasks", sim.base), key.to_string());
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+    let url = format!("{}/tasks", sim.base);
+    let status = common::on_a_thread(async {
+        reqwest::Client::new()
+            .post(url)
+            .header("Idempotency-Key", key)
+            .json(&serde_json::json!({"title": "Kickoff call"}))
+            .send()
+            .await
             .unwrap()
-            .block_on(async {
-                let r = reqwest::Client::new()
-                    .post(url)
-                    .header("Idempotency-Key", key)
-                    .json(&serde_json::json!({"title": "Kickoff call"}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert!(r.status().is_success(), "{}", r.status());
-            })
-    })
-    .join()
-    .unwrap();
+            .status()
+    });
+    assert!(status.is_success(), "{status}");
 }
 
 async fn planted_violations_are_named(db: &TestDb) {

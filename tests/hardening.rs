@@ -682,19 +682,9 @@ fn threshold_at(url: &str, concurrency: usize) {
     }
     dispatch_until_settled(&d, concurrency);
     let requests = |sim: &Sim| -> u64 {
-        let url = format!("{}/stats", sim.base);
-        std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(async {
-                    let v: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
-                    v["requests"].as_u64().expect("/stats counts requests")
-                })
-        })
-        .join()
-        .unwrap()
+        sim.stats()["requests"]
+            .as_u64()
+            .expect("/stats counts requests")
     };
     assert_eq!(
         requests(&reject),

@@ -228,39 +228,26 @@ async fn counters(raw: &mut Raw) -> Vec<Violation> {
         "SELECT state || '|' || CAST(COUNT(*) AS TEXT) FROM operations GROUP BY state",
     )
     .await;
-    let mut found = Vec::new();
-    for state in kept.keys().chain(counted.keys()) {
-        let (k, c) = (
-            kept.get(state).copied().unwrap_or(0),
-            counted.get(state).copied().unwrap_or(0),
-        );
-        if k != c
-            && !found
-                .iter()
-                .any(|v: &Violation| v.what.starts_with(&format!("{state}:")))
-        {
-            found.push(violation(
-                6,
-                "",
-                format!("{state}: the counter keeps {k}, a recount finds {c}"),
-            ));
-        }
-    }
-    found
+    let states: std::collections::BTreeSet<&String> = kept.keys().chain(counted.keys()).collect();
+    states
+        .into_iter()
+        .filter_map(|state| {
+            let (k, c) = (
+                kept.get(state).copied().unwrap_or(0),
+                counted.get(state).copied().unwrap_or(0),
+            );
+            (k != c).then(|| {
+                violation(
+                    6,
+                    "",
+                    format!("{state}: the counter keeps {k}, a recount finds {c}"),
+                )
+            })
+        })
+        .collect()
 }
 
-/// [`check`] from blocking code (a drill that runs processes): on a thread and a runtime of its
-/// own, as the caller may be inside a runtime already.
+/// [`check`] from blocking code (a drill that runs processes).
 pub fn check_blocking(url: &str, destinations: &[Destination<'_>], swept: bool) -> Vec<Violation> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(check(url, destinations, swept))
-        })
-        .join()
-        .unwrap()
-    })
+    super::on_a_thread(check(url, destinations, swept))
 }

@@ -208,6 +208,25 @@ impl Raw {
     }
 }
 
+/// Runs `future` to its end on a thread and a runtime of its own, for blocking code that may
+/// itself be inside a runtime already (a drill that runs processes, a helper of either kind).
+pub fn on_a_thread<F: std::future::Future + Send>(future: F) -> F::Output
+where
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(future)
+        })
+        .join()
+        .unwrap()
+    })
+}
+
 /// Polls `ok` until it holds. Gives up (failing the test) after `limit`: a bound for a condition
 /// that never comes, never a measure of how fast it came.
 pub fn wait_until(what: &str, limit: std::time::Duration, mut ok: impl FnMut() -> bool) {
@@ -448,19 +467,10 @@ impl Sim {
         Sim { child, base }
     }
 
-    /// The simulator's `/stats`.
-    fn stats(&self) -> serde_json::Value {
+    /// The simulator's `/stats`: its tasks (`tasks`, `by_key`, `ids_by_key`) and `requests`.
+    pub fn stats(&self) -> serde_json::Value {
         let url = format!("{}/stats", self.base);
-        // a thread of its own: callers may be inside a runtime already
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
-        })
-        .join()
-        .unwrap()
+        on_a_thread(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
     }
 
     /// The ids of the tasks the simulator really created, per key (SPEC 23's "the destination's
