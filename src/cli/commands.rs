@@ -51,8 +51,9 @@ pub enum Cmd {
         /// Apply the fault only to the first request of each key
         #[arg(long)]
         fault_first_only: bool,
-        /// How long every create takes, e.g. 20ms
-        #[arg(long, default_value = "0s", value_name = "DUR")]
+        /// How long every create takes, e.g. 20ms, or a range drawn from per request, e.g.
+        /// 5ms..50ms
+        #[arg(long, default_value = "0s", value_name = "DUR[..DUR]")]
         latency: String,
         /// Answer 401 to any request without this header, e.g. 'Authorization: Bearer X'
         #[arg(long, value_name = "'NAME: VALUE'")]

@@ -43,6 +43,7 @@ pub(super) async fn sim(command: &Cmd) -> Result<i32> {
         },
         None => None,
     };
+    let (latency, latency_max) = latency_range(latency)?;
     if !(0.0..=1.0).contains(fault_rate) {
         return Err(invalid("--fault-rate must be between 0 and 1".into()));
     }
@@ -71,16 +72,34 @@ pub(super) async fn sim(command: &Cmd) -> Result<i32> {
         seed: *seed,
         late: duration_arg("--late", late, Duration::ZERO, Duration::from_secs(3600))?,
         fault_first_only: *fault_first_only,
-        latency: duration_arg(
-            "--latency",
-            latency,
-            Duration::ZERO,
-            Duration::from_secs(3600),
-        )?,
+        latency,
+        latency_max,
         require_header,
         answer: *answer,
         exists_409: *exists_409,
     };
     crate::tools::sim::run(listen, state.clone(), profile).await?;
     Ok(0)
+}
+
+/// `--latency 20ms` (always 20 ms) or `--latency 5ms..50ms` (drawn per request).
+fn latency_range(text: &str) -> Result<(Duration, Duration)> {
+    let hour = Duration::from_secs(3600);
+    let (low, high) = match text.split_once("..") {
+        Some((low, high)) => (
+            duration_arg("--latency", low.trim(), Duration::ZERO, hour)?,
+            duration_arg("--latency", high.trim(), Duration::ZERO, hour)?,
+        ),
+        None => {
+            let d = duration_arg("--latency", text, Duration::ZERO, hour)?;
+            (d, d)
+        }
+    };
+    if high < low {
+        return Err(invalid(format!(
+            "--latency '{}': the range's end is below its start",
+            crate::domain::escape_text(text)
+        )));
+    }
+    Ok((low, high))
 }

@@ -85,6 +85,45 @@ impl Cluster {
         );
     }
 
+    /// Stops the server (`fast`: clients told; `immediate`: a crash, recovered from the WAL at
+    /// start) and starts it again on the same port.
+    pub fn restart(&self, mode: &str) {
+        as_postgres(
+            &format!("{BIN}/pg_ctl"),
+            &["-D", s(&self.data), "-m", mode, "-w", "stop"],
+        );
+        self.start();
+    }
+
+    /// Cuts every client's connection (`pg_terminate_backend`), as a failover or a network
+    /// blip does; the server stays up.
+    pub fn cut_connections(&self) {
+        let out = Command::new("psql")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+                "-d",
+                "postgres",
+                "-qAt",
+                "-p",
+            ])
+            .arg(self.port.to_string())
+            .arg("-c")
+            .arg(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cut connections: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// The URL of database `db` on this cluster.
     pub fn url(&self, db: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)

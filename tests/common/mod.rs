@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 pub mod api;
 pub mod bouncer;
+pub mod chaos;
 pub mod checker;
 pub mod cluster;
 pub mod scripted;

@@ -73,8 +73,9 @@ pub(super) async fn create(
     headers: HeaderMap,
     raw: axum::body::Bytes,
 ) -> Response {
-    if !sim.profile.latency.is_zero() {
-        tokio::time::sleep(sim.profile.latency).await;
+    let latency = sim.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
     }
     sim.records
         .lock()
@@ -96,6 +97,10 @@ pub(super) async fn create(
         Ok(f) => f,
         Err(e) => return answer(StatusCode::BAD_REQUEST, json!({ "error": e })),
     };
+    if let Some(f) = fault {
+        let mut records = sim.records.lock().unwrap_or_else(|p| p.into_inner());
+        *records.faults.entry(f.as_str().to_string()).or_default() += 1;
+    }
     if let Some(r) = early_answer(&sim, fault, key.as_deref(), &received, &headers) {
         return r;
     }

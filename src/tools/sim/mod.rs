@@ -117,8 +117,10 @@ pub struct Profile {
     pub late: Duration,
     /// The profile's fault hits only the first request of each key (a drill's lost response).
     pub fault_first_only: bool,
-    /// How long every create takes (a real destination is not instant).
+    /// How long every create takes (a real destination is not instant): at least `latency`, at
+    /// most `latency_max`, drawn anew for each request.
     pub latency: Duration,
+    pub latency_max: Duration,
     /// Every request but `/stats` needs this header (lower-case name, value), else 401.
     pub require_header: Option<(String, String)>,
     /// The status of a successful create: 201 (default), 200, or 204 with no body.
@@ -139,6 +141,7 @@ impl Default for Profile {
             late: Duration::from_secs(10),
             fault_first_only: false,
             latency: Duration::ZERO,
+            latency_max: Duration::ZERO,
             require_header: None,
             answer: 201,
             exists_409: false,
@@ -168,6 +171,9 @@ pub(super) struct Records {
     /// Every create request that arrived, whatever came of it.
     #[serde(default)]
     pub(super) requests: u64,
+    /// The faults injected, by kind (what a chaos run reports).
+    #[serde(default)]
+    pub(super) faults: std::collections::BTreeMap<String, u64>,
 }
 
 pub(super) struct Sim {
@@ -190,6 +196,16 @@ impl Sim {
         {
             let _ = std::fs::rename(&tmp, path);
         }
+    }
+
+    /// How long this request takes: the profile's latency, or a draw from its range.
+    pub(super) fn latency(&self) -> Duration {
+        let (low, high) = (self.profile.latency, self.profile.latency_max);
+        if high <= low {
+            return low;
+        }
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        low + Duration::from_micros(rng.random_range(0..=(high - low).as_micros() as u64))
     }
 
     fn has_task(&self, key: Option<&str>) -> bool {

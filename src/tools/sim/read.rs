@@ -98,6 +98,6 @@ pub(super) async fn stats(State(sim): State<Arc<Sim>>) -> Response {
     answer(
         StatusCode::OK,
         json!({ "tasks": records.tasks.len(), "by_key": by_key, "ids_by_key": ids_by_key,
-                "requests": records.requests }),
+                "requests": records.requests, "faults": records.faults }),
     )
 }
