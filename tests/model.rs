@@ -1,0 +1,766 @@
+//! The model-based test of SPEC 23 (issue 29): a plain reference model of sections 3-7 beside the
+//! real ledger, on both backends.
+//!
+//! Random sequences of record (the same or changed contents), start, attempt outcomes (accepted,
+//! rejected, transient, unknown), claim, take-over, release, reconcile found/absent, retry,
+//! close, note, pause/resume, sweep and clock advances, over three keys (one per destination
+//! kind: `projects` deduplicates for 24 h and has a lookup, `crm` has a lookup, `sms` neither and
+//! allows 3 attempts) and two operators, are applied to the ledger and to the model. After every
+//! step the answer (done or refused) and, per key, the state, version, attempt count, live claim
+//! and the kind of the safe next step must agree. A failing sequence is shrunk (chunks, then
+//! single steps, removed while it still fails) and printed with its seed.
+//!
+//! `SETTLE_MODEL_SEQUENCES` (default 300) and `SETTLE_MODEL_SEED` (default 1) choose the run; the
+//! long run is `SETTLE_MODEL_SEQUENCES=10000 cargo test --release --test model` (README).
+//!
+//! The model leaves out what other tests cover and a sequence of a few dozen steps cannot reach:
+//! the retry budget (500 tokens, refilled 5 a second: every sequence starts two days after the
+//! last, full), the stopping threshold (its own conformance test), runs and roles. The backoff's
+//! jitter is the one thing the model does not choose: it takes the drawn time from the ledger once
+//! a retry is scheduled, after checking it lies within the full-jitter window (SPEC 6: from the
+//! outcome to at most `min(cap, base * 2^n)` later). The clock moves by 1 min, 10 min or 20 h,
+//! more than any window here (32 s), so the draw matters only to a start at the same instant.
+
+mod common;
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, TimeDelta, Utc};
+use common::{Raw, TestDb};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use settle::domain::next_step::StepKind;
+use settle::{AttemptReport, Error, Intent, Ledger, Outcome, Resolution, StaffAction, State};
+
+/// The keys' destinations: (name, deduplicates, lookup, max attempts), as `common::config()`.
+const DESTS: [(&str, bool, bool, u32); 3] = [
+    ("projects", true, true, 6),
+    ("crm", false, true, 6),
+    ("sms", false, false, 3),
+];
+const WHO: [&str; 2] = ["alice", "bob"];
+const LEASE: i64 = 30; // minutes
+const ATTEMPT_TIMEOUT: i64 = 5; // minutes
+const HORIZON_MIN: i64 = 24 * 60 * 8 / 10; // 80% of 24 h
+
+#[derive(Clone, Copy, Debug)]
+enum Cmd {
+    Record { k: usize, changed: bool },
+    Start { k: usize },
+    Report { k: usize, outcome: Outcome },
+    Claim { k: usize, who: usize, force: bool },
+    Release { k: usize, who: usize },
+    Found { k: usize, who: usize },
+    Absent { k: usize, who: usize },
+    Retry { k: usize, who: usize },
+    Close { k: usize, who: usize },
+    Note { k: usize, who: usize },
+    Pause,
+    Resume,
+    Sweep,
+    Tick { minutes: i64 },
+}
+
+/// A random step; most of a sequence's steps go to its `focus` key, so that one operation goes a
+/// long way (attempts spent, retries, claims expiring).
+fn random_cmd(rng: &mut StdRng, focus: usize) -> Cmd {
+    let k = match rng.random_bool(0.6) {
+        true => focus,
+        false => rng.random_range(0..DESTS.len()),
+    };
+    let who = rng.random_range(0..WHO.len());
+    match rng.random_range(0..100) {
+        0..15 => Cmd::Record {
+            k,
+            changed: rng.random_bool(0.05),
+        },
+        15..30 => Cmd::Start { k },
+        30..50 => Cmd::Report {
+            k,
+            outcome: match rng.random_range(0..20) {
+                0..3 => Outcome::Accepted,
+                3..6 => Outcome::Rejected,
+                6..13 => Outcome::Transient,
+                _ => Outcome::Unknown,
+            },
+        },
+        50..58 => Cmd::Claim {
+            k,
+            who,
+            force: rng.random_bool(0.3),
+        },
+        58..63 => Cmd::Release { k, who },
+        63..68 => Cmd::Found { k, who },
+        68..74 => Cmd::Absent { k, who },
+        74..80 => Cmd::Retry { k, who },
+        80..83 => Cmd::Close { k, who },
+        83..85 => Cmd::Note { k, who },
+        85..87 => Cmd::Pause,
+        87..89 => Cmd::Resume,
+        89..94 => Cmd::Sweep,
+        _ => Cmd::Tick {
+            minutes: [1, 10, 10, 10, 20 * 60][rng.random_range(0..5)],
+        },
+    }
+}
+
+/// One operation as the model keeps it.
+#[derive(Clone, Debug, Default)]
+struct Op {
+    state: Option<State>,
+    version: i64,
+    attempts: u32,
+    /// The attempt count when the policy's attempts were last given afresh (a person's retry).
+    budget_start: u32,
+    /// Some attempt's outcome was not observed (spent attempts then end `unknown`).
+    ambiguous: bool,
+    /// The open attempt's start.
+    started: Option<DateTime<Utc>>,
+    first_sent: Option<DateTime<Utc>>,
+    /// When the next automatic attempt was scheduled: due now (a record, a retry), or a retry
+    /// drawn from this moment to `window` later.
+    scheduled: Option<DateTime<Utc>>,
+    window: TimeDelta,
+    /// The moment the ledger drew within that window.
+    drawn: Option<DateTime<Utc>>,
+    claim: Option<(usize, DateTime<Utc>)>,
+    /// Recorded with the changed contents first.
+    changed: bool,
+    interrupted: bool,
+}
+
+/// The whole model: three operations, the workflow's pause, the clock.
+#[derive(Clone, Debug)]
+struct Model {
+    ops: [Op; 3],
+    paused: bool,
+    now: DateTime<Utc>,
+}
+
+/// What the model says of a command: done (whether it changed the operation) or refused.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Said {
+    Done,
+    Refused,
+}
+
+impl Op {
+    fn live_claim(&self, now: DateTime<Utc>) -> Option<usize> {
+        self.claim.filter(|c| c.1 > now).map(|c| c.0)
+    }
+
+    fn stuck(&self, now: DateTime<Utc>) -> bool {
+        self.state == Some(State::InFlight)
+            && self
+                .started
+                .is_some_and(|t| t + TimeDelta::minutes(ATTEMPT_TIMEOUT) <= now)
+    }
+
+    fn terminal(&self) -> bool {
+        matches!(self.state, Some(State::Succeeded | State::Closed))
+    }
+}
+
+fn dedupes_at(k: usize, first_sent: Option<DateTime<Utc>>, at: DateTime<Utc>) -> bool {
+    DESTS[k].1 && first_sent.is_some_and(|f| at < f + TimeDelta::minutes(HORIZON_MIN))
+}
+
+impl Model {
+    fn new(now: DateTime<Utc>) -> Model {
+        Model {
+            ops: Default::default(),
+            paused: false,
+            now,
+        }
+    }
+
+    /// Applies `cmd` to the model (SPEC 3-7): what it says of it.
+    fn apply(&mut self, cmd: Cmd) -> Said {
+        let now = self.now;
+        match cmd {
+            Cmd::Pause => {
+                self.paused = true;
+                Said::Done
+            }
+            Cmd::Resume => {
+                self.paused = false;
+                Said::Done
+            }
+            Cmd::Tick { minutes } => {
+                self.now += TimeDelta::minutes(minutes);
+                Said::Done
+            }
+            Cmd::Sweep => {
+                for k in 0..3 {
+                    let op = &self.ops[k];
+                    if op.stuck(now) && op.live_claim(now).is_none() {
+                        let mut op = self.ops[k].clone();
+                        op.started = None;
+                        finish(&mut op, k, Outcome::Unknown, now);
+                        op.interrupted = op.state == Some(State::Unknown);
+                        op.version += 1;
+                        self.ops[k] = op;
+                    }
+                }
+                Said::Done
+            }
+            Cmd::Record { k, changed } => self.record(k, changed),
+            Cmd::Start { k } => self.start(k),
+            Cmd::Report { k, outcome } => self.report(k, outcome),
+            _ => self.staff(cmd),
+        }
+    }
+
+    fn record(&mut self, k: usize, changed: bool) -> Said {
+        let op = &mut self.ops[k];
+        let Some(state) = op.state else {
+            *op = Op {
+                state: Some(State::Pending),
+                scheduled: Some(self.now),
+                drawn: Some(self.now),
+                changed,
+                ..Op::default()
+            };
+            return Said::Done;
+        };
+        // two contents only: the first, and the other (the conflict's, once recorded)
+        if changed == op.changed || state == State::Conflict {
+            return Said::Done;
+        }
+        if op.terminal() {
+            return Said::Refused;
+        }
+        op.state = Some(State::Conflict);
+        op.scheduled = None;
+        op.version += 1;
+        Said::Done
+    }
+
+    fn start(&mut self, k: usize) -> Said {
+        let (now, paused) = (self.now, self.paused);
+        let op = &mut self.ops[k];
+        let ok = matches!(op.state, Some(State::Pending | State::RetryWait))
+            && op.live_claim(now).is_none()
+            && !paused
+            && op.drawn.or(op.scheduled).is_some_and(|t| t <= now);
+        if !ok {
+            return Said::Refused;
+        }
+        op.attempts += 1;
+        op.state = Some(State::InFlight);
+        op.started = Some(now);
+        op.first_sent = op.first_sent.or(Some(now));
+        op.scheduled = None;
+        op.version += 1;
+        Said::Done
+    }
+
+    fn report(&mut self, k: usize, outcome: Outcome) -> Said {
+        let now = self.now;
+        let op = &mut self.ops[k];
+        if op.state.is_none() || op.terminal() {
+            return Said::Refused;
+        }
+        let open = op.started.is_some();
+        if op.live_claim(now).is_some() && !open {
+            return Said::Refused;
+        }
+        if !open {
+            if !matches!(op.state, Some(State::Pending | State::RetryWait)) {
+                return Said::Refused;
+            }
+            op.attempts += 1;
+            op.first_sent = op.first_sent.or(Some(now));
+        }
+        op.started = None;
+        op.version += 1;
+        if op.state != Some(State::Conflict) {
+            finish(op, k, outcome, now);
+        }
+        Said::Done
+    }
+
+    fn staff(&mut self, cmd: Cmd) -> Said {
+        let now = self.now;
+        let (k, who) = match cmd {
+            Cmd::Claim { k, who, .. }
+            | Cmd::Release { k, who }
+            | Cmd::Found { k, who }
+            | Cmd::Absent { k, who }
+            | Cmd::Retry { k, who }
+            | Cmd::Close { k, who }
+            | Cmd::Note { k, who } => (k, who),
+            _ => unreachable!("staff actions only"),
+        };
+        let op = &mut self.ops[k];
+        let Some(state) = op.state else {
+            return Said::Refused;
+        };
+        let lease = (who, now + TimeDelta::minutes(LEASE));
+        let renewed = |op: &Op| match op.claim {
+            Some((by, until)) if by == who && until > now => Some(lease),
+            c => c,
+        };
+        if let Cmd::Note { .. } = cmd {
+            op.claim = renewed(op);
+            op.version += 1;
+            return Said::Done;
+        }
+        if op.terminal() {
+            return Said::Refused;
+        }
+        let other = op.live_claim(now).filter(|&by| by != who);
+        // the action claims the item for `who` when nobody holds a live claim
+        let claims = op.live_claim(now).is_none();
+        let stuck = op.stuck(now);
+        match cmd {
+            Cmd::Claim { force, .. } => {
+                if other.is_some() && !force {
+                    return Said::Refused;
+                }
+                op.claim = Some(lease);
+            }
+            Cmd::Release { .. } => {
+                if op.claim.is_none_or(|c| c.0 != who) {
+                    return Said::Refused;
+                }
+                op.claim = None;
+            }
+            _ if other.is_some() => return Said::Refused,
+            Cmd::Found { .. } => {
+                if !(matches!(state, State::Unknown | State::Failed | State::Conflict) || stuck) {
+                    return Said::Refused;
+                }
+                op.state = Some(State::Succeeded);
+                op.started = None;
+                op.claim = None;
+            }
+            Cmd::Absent { .. } => {
+                if !(state == State::Unknown || stuck) {
+                    return Said::Refused;
+                }
+                op.state = Some(State::Failed);
+                op.ambiguous = false;
+                op.interrupted = false;
+                op.started = None;
+                op.claim = if claims { Some(lease) } else { renewed(op) };
+            }
+            Cmd::Retry { .. } => {
+                let ok = match state {
+                    State::Failed | State::Rejected => true,
+                    State::Unknown => dedupes_at(k, op.first_sent, now),
+                    _ => false,
+                };
+                if !ok {
+                    return Said::Refused;
+                }
+                op.state = Some(State::Pending);
+                op.scheduled = Some(now);
+                op.drawn = Some(now);
+                op.budget_start = op.attempts;
+                op.ambiguous = state == State::Unknown;
+                op.interrupted = false;
+                op.claim = None;
+            }
+            Cmd::Close { .. } => {
+                if state == State::InFlight && !stuck {
+                    return Said::Refused;
+                }
+                op.state = Some(State::Closed);
+                op.started = None;
+                op.claim = None;
+            }
+            _ => unreachable!("every staff action is matched"),
+        }
+        op.version += 1;
+        Said::Done
+    }
+
+    /// The safe next step's kind as SPEC 4 gives it, for a viewer who holds no claim.
+    fn next_step(&self, k: usize) -> Option<StepKind> {
+        let (op, now) = (&self.ops[k], self.now);
+        let (_, _, lookup, _) = DESTS[k];
+        let state = op.state?;
+        Some(match state {
+            _ if op.terminal() => StepKind::Nothing,
+            _ if op.live_claim(now).is_some() => StepKind::LeaveToHolder,
+            State::InFlight if !op.stuck(now) => StepKind::Wait,
+            State::InFlight if dedupes_at(k, op.first_sent, now) => StepKind::Wait,
+            State::InFlight if lookup => StepKind::LookUp,
+            State::InFlight => StepKind::ReconcileInterrupted,
+            State::Unknown if dedupes_at(k, op.first_sent, now) => StepKind::RetrySameKey,
+            State::Unknown if lookup => StepKind::LookUp,
+            State::Unknown if op.interrupted => StepKind::ReconcileInterrupted,
+            State::Unknown => StepKind::CheckDestination,
+            State::Failed => StepKind::RetryOrAbandon,
+            State::Rejected => StepKind::CorrectAtSource,
+            State::Conflict => StepKind::DecideContents,
+            _ if self.paused => StepKind::Paused,
+            _ => StepKind::Automatic,
+        })
+    }
+}
+
+/// SPEC 3 and 6: an attempt's outcome, by the destination's capabilities and the policy.
+fn finish(op: &mut Op, k: usize, outcome: Outcome, now: DateTime<Utc>) {
+    let (_, _, _, max) = DESTS[k];
+    let spent = op.attempts - op.budget_start >= max;
+    op.interrupted = false;
+    op.state = Some(match outcome {
+        Outcome::Accepted => {
+            op.claim = None;
+            State::Succeeded
+        }
+        Outcome::Rejected => State::Rejected,
+        Outcome::Transient if spent && op.ambiguous => State::Unknown,
+        Outcome::Transient if spent => State::Failed,
+        Outcome::Transient => State::RetryWait,
+        Outcome::Unknown => {
+            op.ambiguous = true;
+            // the retry would come within 16 s; the clock moves by whole minutes
+            match !spent && dedupes_at(k, op.first_sent, now) {
+                true => State::RetryWait,
+                false => State::Unknown,
+            }
+        }
+    });
+    op.scheduled = (op.state == Some(State::RetryWait)).then_some(now);
+    // full jitter: random(0, min(cap, base * 2^n)), n counting from 0 for the first retry
+    let n = (op.attempts - op.budget_start).saturating_sub(1).min(20);
+    op.window = TimeDelta::seconds(1 << n).min(TimeDelta::minutes(5));
+    op.drawn = None;
+}
+
+/// What the ledger shows of one key, in the model's terms.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    state: Option<State>,
+    version: i64,
+    attempts: u32,
+    claim: Option<String>,
+    next_step: Option<StepKind>,
+}
+
+impl fmt::Display for Seen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:?} v{} attempts {} claim {:?} next {:?}",
+            self.state, self.version, self.attempts, self.claim, self.next_step
+        )
+    }
+}
+
+/// The ledger and the clock it reads, with the keys of one sequence.
+struct Real {
+    ledger: Ledger,
+    clock: Arc<Mutex<DateTime<Utc>>>,
+    raw: Raw,
+    keys: [String; 3],
+    /// What the sequences reached: each command's answers, each destination's states.
+    coverage: std::collections::BTreeMap<String, usize>,
+}
+
+fn payload(k: usize, changed: bool) -> serde_json::Value {
+    json!({ "title": format!("task {k}"), "changed": changed })
+}
+
+impl Real {
+    async fn apply(&mut self, cmd: Cmd) -> Result<Said, String> {
+        let l = &self.ledger;
+        let who = |w: usize| WHO[w];
+        let staff = |k: usize, w: usize, action: StaffAction| {
+            let key = self.keys[k].clone();
+            async move { l.staff(&key, who(w), action).await.map(|_| ()) }
+        };
+        let result: settle::Result<()> = match cmd {
+            Cmd::Record { k, changed } => {
+                let intent = Intent {
+                    key: self.keys[k].clone(),
+                    workflow: "onboarding".into(),
+                    step: "create-task".into(),
+                    destination: DESTS[k].0.into(),
+                    action: "create_task".into(),
+                    payload: payload(k, changed),
+                    run: None,
+                };
+                l.record(&intent, "bot").await.map(|_| ())
+            }
+            Cmd::Start { k } => l.start_attempt(&self.keys[k], "bot").await.map(|_| ()),
+            Cmd::Report { k, outcome } => {
+                let report = AttemptReport {
+                    key: self.keys[k].clone(),
+                    outcome: Some(outcome),
+                    reference: (outcome == Outcome::Accepted).then(|| format!("T-{k}")),
+                    error: (outcome != Outcome::Accepted).then(|| "from the model".into()),
+                    ..Default::default()
+                };
+                l.report_attempt(&report, "bot").await.map(|_| ())
+            }
+            Cmd::Claim { k, who, force } => {
+                let force_reason = force.then(|| "taking it over".to_string());
+                staff(k, who, StaffAction::Claim { force_reason }).await
+            }
+            Cmd::Release { k, who } => staff(k, who, StaffAction::Release).await,
+            Cmd::Found { k, who } => {
+                let reference = format!("R-{k}");
+                staff(
+                    k,
+                    who,
+                    StaffAction::ReconcileFound {
+                        reference,
+                        note: None,
+                    },
+                )
+                .await
+            }
+            Cmd::Absent { k, who } => {
+                staff(k, who, StaffAction::ReconcileAbsent { note: None }).await
+            }
+            Cmd::Retry { k, who } => staff(k, who, StaffAction::Retry { note: None }).await,
+            Cmd::Close { k, who } => {
+                let close = StaffAction::Close {
+                    resolution: Resolution::Abandoned,
+                    reference: None,
+                    superseded_by: None,
+                    note: "given up".into(),
+                };
+                staff(k, who, close).await
+            }
+            Cmd::Note { k, who } => {
+                let text = "looked at it".into();
+                staff(k, who, StaffAction::Note { text }).await
+            }
+            Cmd::Pause => l.pause("onboarding", "model", "alice").await.map(|_| ()),
+            Cmd::Resume => l.resume("onboarding", "alice").await.map(|_| ()),
+            Cmd::Sweep => l.sweep().await.map(|_| ()),
+            Cmd::Tick { minutes } => {
+                *self.clock.lock().unwrap() += TimeDelta::minutes(minutes);
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => Ok(Said::Done),
+            Err(Error::Refused(_) | Error::NotFound(_)) => Ok(Said::Refused),
+            Err(e) => Err(format!("{cmd:?}: {e}")),
+        }
+    }
+
+    /// What the ledger shows of key `k`, and when its next automatic attempt is due.
+    async fn seen(&mut self, k: usize) -> (Seen, Option<DateTime<Utc>>) {
+        let key = &self.keys[k];
+        let shown = match self.ledger.show(key, "carol").await {
+            Ok(d) => d.op,
+            Err(Error::NotFound(_)) => {
+                let none = Seen {
+                    state: None,
+                    version: 0,
+                    attempts: 0,
+                    claim: None,
+                    next_step: None,
+                };
+                return (none, None);
+            }
+            Err(e) => panic!("show {key}: {e}"),
+        };
+        let version = self
+            .raw
+            .int(&format!(
+                "SELECT version FROM operations WHERE key = '{key}'"
+            ))
+            .await;
+        let now = *self.clock.lock().unwrap();
+        let seen = Seen {
+            state: Some(shown.state),
+            version,
+            attempts: shown.attempts,
+            claim: shown
+                .claimed_by
+                .filter(|_| shown.claim_expires_at.is_some_and(|t| t > now)),
+            next_step: Some(shown.next_step_kind),
+        };
+        (seen, shown.next_attempt_at)
+    }
+}
+
+fn expected(model: &Model, k: usize) -> Seen {
+    let op = &model.ops[k];
+    Seen {
+        state: op.state,
+        version: op.version,
+        attempts: op.attempts,
+        claim: op.live_claim(model.now).map(|w| WHO[w].to_string()),
+        next_step: model.next_step(k),
+    }
+}
+
+/// One sequence against a fresh set of keys, from `start`: where ledger and model first differ.
+async fn run(
+    real: &mut Real,
+    start: DateTime<Utc>,
+    tag: &str,
+    cmds: &[Cmd],
+) -> Option<(usize, String)> {
+    real.keys = std::array::from_fn(|k| format!("{tag}-{}", DESTS[k].0));
+    *real.clock.lock().unwrap() = start;
+    real.ledger.resume("onboarding", "alice").await.unwrap();
+    let mut model = Model::new(start);
+    for (i, &cmd) in cmds.iter().enumerate() {
+        let said = model.apply(cmd);
+        let name = format!("{cmd:?}");
+        let name = name.split([' ', '{']).next().unwrap_or_default();
+        *real.coverage.entry(format!("{name} {said:?}")).or_default() += 1;
+        match real.apply(cmd).await {
+            Ok(did) if did == said => {}
+            Ok(did) => {
+                return Some((
+                    i,
+                    format!("{cmd:?}: the model says {said:?}, the ledger {did:?}"),
+                ));
+            }
+            Err(e) => return Some((i, e)),
+        }
+        for (k, (dest, ..)) in DESTS.iter().enumerate() {
+            let (got, due) = real.seen(k).await;
+            let op = &mut model.ops[k];
+            if let (Some(State::RetryWait), None, Some(from)) = (op.state, op.drawn, op.scheduled) {
+                // the jitter as drawn: within its window (stored to the millisecond)
+                let window = from - TimeDelta::milliseconds(1)..=from + op.window;
+                match due {
+                    Some(t) if window.contains(&t) => op.drawn = Some(t),
+                    _ => {
+                        let why = format!(
+                            "after {cmd:?}, {}: retry due at {due:?}, not within {window:?}",
+                            real.keys[k]
+                        );
+                        return Some((i, why));
+                    }
+                }
+            }
+            let want = expected(&model, k);
+            if let Some(state) = want.state {
+                let reached = format!("{dest} {state}");
+                *real.coverage.entry(reached).or_default() += 1;
+            }
+            if want != got {
+                return Some((
+                    i,
+                    format!(
+                        "after {cmd:?}, {}:\n  model  {want}\n  ledger {got}",
+                        real.keys[k]
+                    ),
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The shortest sequence that still fails, found by removing chunks, then single steps.
+/// Returns it with its failure.
+async fn shrink(
+    real: &mut Real,
+    next_start: &mut DateTime<Utc>,
+    mut cmds: Vec<Cmd>,
+    mut why: String,
+) -> (Vec<Cmd>, String) {
+    let mut trial = 0;
+    let mut chunk = cmds.len() / 2;
+    while chunk >= 1 {
+        let mut i = 0;
+        while i + chunk <= cmds.len() {
+            let mut shorter = cmds.clone();
+            shorter.drain(i..i + chunk);
+            trial += 1;
+            *next_start += TimeDelta::days(2);
+            let tag = format!("shrink-{trial}");
+            match run(real, *next_start, &tag, &shorter).await {
+                Some((at, failed)) => {
+                    cmds = shorter[..=at].to_vec();
+                    why = failed;
+                }
+                None => i += 1,
+            }
+        }
+        chunk /= 2;
+    }
+    (cmds, why)
+}
+
+async fn ledger_and_model_agree(db: &TestDb) {
+    let sequences = common::env_count("SETTLE_MODEL_SEQUENCES", 300);
+    let seed = common::env_count("SETTLE_MODEL_SEED", 1) as u64;
+    let clock = Arc::new(Mutex::new(Utc::now()));
+    let c = clock.clone();
+    let ledger = Ledger::open(&db.url, common::config())
+        .await
+        .unwrap()
+        .with_clock(move || *c.lock().unwrap());
+    let mut real = Real {
+        ledger,
+        clock,
+        raw: Raw::connect(&db.url).await,
+        keys: Default::default(),
+        coverage: Default::default(),
+    };
+    // whole minutes, so that the clock never lands within a jitter of a horizon
+    let mut start = DateTime::from_timestamp(1_790_000_000 / 60 * 60, 0).unwrap();
+    let mut steps = 0;
+    for n in 0..sequences {
+        let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(n as u64));
+        let len = rng.random_range(1..=60);
+        let focus = rng.random_range(0..DESTS.len());
+        let cmds: Vec<Cmd> = (0..len).map(|_| random_cmd(&mut rng, focus)).collect();
+        steps += cmds.len();
+        start += TimeDelta::days(2);
+        let Some((at, why)) = run(&mut real, start, &format!("s{n}"), &cmds).await else {
+            continue;
+        };
+        let (short, why) = shrink(&mut real, &mut start, cmds[..=at].to_vec(), why).await;
+        start += TimeDelta::days(2);
+        let again = run(&mut real, start, "shrunk", &short).await.is_some();
+        panic!(
+            "{}: sequence {n} of seed {seed} (SETTLE_MODEL_SEED={seed}) fails; shrunk to {} steps \
+             (failing again when rerun: {again}):\n{}\n{why}",
+            db.backend,
+            short.len(),
+            short
+                .iter()
+                .map(|c| format!("  {c:?}\n"))
+                .collect::<String>()
+        );
+    }
+    println!(
+        "{}: {sequences} sequences, {steps} steps: the ledger and the model agree; reached {:?}",
+        db.backend, real.coverage
+    );
+    // the sequences went where the rules are: every state at every destination (but a
+    // deduplicating destination's unknown, which needs its horizon passed), each command done
+    if sequences >= 300 {
+        for (dest, dedupes, _, _) in DESTS {
+            for state in [
+                "pending",
+                "in_flight",
+                "retry_wait",
+                "succeeded",
+                "rejected",
+                "failed",
+                "conflict",
+                "closed",
+            ]
+            .into_iter()
+            .chain((!dedupes).then_some("unknown"))
+            {
+                assert!(
+                    real.coverage.contains_key(&format!("{dest} {state}")),
+                    "no sequence reached {state} at {dest}: {:?}",
+                    real.coverage
+                );
+            }
+        }
+    }
+}
+
+both_backends!(ledger_and_model_agree);
