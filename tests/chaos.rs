@@ -17,6 +17,7 @@ fn short(postgres: bool) {
         outcome.summary(),
         common::checker::report(&outcome.violations)
     );
+    assert!(outcome.left_moving.is_empty(), "{}", outcome.summary());
     // the run did what it says: faults of every kind, kills, and (on PostgreSQL) the outages
     let t = &outcome.tally;
     for kind in ["reject", "drop", "late", "unavailable", "error"] {

@@ -719,6 +719,64 @@ fn bulk_actions_through_the_cli() {
     assert!(r.stdout.contains("close: 2 done"), "{}", r.stdout);
 }
 
+/// A claim term reaches past the exception queue: a claim holds automation off a `pending` or
+/// `retry_wait` item too, so `release --where claimed:me` at the end of a shift must find it (the
+/// chaos run of issue 29 left such a claim behind, and with it an operation nobody retried).
+#[test]
+fn a_claim_filter_finds_claims_on_items_that_are_not_exceptions() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, url) = (dir.path(), db.url.as_str());
+    for k in ["waiting-1", "waiting-2"] {
+        ok(&settle(
+            url,
+            d,
+            &[
+                "record",
+                "--key",
+                k,
+                "--workflow",
+                "w",
+                "--destination",
+                "crm",
+                "--action",
+                "a",
+                "--payload",
+                "{}",
+            ],
+        ));
+    }
+    ok(&settle(url, d, &["--as", "bob", "claim", "waiting-1"]));
+    let keys = |args: &[&str]| -> Vec<String> {
+        let r = settle(url, d, args);
+        ok(&r);
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        keys(&["list", "--json", "--where", "claimed:bob"]),
+        ["waiting-1"]
+    );
+    assert_eq!(
+        keys(&["--as", "bob", "list", "--json", "--where", "claimed:me"]),
+        ["waiting-1"]
+    );
+    // "nobody's" is not a reason to list every unclaimed operation: still the exception queue
+    assert!(keys(&["list", "--json", "--where", "claimed:none"]).is_empty());
+    let r = settle(
+        url,
+        d,
+        &["--as", "bob", "release", "--where", "claimed:me", "--yes"],
+    );
+    ok(&r);
+    assert!(r.stdout.contains("release: 1 done"), "{}", r.stdout);
+    assert!(keys(&["list", "--json", "--where", "claimed:any"]).is_empty());
+}
+
 /// `list --csv` (SPEC 16): a header, a row per operation, quoted where needed, and no cell a
 /// spreadsheet would run as a formula.
 #[test]

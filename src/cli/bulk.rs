@@ -2,7 +2,7 @@
 use std::time::Duration;
 
 use super::args::Many;
-use super::common::{invalid, names_states};
+use super::common::{invalid, looks_past_exceptions};
 use super::output;
 use crate::error::Result;
 use crate::ledger::{Ledger, ListFilter, Scope, StaffAction};
@@ -44,12 +44,12 @@ pub(super) async fn act_on(
 }
 
 /// The keys a staff action is for: those given, or every operation the filter matches now (the
-/// exceptions, or every state when the filter names states).
+/// exceptions, or every state when the filter names states or claims).
 pub(super) async fn chosen_keys(ledger: &Ledger, many: &Many, actor: &str) -> Result<Vec<String>> {
     Ok(match &many.filter {
         Some(text) => {
             let query = crate::domain::filter::Filter::parse(text).map_err(invalid)?;
-            let scope = if names_states(&query) {
+            let scope = if looks_past_exceptions(&query) {
                 Scope::All
             } else {
                 Scope::Exceptions

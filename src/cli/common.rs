@@ -96,12 +96,19 @@ pub(crate) fn payload_text(arg: &str, limit: usize) -> Result<std::borrow::Cow<'
         .map_err(|_| invalid(format!("--payload: {what} is not UTF-8")))
 }
 
-/// A filter naming states looks beyond the exceptions.
-pub(crate) fn names_states(query: &crate::domain::filter::Filter) -> bool {
-    query
-        .terms
-        .iter()
-        .any(|t| !t.negated && matches!(t.matches, crate::domain::filter::Match::States(_)))
+/// A filter naming states, or whose claims (`claimed:me`, a name, `any`), looks beyond the
+/// exceptions: a claim on a `retry_wait` or `pending` item holds automation off it as much as one
+/// on an exception, so `release --where claimed:me` at the end of a shift must find it.
+pub(crate) fn looks_past_exceptions(query: &crate::domain::filter::Filter) -> bool {
+    use crate::domain::filter::{Claimed, Match};
+    query.terms.iter().any(|t| {
+        !t.negated
+            && match &t.matches {
+                Match::States(_) => true,
+                Match::Claimed(c) => !matches!(c, Claimed::Nobody),
+                _ => false,
+            }
+    })
 }
 
 /// A command line as a POSIX shell splits it: words, 'single' and "double" quotes, backslash.

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::args::Cmd;
-use super::common::{duration_arg, invalid, names_states, required};
+use super::common::{duration_arg, invalid, looks_past_exceptions, required};
 use super::lookup;
 use super::output;
 use crate::domain::State;
@@ -31,10 +31,10 @@ pub(super) async fn read(ledger: &Ledger, command: &Cmd, operator: &Option<Strin
                 .map_err(invalid)?;
             let query = crate::domain::filter::Filter::parse(filter.as_deref().unwrap_or(""))
                 .map_err(invalid)?;
-            let names_states = names_states(&query);
+            let past_exceptions = looks_past_exceptions(&query);
             let filter = ListFilter {
                 query,
-                scope: if *all || state.is_some() || names_states {
+                scope: if *all || state.is_some() || past_exceptions {
                     Scope::All
                 } else {
                     Scope::Exceptions

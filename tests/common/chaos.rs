@@ -95,6 +95,10 @@ pub struct Outcome {
     pub operations: u64,
     pub duration: Duration,
     pub violations: Vec<Violation>,
+    /// What `dispatch --until-settled` left that automation could still move (pending,
+    /// retry_wait, in_flight): key, state, claim, next step. None is expected once the person has
+    /// let go of every claim.
+    pub left_moving: Vec<String>,
 }
 
 impl Outcome {
@@ -120,6 +124,7 @@ impl Outcome {
              {}, connection cuts {}\n\
              person: {:?}\n\
              destinations hold {} tasks; states {:?}\n\
+             left to automation after the last dispatch: {:?}\n\
              violations by invariant 1-6: {:?}\n\
              replay: SETTLE_CHAOS_SEED={} SETTLE_CHAOS_OPS={} SETTLE_CHAOS_DB={} cargo bench --bench chaos",
             if p.postgres { "PostgreSQL" } else { "SQLite" },
@@ -140,6 +145,7 @@ impl Outcome {
             t.person,
             self.tasks,
             self.states,
+            self.left_moving,
             inv,
             p.seed,
             p.total,
@@ -280,6 +286,27 @@ pub fn run(plan: &Plan) -> Outcome {
         })
         .collect();
     let violations = checker::check_blocking(&url, &dests, true);
+    let (code, out, err) = env.run(
+        "ops",
+        &[
+            "list",
+            "--all",
+            "--json",
+            "--where",
+            "state:pending,retry_wait,in_flight",
+        ],
+    );
+    assert_eq!(code, 0, "settle list: {err}");
+    let left: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let left_moving = left
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} claimed by {} ({})",
+                o["key"], o["state"], o["claimed_by"], o["next_step"]
+            )
+        })
+        .collect();
     let mut faults = BTreeMap::new();
     let (mut requests, mut tasks) = (0, 0);
     for sim in &sims {
@@ -306,6 +333,7 @@ pub fn run(plan: &Plan) -> Outcome {
         states,
         duration: began.elapsed(),
         violations,
+        left_moving,
     }
 }
 
