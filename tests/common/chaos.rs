@@ -521,7 +521,8 @@ fn scripts(env: &Env, sims: &[Sim], plan: &Plan, k: usize, tally: &Mutex<Tally>)
 }
 
 /// A person at the command line, every 0.1-0.5 s: picks an exception at random and claims,
-/// releases, reconciles it from the destination's own records, retries or closes it.
+/// releases, reconciles it from the destination's own records (or a few at once with
+/// `reconcile --from`), looks it up at the destination, retries or closes it.
 fn person(env: &Env, sims: &[Sim], seed: u64, stop: &AtomicBool, tally: &Mutex<Tally>) {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x9e7);
     while nap(Duration::from_millis(rng.random_range(100..500)), stop) {
@@ -545,12 +546,20 @@ fn person(env: &Env, sims: &[Sim], seed: u64, stop: &AtomicBool, tally: &Mutex<T
         let (key, state) = (op["key"].as_str().unwrap(), op["state"].as_str().unwrap());
         let dest = op["destination"].as_str().unwrap();
         let sim = &sims[DESTS.iter().position(|d| d.0 == dest).unwrap()];
-        let args: Vec<String> = match rng.random_range(0..10) {
-            0..=3 => match sim.ids_by_key().get(key).map(Vec::as_slice) {
+        let args: Vec<String> = match rng.random_range(0..12) {
+            0..=2 => match sim.ids_by_key().get(key).map(Vec::as_slice) {
                 Some([id]) => strings(&["reconcile", key, "--found", id]),
                 None | Some([]) => strings(&["reconcile", key, "--absent"]),
                 Some(_) => continue, // two tasks: the checker will name it
             },
+            // many at once, from the destinations' own records (SPEC 16)
+            3 => {
+                let file = env.dir.join("records.jsonl");
+                std::fs::write(&file, records(&list, sims, &mut rng)).unwrap();
+                strings(&["reconcile", "--from", file.to_str().unwrap(), "--yes"])
+            }
+            // the destination's own lookup, run at the person's request
+            10 if dest == "projects" => strings(&["lookup", key, "--yes"]),
             4 => strings(&["claim", key]),
             5 => strings(&["release", key]),
             6 | 7 => strings(&["retry", key, "--note", "chaos: tried again"]),
@@ -573,9 +582,33 @@ fn person(env: &Env, sims: &[Sim], seed: u64, stop: &AtomicBool, tally: &Mutex<T
             .lock()
             .unwrap()
             .person
-            .entry(format!("{} {said}", args[0]))
+            .entry(match args[1] {
+                "--from" => format!("reconcile --from {said}"),
+                _ => format!("{} {said}", args[0]),
+            })
             .or_default() += 1;
     }
+}
+
+/// What the destinations' records say of up to five of these exceptions, as `reconcile --from`
+/// reads it: found with the task's id, or absent.
+fn records(list: &[serde_json::Value], sims: &[Sim], rng: &mut StdRng) -> String {
+    let mut lines = String::new();
+    for _ in 0..rng.random_range(1..=5) {
+        let op = &list[rng.random_range(0..list.len())];
+        let (key, dest) = (
+            op["key"].as_str().unwrap(),
+            op["destination"].as_str().unwrap(),
+        );
+        let sim = &sims[DESTS.iter().position(|d| d.0 == dest).unwrap()];
+        let line = match sim.ids_by_key().get(key).map(Vec::as_slice) {
+            Some([id]) => serde_json::json!({"key": key, "outcome": "found", "reference": id}),
+            None | Some([]) => serde_json::json!({"key": key, "outcome": "absent"}),
+            Some(_) => continue,
+        };
+        lines.push_str(&format!("{line}\n"));
+    }
+    lines
 }
 
 fn strings(args: &[&str]) -> Vec<String> {
