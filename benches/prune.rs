@@ -32,21 +32,47 @@ fn intents(prefix: &str, from: usize, n: usize, succeeded: bool) -> String {
     text
 }
 
-/// The ledger's size: SQLite's file (and WAL), PostgreSQL's operations, attempts and events with
-/// their indexes and TOAST.
-async fn size(url: &str) -> u64 {
+/// The ledger's size: the file (with its WAL) on SQLite, or the three tables on PostgreSQL; and
+/// of that, the operations, attempts and events tables (with TOAST) and their indexes.
+struct Size {
+    total: u64,
+    tables: u64,
+    indexes: u64,
+}
+
+async fn size(url: &str) -> Size {
+    let mut raw = common::Raw::connect(url).await;
     match url.strip_prefix("sqlite://") {
-        Some(path) => [path.to_string(), format!("{path}-wal")]
-            .iter()
-            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
-            .sum(),
+        Some(path) => {
+            let file = [path.to_string(), format!("{path}-wal")]
+                .iter()
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+                .sum();
+            // SQLite's dbstat: the pages of each table and index
+            let of = |kind: &str| {
+                format!(
+                    "SELECT CAST(COALESCE(SUM(d.pgsize), 0) AS INTEGER) FROM dbstat d \
+                     JOIN sqlite_master m ON m.name = d.name WHERE m.type = '{kind}' \
+                     AND m.tbl_name IN ('operations', 'attempts', 'events')"
+                )
+            };
+            Size {
+                total: file,
+                tables: raw.int(&of("table")).await as u64,
+                indexes: raw.int(&of("index")).await as u64,
+            }
+        }
         None => {
-            let mut raw = common::Raw::connect(url).await;
-            raw.int(
-                "SELECT CAST(pg_total_relation_size('operations') + pg_total_relation_size('attempts') \
-                 + pg_total_relation_size('events') AS BIGINT)",
-            )
-            .await as u64
+            let sum = |f: &str| {
+                format!(
+                    "SELECT CAST({f}('operations') + {f}('attempts') + {f}('events') AS BIGINT)"
+                )
+            };
+            Size {
+                total: raw.int(&sum("pg_total_relation_size")).await as u64,
+                tables: raw.int(&sum("pg_table_size")).await as u64,
+                indexes: raw.int(&sum("pg_indexes_size")).await as u64,
+            }
         }
     }
 }
@@ -165,10 +191,16 @@ async fn main() {
         if covered { "covered" } else { "did not cover" },
         dispatch_took.as_secs_f64()
     );
-    println!(
-        "  size: {:.1} MB before, {:.1} MB after the prune, {:.1} MB after VACUUM",
-        mb(before),
-        mb(after),
-        mb(vacuumed)
-    );
+    for (when, s) in [
+        ("before", &before),
+        ("after the prune", &after),
+        ("after VACUUM", &vacuumed),
+    ] {
+        println!(
+            "  size {when:<16} {:8.1} MB: tables {:8.1} MB, their indexes {:8.1} MB",
+            mb(s.total),
+            mb(s.tables),
+            mb(s.indexes)
+        );
+    }
 }

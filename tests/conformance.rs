@@ -1528,6 +1528,69 @@ async fn filter_words_never_tell_a_redacted_value(db: &TestDb) {
     assert_eq!(keys("-bounced").await, "");
 }
 
+/// SPEC 12's bare word: found in the key, workflow, step, destination, state or error, in any
+/// case, with `%` and `_` as themselves, never across two of them (schema 15 looks for it in their
+/// text joined by spaces, through an index on both backends).
+async fn filter_words_find_each_field_and_never_across_two(db: &TestDb) {
+    let l = ledger(db).await;
+    let mut a = intent("Key-AB", "crm", json!({}));
+    a.workflow = "cd-flow".into();
+    l.record(&a, "bot").await.unwrap();
+    let mut b = intent("plain_1", "sms", json!({}));
+    b.step = "Send-Welcome".into();
+    l.record(&b, "bot").await.unwrap();
+    l.record(&intent("plain.2", "tasks", json!({})), "bot")
+        .await
+        .unwrap();
+    for (k, e) in [
+        ("Key-AB", "HTTP 503"),
+        ("plain_1", "bounced"),
+        ("plain.2", "read TIMEOUT at 100%"),
+    ] {
+        let o = if k == "plain_1" {
+            Outcome::Rejected
+        } else {
+            Outcome::Unknown
+        };
+        l.report_attempt(&outcome(k, o, Some(e)), "bot")
+            .await
+            .unwrap();
+    }
+    let keys = |text: &'static str| {
+        let l = l.clone();
+        async move {
+            let filter = ListFilter {
+                query: settle::domain::filter::Filter::parse(text).unwrap(),
+                ..Default::default()
+            };
+            let page = l.list(&filter, "alice", None, 50).await.unwrap();
+            let mut k: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
+            k.sort();
+            k.join(" ")
+        }
+    };
+    assert_eq!(keys("key-ab").await, "Key-AB", "the key, in any case");
+    assert_eq!(keys("CD-FL").await, "Key-AB", "the workflow");
+    assert_eq!(keys("welcome").await, "plain_1", "the step");
+    assert_eq!(keys("sms").await, "plain_1", "the destination");
+    assert_eq!(keys("rejec").await, "plain_1", "the state");
+    assert_eq!(keys("timeout").await, "plain.2", "the error");
+    assert_eq!(keys("503").await, "Key-AB");
+    assert_eq!(
+        keys("abcd").await,
+        "",
+        "never across the key and the workflow"
+    );
+    assert_eq!(keys("bcd").await, "");
+    assert_eq!(keys("n_1").await, "plain_1", "`_` is itself");
+    assert_eq!(keys("n_2").await, "", "`_` is not any letter");
+    assert_eq!(keys("00%").await, "plain.2", "`%` is itself");
+    assert_eq!(keys("n%").await, "", "`%` is not any text");
+    assert_eq!(keys("plain").await, "plain.2 plain_1");
+    assert_eq!(keys("onboarding").await, "plain.2 plain_1");
+    assert_eq!(keys("-timeout").await, "Key-AB plain_1");
+}
+
 /// SPEC 13's Activity: people's actions by default, automation's on request, by actor and kind,
 /// and words matched against what is shown (a redacted value never matches).
 async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: &TestDb) {
@@ -2367,6 +2430,7 @@ both_backends!(
     a_callers_start_keeps_to_the_stopping_threshold,
     the_filter_selects_what_each_term_says,
     filter_words_never_tell_a_redacted_value,
+    filter_words_find_each_field_and_never_across_two,
     a_bulk_action_previews_freezes_and_acts_item_by_item,
     a_paced_bulk_retry_spaces_the_next_attempts,
     lists_page_by_keyset_oldest_first,

@@ -72,6 +72,12 @@ impl Ledger {
         self.store.refresh_stale_statistics().await
     }
 
+    /// Folds the counters' rows of differences and refreshes stale planner statistics, once
+    /// (PostgreSQL; nothing to do on SQLite): a heartbeat's upkeep without the heartbeat.
+    pub async fn fold_counters(&self) -> Result<()> {
+        self.store.refresh_stale_statistics().await
+    }
+
     /// Folds the counters' rows of differences and refreshes stale planner statistics
     /// (PostgreSQL; nothing to do on SQLite) now and every `every`, while the guard lives: what a
     /// dispatcher's heartbeat does, for a `settle serve` that runs without a dispatcher (its

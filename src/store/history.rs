@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use super::Store;
 use super::attempts::{ATTEMPT_COLUMNS, AttemptRow, attempt_from_row};
-use super::pages::{Arg, cells, mark, where_clause};
 use super::sql::{Cell, Cells, Stmt, get, time};
+use super::terms::{Arg, cells, mark, where_clause};
 use crate::error::Result;
 
 /// One audit event as stored.

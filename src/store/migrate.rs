@@ -85,10 +85,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0014_review_at_scale.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0014_review_at_scale.sql"),
     },
+    Migration {
+        version: 15,
+        sqlite: include_str!("../../assets/migrations/sqlite/0015_word_search.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0015_word_search.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
@@ -223,6 +228,17 @@ mod tests {
                     sql.contains(&format!("WHERE {};", crate::domain::filter::PEOPLE_ONLY)),
                     "{sql}"
                 );
+            }
+        }
+    }
+
+    /// The bare words' query repeats the text index's expression word for word, or the planner
+    /// would not use the index.
+    #[test]
+    fn the_text_index_has_the_word_query_expression() {
+        for m in super::MIGRATIONS.iter().filter(|m| m.version == 15) {
+            for sql in [m.sqlite, m.postgres] {
+                assert!(sql.contains(crate::store::terms::EXCEPTION_TEXT), "{sql}");
             }
         }
     }

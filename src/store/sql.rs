@@ -145,6 +145,8 @@ impl<'a> Cell<'a> {
 pub(crate) struct Stmt<'a> {
     pub sql: String,
     pub cells: Vec<Cell<'a>>,
+    /// PostgreSQL: planned anew with its values each time (unnamed), never by a generic plan.
+    pub planned_each_time: bool,
 }
 
 impl<'a> Stmt<'a> {
@@ -152,12 +154,24 @@ impl<'a> Stmt<'a> {
         Stmt {
             sql: sql.into(),
             cells,
+            planned_each_time: false,
         }
+    }
+
+    /// PostgreSQL plans this statement with its values each time it runs: for one whose best plan
+    /// depends on them (a word of the filter), where a plan made once for any value would do for
+    /// none.
+    pub(crate) fn planned_each_time(mut self) -> Self {
+        self.planned_each_time = true;
+        self
     }
 
     /// The statement as a PostgreSQL query, its cells bound in order.
     fn pg(&self) -> Query<'_, Postgres, PgArguments> {
         let mut q = super::pg::pg_statement(&self.sql);
+        if self.planned_each_time {
+            q = q.persistent(false);
+        }
         for c in &self.cells {
             q = match *c {
                 Cell::Int(v) => q.bind(v),

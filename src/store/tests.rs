@@ -11,8 +11,8 @@ use super::{AttemptWrite, NewEvent, Store, Tx};
 use crate::domain::{Claim, Op, Outcome, Resolution, State};
 
 /// A store on a fresh database: a SQLite file, or a new PostgreSQL database dropped afterwards.
-struct Fresh {
-    store: Store,
+pub(super) struct Fresh {
+    pub(super) store: Store,
     _dir: Option<tempfile::TempDir>,
     drop_pg: Option<(String, String)>,
 }
@@ -40,7 +40,7 @@ impl Drop for Fresh {
     }
 }
 
-async fn sqlite() -> Fresh {
+pub(super) async fn sqlite() -> Fresh {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     Fresh {
@@ -51,7 +51,7 @@ async fn sqlite() -> Fresh {
 }
 
 #[allow(dead_code)]
-async fn postgres() -> Fresh {
+pub(super) async fn postgres() -> Fresh {
     use sqlx::Connection;
     let admin = std::env::var("SETTLE_TEST_POSTGRES_URL")
         .expect("SETTLE_TEST_POSTGRES_URL names a PostgreSQL server");
