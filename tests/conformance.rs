@@ -1591,6 +1591,51 @@ async fn filter_words_find_each_field_and_never_across_two(db: &TestDb) {
     assert_eq!(keys("-timeout").await, "Key-AB plain_1");
 }
 
+/// The console's "N of M" counts what the list shows, for the view's own bounds (the exceptions
+/// up to now), ages and qualifiers (SQLite reads the time bounds apart from its indexes there).
+async fn counts_agree_with_the_list(db: &TestDb) {
+    let l = ledger(db).await;
+    for (i, dest) in ["crm", "crm", "sms", "sms", "tasks", "crm"]
+        .iter()
+        .enumerate()
+    {
+        let key = format!("n-{i}");
+        l.record(&intent(&key, dest, json!({})), "bot")
+            .await
+            .unwrap();
+        let o = [Outcome::Unknown, Outcome::Rejected][i % 2];
+        l.report_attempt(&outcome(&key, o, None), "bot")
+            .await
+            .unwrap();
+    }
+    l.record(&intent("n-live", "crm", json!({})), "bot")
+        .await
+        .unwrap();
+    for text in [
+        "",
+        "state:unknown",
+        "dest:crm",
+        "dest:crm state:rejected",
+        "age>1h",
+        "age<1h",
+        "age<1h wf:onboarding state:unknown",
+        "-state:unknown",
+    ] {
+        let filter = ListFilter {
+            query: settle::domain::filter::Filter::parse(text).unwrap(),
+            ..Default::default()
+        };
+        let shown = l
+            .list(&filter, "alice", None, 50)
+            .await
+            .unwrap()
+            .items
+            .len();
+        let counted = l.count_matching(&filter, "alice").await.unwrap();
+        assert_eq!(counted, Some(shown as i64), "{text:?}");
+    }
+}
+
 /// SPEC 13's Activity: people's actions by default, automation's on request, by actor and kind,
 /// and words matched against what is shown (a redacted value never matches).
 async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: &TestDb) {
@@ -2431,6 +2476,7 @@ both_backends!(
     the_filter_selects_what_each_term_says,
     filter_words_never_tell_a_redacted_value,
     filter_words_find_each_field_and_never_across_two,
+    counts_agree_with_the_list,
     a_bulk_action_previews_freezes_and_acts_item_by_item,
     a_paced_bulk_retry_spaces_the_next_attempts,
     lists_page_by_keyset_oldest_first,

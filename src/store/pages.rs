@@ -61,7 +61,16 @@ impl Store {
     /// How many operations a list's filter matches (the console's "N of M").
     pub(crate) async fn count_matching(&self, q: &ListQuery<'_>) -> Result<i64> {
         let mut args = Vec::new();
-        let cond = where_clause(&conditions(q, q.time_column(), &mut args, true));
+        // SQLite: the ordering time's bounds (the exceptions' "not after now", an age) read from
+        // the rows an index finds, never as the range of an index: otherwise the planner takes
+        // the workflow's or state's index for its range, and reads each row of it for the rest
+        // (`state:unknown wf:wf-3` at 1,000,000 exceptions: 158 ms, 10 s from a cold disk)
+        // instead of counting the narrow index that holds workflow, destination and state (13 ms)
+        let time = match self.backend() {
+            super::Backend::Sqlite => format!("+{}", q.time_column()),
+            super::Backend::Postgres => q.time_column().to_string(),
+        };
+        let cond = where_clause(&conditions(q, &time, &mut args, true));
         let sql = format!("SELECT COUNT(*) AS n FROM operations{cond}");
         Stmt::new(sql, cells(&args))
             .one(self.conn().await?.db(), |r| get(r, "n"))
