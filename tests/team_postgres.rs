@@ -156,3 +156,76 @@ async fn serve_folds_the_counters_without_a_dispatcher() {
         .await;
     assert_eq!(n, 20, "the fold keeps the count");
 }
+
+/// Schema 15 where `pg_trgm` cannot be created (a role that may make tables in its schema but not
+/// extensions in the database): the migration goes on without the trigram index, and the
+/// filter's words are still found (by reading the exceptions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn words_are_found_where_pg_trgm_cannot_be_created() {
+    use settle::domain::filter::Filter;
+    use settle::{Config, Ledger, ListFilter};
+    let admin = std::env::var("SETTLE_TEST_POSTGRES_URL").unwrap();
+    let text_index =
+        "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'operations_exceptions_text'";
+    // where it may, the migration makes the index
+    let full = common::postgres_on(&admin).await;
+    Ledger::open(&full.url, Config::default())
+        .await
+        .unwrap()
+        .close()
+        .await;
+    assert_eq!(Raw::connect(&full.url).await.int(text_index).await, 1);
+    let db = common::postgres_on(&admin).await;
+    let role = format!("settle_plain_{}", rand::random::<u32>());
+    let mut raw = Raw::connect(&db.url).await;
+    raw.execute(&format!("CREATE ROLE {role} LOGIN"))
+        .await
+        .unwrap();
+    // its schema's tables, but no CREATE on the database, which CREATE EXTENSION needs
+    raw.execute(&format!("GRANT USAGE, CREATE ON SCHEMA public TO {role}"))
+        .await
+        .unwrap();
+    let (_, server) = db.url.split_once('@').unwrap();
+    let url = format!("postgres://{role}@{server}");
+    let l = Ledger::open(&url, Config::default()).await.unwrap();
+    let extensions = raw
+        .int("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")
+        .await;
+    let indexes = raw.int(text_index).await;
+    assert_eq!((extensions, indexes), (0, 0));
+    l.ingest(
+        concat!(
+            r#"{"type":"intent","key":"w-1","workflow":"wf","destination":"sms","action":"send","payload":{}}"#,
+            "\n",
+            r#"{"type":"attempt","key":"w-1","attempt":1,"outcome":"unknown","error":"mailbox bounced"}"#,
+            "\n",
+            r#"{"type":"intent","key":"w-2","workflow":"wf","destination":"sms","action":"send","payload":{}}"#,
+            "\n",
+            r#"{"type":"attempt","key":"w-2","attempt":1,"outcome":"unknown","error":"read timeout"}"#,
+            "\n",
+        )
+        .as_bytes(),
+        "bot",
+    )
+    .await
+    .unwrap();
+    let filter = ListFilter {
+        query: Filter::parse("bounce").unwrap(),
+        ..Default::default()
+    };
+    let keys: Vec<String> = l
+        .list(&filter, "alice", None, 50)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|v| v.key)
+        .collect();
+    assert_eq!(keys, ["w-1"]);
+    l.close().await;
+    drop(raw);
+    drop(db);
+    let mut admin = Raw::connect(&admin).await;
+    admin.execute(&format!("DROP ROLE {role}")).await.unwrap();
+}
