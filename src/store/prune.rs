@@ -23,8 +23,10 @@ impl Store {
     /// (ms), oldest first after `after` (created_at, id): an operation of a run only once its run
     /// is done or closed. A terminal operation's `updated_at` is when it became terminal (or a
     /// later note), and never before its `created_at`, so the index on (state, created_at) finds
-    /// them. A read: on SQLite it takes no write lock, which a dispatcher beside the prune would
-    /// wait for.
+    /// them, from where the last batch ended (a row comparison, which both backends take as the
+    /// start of the index's range: PostgreSQL walked instead from the first entry of the state,
+    /// over every entry the batches before had deleted and VACUUM had not yet removed). A read:
+    /// on SQLite it takes no write lock, which a dispatcher beside the prune would wait for.
     pub(crate) async fn prunable(
         &self,
         state: &str,
@@ -35,7 +37,7 @@ impl Store {
         Stmt::new(
             "SELECT id, key, created_at FROM operations o \
              WHERE state = $1 AND created_at < $2 AND updated_at < $2 \
-               AND (created_at > $3 OR (created_at = $3 AND id > $4)) \
+               AND (created_at, id) > ($3, $4) \
                AND (run IS NULL OR EXISTS (SELECT 1 FROM runs r WHERE r.run = o.run \
                     AND (r.done_at IS NOT NULL OR r.closed_at IS NOT NULL))) \
              ORDER BY created_at, id LIMIT $5",
