@@ -2,7 +2,7 @@
 //! with what PostgreSQL's pages of words add (`words.rs`): a bound on the order, the view's rows
 //! without the filter, the rows sorted apart from the order's index.
 
-use super::sql::{Stmt, get};
+use super::sql::{Cells, Stmt, get};
 use super::terms::{Arg, Cursor, ListQuery, cells, conditions, mark, where_clause};
 use super::{Store, columns};
 use crate::domain::Op;
@@ -25,18 +25,20 @@ pub(super) struct Extra<'a> {
 
 impl Store {
     pub(super) async fn page_rows(&self, stmt: &Stmt<'_>) -> Result<Vec<(i64, Op, Paused)>> {
-        stmt.rows(self.conn().await?.db(), |r| {
-            let (id, op) = columns::decode(r)?;
-            let workflow: i64 = get(r, columns::AFTER)?;
-            let destination: i64 = get(r, columns::AFTER_NEXT)?;
-            let paused = Paused {
-                workflow: workflow != 0,
-                destination: destination != 0,
-            };
-            Ok((id, op, paused))
-        })
-        .await
+        stmt.rows(self.conn().await?.db(), page_row).await
     }
+}
+
+/// One row of a page: the operation, and whether its workflow or destination is paused.
+pub(super) fn page_row(r: &dyn Cells) -> Result<(i64, Op, Paused)> {
+    let (id, op) = columns::decode(r)?;
+    let workflow: i64 = get(r, columns::AFTER)?;
+    let destination: i64 = get(r, columns::AFTER_NEXT)?;
+    let paused = Paused {
+        workflow: workflow != 0,
+        destination: destination != 0,
+    };
+    Ok((id, op, paused))
 }
 
 /// The columns of a page's order (the sort column, the ordering time, the id).
