@@ -680,26 +680,7 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
     l.record(&intent("no-run", "sms", json!({})), "bot")
         .await
         .unwrap();
-    let keys = |text: &str| {
-        let filter = settle::ListFilter {
-            query: settle::domain::filter::Filter::parse(text).unwrap(),
-            scope: settle::Scope::All,
-            ..Default::default()
-        };
-        let l = &l;
-        async move {
-            let mut k: Vec<String> = l
-                .list(&filter, "t", None, 50)
-                .await
-                .unwrap()
-                .items
-                .into_iter()
-                .map(|v| v.key)
-                .collect();
-            k.sort();
-            k
-        }
-    };
+    let keys = |text: &'static str| common::keys_listed(&l, settle::Scope::All, text, "t");
     assert_eq!(keys("run:onb-42").await, ["onb-42:customer", "onb-42:task"]);
     assert_eq!(keys("-run:onb-42").await, ["no-run"]);
 
@@ -1508,14 +1489,9 @@ async fn filter_words_never_tell_a_redacted_value(db: &TestDb) {
     let keys = |text: &'static str| {
         let l = l.clone();
         async move {
-            let filter = ListFilter {
-                query: settle::domain::filter::Filter::parse(text).unwrap(),
-                ..Default::default()
-            };
-            let page = l.list(&filter, "alice", None, 50).await.unwrap();
-            let mut k: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
-            k.sort();
-            k.join(" ")
+            common::keys_listed(&l, settle::Scope::default(), text, "alice")
+                .await
+                .join(" ")
         }
     };
     assert_eq!(keys("bounced").await, "w-1 w-2");
@@ -1559,14 +1535,9 @@ async fn filter_words_find_each_field_and_never_across_two(db: &TestDb) {
     let keys = |text: &'static str| {
         let l = l.clone();
         async move {
-            let filter = ListFilter {
-                query: settle::domain::filter::Filter::parse(text).unwrap(),
-                ..Default::default()
-            };
-            let page = l.list(&filter, "alice", None, 50).await.unwrap();
-            let mut k: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
-            k.sort();
-            k.join(" ")
+            common::keys_listed(&l, settle::Scope::default(), text, "alice")
+                .await
+                .join(" ")
         }
     };
     assert_eq!(keys("key-ab").await, "Key-AB", "the key, in any case");

@@ -163,8 +163,7 @@ async fn serve_folds_the_counters_without_a_dispatcher() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
 async fn words_are_found_where_pg_trgm_cannot_be_created() {
-    use settle::domain::filter::Filter;
-    use settle::{Config, Ledger, ListFilter};
+    use settle::{Config, Ledger};
     let admin = std::env::var("SETTLE_TEST_POSTGRES_URL").unwrap();
     let text_index =
         "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'operations_exceptions_text'";
@@ -210,18 +209,7 @@ async fn words_are_found_where_pg_trgm_cannot_be_created() {
     )
     .await
     .unwrap();
-    let filter = ListFilter {
-        query: Filter::parse("bounce").unwrap(),
-        ..Default::default()
-    };
-    let keys: Vec<String> = l
-        .list(&filter, "alice", None, 50)
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|v| v.key)
-        .collect();
+    let keys = common::keys_listed(&l, settle::Scope::default(), "bounce", "alice").await;
     assert_eq!(keys, ["w-1"]);
     l.close().await;
     drop(raw);

@@ -652,6 +652,25 @@ pub fn seed_lines(n: usize) -> String {
     text
 }
 
+/// The keys of the first page (up to 50) that a list of `scope` shows `viewer` for the filter
+/// `text`, sorted.
+pub async fn keys_listed(
+    l: &settle::Ledger,
+    scope: settle::Scope,
+    text: &str,
+    viewer: &str,
+) -> Vec<String> {
+    let filter = settle::ListFilter {
+        query: settle::domain::filter::Filter::parse(text).unwrap(),
+        scope,
+        ..Default::default()
+    };
+    let page = l.list(&filter, viewer, None, 50).await.unwrap();
+    let mut keys: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
+    keys.sort();
+    keys
+}
+
 /// A count a bench reads from the environment (`SETTLE_BENCH_OPS=50000`), or `default`.
 pub fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name)
