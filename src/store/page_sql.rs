@@ -14,13 +14,21 @@ use crate::error::Result;
 /// index.
 #[derive(Clone, Copy, Default)]
 pub(super) struct Extra<'a> {
-    /// `(true, c)`: only rows before `c` in the walk's direction; `(false, c)`: from `c` on.
-    pub bound: Option<(bool, &'a Cursor)>,
+    pub bound: Option<Bound<'a>>,
     /// Leave the filter's terms out: only the view's scope (the rows the words are looked for in).
     pub no_terms: bool,
     /// Sort the matching rows rather than walk an index in the order: the planner then reads
     /// only the rows that match, by whichever index finds them.
     pub sorted_apart: bool,
+}
+
+/// A bound on a page's order, in the walk's direction.
+#[derive(Clone, Copy)]
+pub(super) enum Bound<'a> {
+    /// Only the rows before this position.
+    Before(&'a Cursor),
+    /// Only the rows from this position on (itself included).
+    From(&'a Cursor),
 }
 
 impl Store {
@@ -48,6 +56,21 @@ pub(super) fn order_columns(q: &ListQuery<'_>) -> String {
         Some(g) => format!("{g}, {time}, id"),
         None => format!("{time}, id"),
     }
+}
+
+/// A page's `ORDER BY` list, in the walk's direction; `sorted_apart`: as expressions no index
+/// holds, so that the rows are sorted rather than walked.
+pub(super) fn order_by(q: &ListQuery<'_>, sorted_apart: bool) -> String {
+    let direction = if q.backwards { " DESC" } else { "" };
+    order_columns(q)
+        .split(", ")
+        .map(|c| match (sorted_apart, c) {
+            (false, c) => format!("{c}{direction}"),
+            (true, c) if q.order.column() == Some(c) => format!("{c} || ''{direction}"),
+            (true, c) => format!("{c} + 0{direction}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `(columns) cmp (marks)` for a keyset position.
@@ -78,9 +101,8 @@ pub(super) fn page_conditions(
         cond.push(keyset(q, c, &cmp, args));
     }
     match extra.bound {
-        // before the bound in the walk's direction; from the bound on
-        Some((true, c)) => cond.push(keyset(q, c, after(!q.backwards), args)),
-        Some((false, c)) => {
+        Some(Bound::Before(c)) => cond.push(keyset(q, c, after(!q.backwards), args)),
+        Some(Bound::From(c)) => {
             let cmp = format!("{}=", after(q.backwards));
             cond.push(keyset(q, c, &cmp, args));
         }
@@ -105,15 +127,6 @@ impl Sql {
 pub(super) fn page_statement(q: &ListQuery<'_>, extra: Extra<'_>) -> Sql {
     let mut args: Vec<Arg> = Vec::new();
     let cond = page_conditions(q, extra, &mut args);
-    let direction = if q.backwards { " DESC" } else { "" };
-    let order: Vec<String> = order_columns(q)
-        .split(", ")
-        .map(|c| match (extra.sorted_apart, c) {
-            (false, c) => format!("{c}{direction}"),
-            (true, c) if q.order.column() == Some(c) => format!("{c} || ''{direction}"),
-            (true, c) => format!("{c} + 0{direction}"),
-        })
-        .collect();
     let limit = mark(&mut args, Arg::Int(q.limit));
     let sql = format!(
         "SELECT {}, COALESCE((SELECT paused FROM workflows w WHERE w.name = operations.workflow), 0) \
@@ -122,7 +135,7 @@ pub(super) fn page_statement(q: &ListQuery<'_>, extra: Extra<'_>) -> Sql {
          AS destination_paused FROM operations{} ORDER BY {} LIMIT {limit}",
         columns::select(),
         where_clause(&cond),
-        order.join(", "),
+        order_by(q, extra.sorted_apart),
     );
     Sql { text: sql, args }
 }

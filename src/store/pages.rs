@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use super::Store;
 use super::columns;
-use super::page_sql::{Extra, page_statement};
+use super::page_sql::{Extra, order_by, page_statement};
 use super::sql::{Cell, Stmt, get};
 use super::terms::{ListQuery, cells, conditions, where_clause};
 use crate::domain::Op;
@@ -31,19 +31,11 @@ impl Store {
     /// reversed); `from` and `limit` are not read. What `A` and `--where` act on: the keys only,
     /// one statement, however many match.
     pub(crate) async fn matching_keys(&self, q: &ListQuery<'_>) -> Result<Vec<String>> {
-        let (time, mut args) = (q.time_column(), Vec::new());
-        let cond = where_clause(&conditions(q, time, &mut args, true));
-        let direction = if q.backwards { " DESC" } else { "" };
-        let order: Vec<String> = match q.order.column() {
-            Some(g) => vec![g.to_string(), time.to_string(), "id".into()],
-            None => vec![time.to_string(), "id".into()],
-        }
-        .into_iter()
-        .map(|c| format!("{c}{direction}"))
-        .collect();
+        let mut args = Vec::new();
+        let cond = where_clause(&conditions(q, q.time_column(), &mut args, true));
         let sql = format!(
             "SELECT key FROM operations{cond} ORDER BY {}",
-            order.join(", ")
+            order_by(q, false)
         );
         Stmt::new(sql, cells(&args))
             .rows(self.conn().await?.db(), |r| get(r, "key"))

@@ -17,7 +17,8 @@
 //! SQLite needs none of this: its index on the text, in the order, rules a row out without
 //! reading it (a million exceptions in 0.1 s); the tests run the two tries on both.
 
-use super::page_sql::{Extra, order_columns, page_conditions, page_row, page_statement};
+use super::page_sql::page_statement;
+use super::page_sql::{Bound, Extra, order_by, order_columns, page_conditions, page_row};
 use super::sql::{Stmt, get};
 use super::terms::{Arg, Cursor, ListQuery, cells, mark, where_clause};
 use super::{Backend, Store};
@@ -37,7 +38,7 @@ impl Store {
     ) -> Result<Vec<(i64, Op, Paused)>> {
         let horizon = self.horizon(q, walked).await?;
         let walked = Extra {
-            bound: horizon.as_ref().map(|h| (true, h)),
+            bound: horizon.as_ref().map(Bound::Before),
             ..Extra::default()
         };
         let sql = page_statement(q, walked);
@@ -53,7 +54,7 @@ impl Store {
             ..q.clone()
         };
         let sorted = Extra {
-            bound: Some((false, &h)),
+            bound: Some(Bound::From(&h)),
             sorted_apart: true,
             ..Extra::default()
         };
@@ -86,17 +87,12 @@ impl Store {
             ..Extra::default()
         };
         let cond = page_conditions(q, scope, &mut args);
-        let direction = if q.backwards { " DESC" } else { "" };
-        let columns = order_columns(q);
-        let order: Vec<String> = columns
-            .split(", ")
-            .map(|c| format!("{c}{direction}"))
-            .collect();
         let offset = mark(&mut args, Arg::Int(walked));
         let sql = format!(
-            "SELECT {columns} FROM operations{} ORDER BY {} LIMIT 1 OFFSET {offset}",
+            "SELECT {} FROM operations{} ORDER BY {} LIMIT 1 OFFSET {offset}",
+            order_columns(q),
             where_clause(&cond),
-            order.join(", ")
+            order_by(q, false)
         );
         let time = q.time_column();
         let group = q.order.column();
