@@ -295,8 +295,8 @@ async fn run_group(jobs: Vec<Job>) -> bool {
 async fn together(jobs: &[Job]) -> Option<Vec<Result<Answered>>> {
     let store = &jobs[0].ledger.store;
     let mut tx = store.begin().await.ok()?;
-    // the group's statements are lookups by key, as a round's are (see `Tx::lookups_by_key`)
-    if tx.lookups_by_key().await.is_err() {
+    // the group's statements are lookups by key, and nothing else (see `Tx::only_lookups_by_key`)
+    if tx.only_lookups_by_key().await.is_err() {
         tx.rollback().await;
         return None;
     }

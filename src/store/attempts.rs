@@ -163,7 +163,7 @@ impl Tx {
                     sqlite_events(run).execute(self.db()).await?;
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let sql = pg_event_insert(1);
                 let arrays = event_arrays(events);
                 pg_query(&sql, arrays).execute(&mut **t).await.map_err(db)?;
@@ -188,6 +188,7 @@ impl Tx {
                 outcome_of(r)?,
             ))
         };
+        let keep = self.keeps_plans();
         match self {
             Tx::Sqlite(_) => {
                 for id in ids {
@@ -198,13 +199,13 @@ impl Tx {
                     out.extend(stmt.rows(self.db(), decode).await?);
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let rows = sqlx::query(
                     "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ANY($1)",
                 )
                 .bind(ids)
-                // planned for each call, like `load_ops`
-                .persistent(false)
+                // planned for each call unless kept, like `load_ops`
+                .persistent(keep)
                 .fetch_all(&mut **t)
                 .await
                 .map_err(db)?;

@@ -29,6 +29,7 @@ mod ops;
 mod page_sql;
 mod pages;
 mod pg;
+mod plans;
 mod prune;
 pub mod review;
 mod run_review;
@@ -53,6 +54,7 @@ pub use migrate::SCHEMA_VERSION;
 pub use open::{Backend, Profile, display_url};
 use open::{prepare_sqlite_file, sqlite_file};
 pub(crate) use pg::Listener;
+pub(crate) use plans::Plans;
 pub(crate) use prune::Prunable;
 pub(crate) use runs::{RunKept, RunOpRow, RunWrite, StoredRun};
 pub(crate) use sql::ms;
@@ -83,7 +85,7 @@ pub struct Store {
 /// A write transaction: what the ledger's changes run in.
 pub(crate) enum Tx {
     Sqlite(sqlite::Tx),
-    Postgres(Transaction<'static, Postgres>),
+    Postgres(Transaction<'static, Postgres>, Plans),
 }
 
 /// A pooled connection, for reads outside a write transaction.
@@ -107,7 +109,7 @@ impl Tx {
     pub(crate) fn db(&mut self) -> Db<'_> {
         match self {
             Tx::Sqlite(t) => Db::Sqlite(t.conn()),
-            Tx::Postgres(t) => Db::Postgres(t),
+            Tx::Postgres(t, _) => Db::Postgres(t),
         }
     }
 }
@@ -170,37 +172,17 @@ pub(crate) enum Tried<T> {
 pub(crate) const TRIES: usize = 8;
 
 impl Tx {
-    /// Plans the rest of this transaction's statements as the lookups by key they are: on
-    /// PostgreSQL no hash or merge joins, so that a change set of a few dozen rows joins its
-    /// arrays to `operations` and `attempts` through their primary keys. Without this a prepared
-    /// statement's generic plan scans the whole `attempts` table to update a few of its rows, and
-    /// a dispatcher round's write grows with the ledger (at 20,000 operations, 80 attempts
-    /// updated by reading 10,866 rows: 6 ms of a 10 ms statement).
-    pub(crate) async fn lookups_by_key(&mut self) -> Result<()> {
-        match self {
-            Tx::Sqlite(_) => Ok(()),
-            Tx::Postgres(_) => sql::Stmt::new(
-                "SELECT set_config('enable_hashjoin', 'off', true), \
-                     set_config('enable_mergejoin', 'off', true)",
-                Vec::new(),
-            )
-            .execute(self.db())
-            .await
-            .map(|_| ()),
-        }
-    }
-
     pub(crate) async fn commit(self) -> Result<()> {
         match self {
             Tx::Sqlite(t) => t.commit(),
-            Tx::Postgres(t) => t.commit().await.map_err(sql::db),
+            Tx::Postgres(t, _) => t.commit().await.map_err(sql::db),
         }
     }
 
     pub(crate) async fn rollback(self) {
         match self {
             Tx::Sqlite(t) => t.rollback(),
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let _ = t.rollback().await;
             }
         }
@@ -330,7 +312,11 @@ impl Store {
     pub(crate) async fn begin(&self) -> Result<Tx> {
         match &self.pool {
             Pool::Sqlite(p) => Ok(Tx::Sqlite(sqlite::Tx::begin(p.acquire().await?).await?)),
-            Pool::Postgres(p) => p.begin().await.map(Tx::Postgres).map_err(|e| self.err(e)),
+            Pool::Postgres(p) => p
+                .begin()
+                .await
+                .map(|t| Tx::Postgres(t, Plans::EachCall))
+                .map_err(|e| self.err(e)),
         }
     }
 

@@ -98,6 +98,7 @@ impl Tx {
         if keys.is_empty() {
             return Ok(found);
         }
+        let keep = self.keeps_plans();
         match self {
             Tx::Sqlite(_) => {
                 // one statement per key: prepared once, whatever the number of keys
@@ -109,18 +110,19 @@ impl Tx {
                     }
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let sql = format!(
                     "SELECT {} FROM operations WHERE key = ANY($1){}",
                     columns::select(),
                     if hold { " ORDER BY key FOR UPDATE" } else { "" }
                 );
-                // Planned for each call, never from a plan kept on the connection: a plan made
-                // while the table was nearly empty (the first batches of a large ingest) scans
-                // the whole table once it is not (the re-ingest of 100,000 lines took 5x as long).
+                // Planned for each call unless the planner was told these are lookups by key
+                // (`Plans`): a plan kept on the connection and made while the table was nearly
+                // empty (the first batches of a large ingest) scans the whole table once it is
+                // not (the re-ingest of 100,000 lines took 5x as long).
                 let rows = sqlx::query(&sql)
                     .bind(keys)
-                    .persistent(false)
+                    .persistent(keep)
                     .fetch_all(&mut **t)
                     .await
                     .map_err(db)?;
@@ -172,7 +174,7 @@ impl Tx {
                     out.extend(rows);
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let kinds: Vec<Kind> = cols.iter().map(|c| c.kind()).collect();
                 let sql = format!(
                     "INSERT INTO operations ({0}) SELECT * FROM UNNEST({1}) AS v ({0}) WHERE {2} \
@@ -209,9 +211,10 @@ impl Tx {
         whole: &[AttemptWrite<'_>],
         events: &[NewEvent<'_>],
     ) -> Result<bool> {
+        let keep = self.keeps_plans();
         match self {
             Tx::Sqlite(_) => self.write_sqlite(ops, opened, closed, whole, events).await,
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let mut arrays = Vec::new();
                 let changing = changing();
                 arrays.push(Array::Int(ops.iter().map(|(id, _, _)| Some(*id)).collect()));
@@ -241,10 +244,10 @@ impl Tx {
                 }
                 arrays.push(Array::Text(whole.iter().map(|a| Some(a.actor)).collect()));
                 arrays.extend(event_arrays(events));
-                // planned for each call, never from a plan kept on the connection: a plan made
-                // while the table was small (a fresh ledger, before its first autoanalyze)
+                // planned for each call unless kept (`Plans`): a plan kept on the connection and
+                // made while the table was small (a fresh ledger, before its first autoanalyze)
                 // scans every operation for each row it updates
-                let query = pg_query(&PG_WRITE, arrays).persistent(false);
+                let query = pg_query(&PG_WRITE, arrays).persistent(keep);
                 match query.fetch_one(&mut **t).await {
                     Ok(row) => Ok(get::<i64>(&row, "updated")? == ops.len() as i64),
                     Err(e) if lost_a_race(&e) => Ok(false),

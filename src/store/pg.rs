@@ -24,6 +24,11 @@ pub(crate) fn name_no_statements() {
     UNNAMED.store(true, Ordering::Relaxed);
 }
 
+/// Whether this process names its PostgreSQL statements (not through PgBouncer).
+pub(crate) fn names_statements() -> bool {
+    !UNNAMED.load(Ordering::Relaxed)
+}
+
 /// A PostgreSQL statement: named and kept by its connection, unless [`name_no_statements`].
 pub(crate) fn pg_statement(sql: &str) -> Query<'_, Postgres, PgArguments> {
     let query = sqlx::query::<Postgres>(sql);
@@ -48,7 +53,7 @@ impl Store {
         // a transaction of its own, so that through PgBouncer each statement's two exchanges
         // stay on one server connection
         let mut tx = self.begin().await?;
-        let Tx::Postgres(p) = &mut tx else {
+        let Tx::Postgres(p, _) = &mut tx else {
             unreachable!("a PostgreSQL store begins PostgreSQL transactions")
         };
         // the state counters' and the review's rows of differences (schemas 8 and 14), folded

@@ -27,7 +27,7 @@ impl Tx {
                     }
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let sql = format!(
                     "SELECT {RUN_COLUMNS} FROM runs WHERE run = ANY($1) ORDER BY run FOR UPDATE"
                 );
@@ -84,7 +84,7 @@ impl Tx {
                     out.insert(run.to_string(), (fresh(run, workflow, started), true));
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let mut sorted = new.to_vec();
                 sorted.sort_by_key(|(r, _, _)| *r);
                 let sql = format!(
@@ -138,7 +138,7 @@ impl Tx {
                         .await?;
                 }
             }
-            Tx::Postgres(t) => {
+            Tx::Postgres(t, _) => {
                 let kinds = [
                     "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BIGINT", "BIGINT",
                 ];

@@ -129,7 +129,7 @@ async fn table_columns(tx: &mut Tx) -> Vec<(String, bool)> {
             .await
             .unwrap()
         }
-        Tx::Postgres(_) => {
+        Tx::Postgres(..) => {
             let stmt = Stmt::new(
                 "SELECT column_name::TEXT AS name, data_type::TEXT AS type FROM information_schema.columns \
                  WHERE table_schema = current_schema() AND table_name = 'operations'",

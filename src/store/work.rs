@@ -118,7 +118,7 @@ impl Tx {
         limit: usize,
     ) -> Result<Vec<(i64, Op)>> {
         let lock = match self {
-            Tx::Postgres(_) => " FOR UPDATE SKIP LOCKED",
+            Tx::Postgres(..) => " FOR UPDATE SKIP LOCKED",
             Tx::Sqlite(_) => "",
         };
         let what = columns::select();
