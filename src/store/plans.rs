@@ -13,9 +13,9 @@ pub(crate) enum Plans {
     /// whole table for each row once it is not.
     EachCall,
     /// Kept on the connection (named), once [`Tx::only_lookups_by_key`] has ruled out the
-    /// scans, hash and merge joins that make such a plan grow with the table: a plan made under those
-    /// settings looks each row up by its key at any size, and is made once instead of at each
-    /// call (the group writer on PostgreSQL: parsing and planning the change set was 0.9 ms of a
+    /// scans, hash and merge joins that make such a plan grow with the table: a plan made under
+    /// those settings looks each row up by its key at any size, and is made once instead of at
+    /// each call (the group writer on PostgreSQL: parsing and planning the change set was 0.9 ms of a
     /// group's 5 ms).
     Kept,
 }
@@ -24,7 +24,7 @@ impl Tx {
     /// Whether this transaction's change-set statements may be kept on the connection: only
     /// after [`Tx::only_lookups_by_key`], and never through PgBouncer (which names no statement).
     pub(crate) fn keeps_plans(&self) -> bool {
-        matches!(self, Tx::Postgres(_, Plans::Kept)) && super::pg::names_statements()
+        matches!(self, Tx::Postgres(_, Plans::Kept))
     }
 
     /// Plans the rest of this transaction's statements as the lookups by key they are: on
@@ -54,20 +54,17 @@ impl Tx {
         if let Tx::Sqlite(_) = self {
             return Ok(());
         }
+        let joins_off = "SELECT set_config('enable_hashjoin', 'off', true), \
+                         set_config('enable_mergejoin', 'off', true)";
         let sql = match only {
-            false => {
-                "SELECT set_config('enable_hashjoin', 'off', true), \
-                     set_config('enable_mergejoin', 'off', true)"
-            }
-            true => {
-                "SELECT set_config('enable_hashjoin', 'off', true), \
-                     set_config('enable_mergejoin', 'off', true), \
-                     set_config('enable_seqscan', 'off', true)"
-            }
+            false => joins_off.to_string(),
+            true => format!("{joins_off}, set_config('enable_seqscan', 'off', true)"),
         };
         sql::Stmt::new(sql, Vec::new()).execute(self.db()).await?;
-        if let Tx::Postgres(_, plans) = self
-            && only
+        // through PgBouncer no statement is named, so none is kept
+        if only
+            && super::pg::names_statements()
+            && let Tx::Postgres(_, plans) = self
         {
             *plans = Plans::Kept;
         }
