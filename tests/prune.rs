@@ -246,6 +246,13 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
         "{:?}",
         s.map(|a| a.written)
     );
+    // a start alone in its group is judged in the batch, and refused there as by the single call
+    let alone = writer.write(&l, "bot", Write::Start("s-old".into())).await;
+    assert!(
+        matches!(&alone, Err(Error::Refused(m)) if m.contains("pruned")),
+        "{:?}",
+        alone.map(|a| a.written)
+    );
     let line = json!({"type": "intent", "key": "c-old", "workflow": "onboarding",
         "step": "create-contact", "destination": "crm", "action": "create_contact",
         "payload": {"k": "c-old"}})

@@ -122,8 +122,12 @@ impl Ledger {
                     let (id, op) = match ops.get(key) {
                         Some((id, op)) => (*id, op.as_ref()),
                         None => {
-                            outcomes
-                                .push(Err(Error::NotFound(format!("no operation with key {key}"))));
+                            outcomes.push(Err(match w {
+                                Prepared::Start(_) => {
+                                    super::start::not_there_to_start(tx, key, now).await?
+                                }
+                                _ => Error::NotFound(format!("no operation with key {key}")),
+                            }));
                             after.push(None);
                             continue;
                         }

@@ -46,12 +46,7 @@ impl Ledger {
     ) -> Result<Tried<(Applied, u32)>> {
         let now = self.now();
         let Some((id, op)) = tx.hold_op(key).await? else {
-            return Err(match tx.pruned_key(key, store::ms(now)).await? {
-                Some(p) => {
-                    Error::Refused(format!("{key} is {} (pruned): nothing to send", p.state))
-                }
-                None => Error::NotFound(format!("no operation with key {key}")),
-            });
+            return Err(not_there_to_start(tx, key, now).await?);
         };
         let ask = Ask::Cmd(Command::StartAttempt);
         let change = match self.decide(tx, id, &op, actor, &ask, None, None).await? {
@@ -103,4 +98,17 @@ impl Ledger {
         self.redactor
             .scrubber(&op.destination, &op.action, &op.payload)
     }
+}
+
+/// Why a start finds no operation under `key`: a pruned one's key refuses it (its operation was
+/// terminal), any other is not found. The single call and the group writer answer alike.
+pub(super) async fn not_there_to_start(
+    tx: &mut Tx,
+    key: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Error> {
+    Ok(match tx.pruned_key(key, store::ms(now)).await? {
+        Some(p) => Error::Refused(format!("{key} is {} (pruned): nothing to send", p.state)),
+        None => Error::NotFound(format!("no operation with key {key}")),
+    })
 }
