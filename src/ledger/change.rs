@@ -125,6 +125,19 @@ pub(super) fn number_made(changes: &mut [Box<Change>], ids: &[i64]) {
 /// [`write_changes`] without keeping the runs' rows: for a caller that keeps them itself, once
 /// for what it inserted and changed together (an ingest batch).
 pub(super) async fn write_only(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
+    write_after(tx, Vec::new(), changes).await
+}
+
+/// [`write_only`] with these events first (the `recorded` events of the operations a batch
+/// made): on PostgreSQL one statement for all, not one more round trip for them.
+pub(super) async fn write_after<'a>(
+    tx: &mut Tx,
+    mut events: Vec<NewEvent<'a>>,
+    changes: &'a [Box<Change>],
+) -> Result<bool> {
+    if events.is_empty() && changes.is_empty() {
+        return Ok(true);
+    }
     let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
     let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
     for c in changes.iter().filter(|c| !c.made_here) {
@@ -152,7 +165,7 @@ pub(super) async fn write_only(tx: &mut Tx, changes: &[Box<Change>]) -> Result<b
             closed.push(write);
         }
     }
-    let events: Vec<_> = changes.iter().map(|c| c.event()).collect();
+    events.extend(changes.iter().map(|c| c.event()));
     tx.write_changes(&rows, &opened, &closed, &whole, &events)
         .await
 }

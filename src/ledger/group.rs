@@ -294,12 +294,8 @@ async fn run_group(jobs: Vec<Job>) -> bool {
 /// transaction (`write_batch`); a failed commit answers every write with it.
 async fn together(jobs: &[Job]) -> Option<Vec<Result<Answered>>> {
     let store = &jobs[0].ledger.store;
-    let mut tx = store.begin().await.ok()?;
-    // the group's statements are lookups by key, and nothing else (see `Tx::only_lookups_by_key`)
-    if tx.only_lookups_by_key().await.is_err() {
-        tx.rollback().await;
-        return None;
-    }
+    // the group's statements are lookups by key, and nothing else
+    let mut tx = store.begin_only_lookups().await.ok()?;
     let mut results: Vec<Option<Result<Answered>>> = jobs.iter().map(|_| None).collect();
     let mut callers: Vec<&str> = jobs.iter().map(|j| j.actor.as_str()).collect();
     callers.sort_unstable();

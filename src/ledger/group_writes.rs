@@ -1,10 +1,12 @@
 //! What a group of the HTTP API's writes is (see `group.rs`), and one caller's writes of a group
 //! in a few statements, as an ingest batch and a dispatcher's round write theirs: one query loads
-//! every operation the group names, one their attempts, one each pause flag; the rules judge
-//! every write in memory, in order; the new operations go in with one statement, every change
-//! with one call, the runs' rows once. A statement per write would make the group's transaction
-//! as long as the writes were many (on PostgreSQL, about 0.15 ms a round trip, a dozen round
-//! trips a record + start + attempt).
+//! every operation the group names, their attempts and the pause flags (`Tx::load_group`); the
+//! rules judge every write in memory, in order; the new operations go in with one statement, every
+//! change and every event with one more, the runs' rows once. On PostgreSQL a group is so five
+//! round trips (the `BEGIN` with its settings, the load, the insert, the change set, the
+//! `COMMIT`); a statement per write would make the group's transaction as long as the writes were
+//! many (about 0.12 ms a round trip on a busy machine, a dozen round trips a record + start +
+//! attempt).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -83,18 +85,8 @@ impl Ledger {
         writes: &[&Prepared],
     ) -> Result<Batch> {
         let now = self.now();
-        let mut keys: Vec<&str> = writes.iter().map(|w| w.key()).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let loaded = tx.load_ops(&keys, false).await?;
-        let ids: Vec<i64> = loaded.values().map(|(id, _)| *id).collect();
-        let mut known = if writes.iter().any(|w| matches!(w, Prepared::Attempt(_))) {
-            tx.attempt_outcomes(&ids).await?
-        } else {
-            Default::default()
-        };
+        let (loaded, mut known, paused) = group_reads(tx, writes).await?;
         let fresh = fresh_ops(writes, &loaded, now);
-        let paused = pause_flags(tx, loaded.values().map(|(_, op)| op).chain(&fresh)).await?;
         if self.counts_each_start(writes, &loaded) {
             return Ok(None);
         }
@@ -228,11 +220,13 @@ impl Ledger {
         changes: &mut [Box<change::Change>],
         budgets: &BTreeMap<String, super::budgets::Budget>,
     ) -> Result<Option<Vec<i64>>> {
-        let Some(made_ids) = super::ingest::insert_made(self, tx, made, ops, actor).await? else {
+        let Some((made_ids, details)) = super::ingest::insert_made(self, tx, made, ops).await?
+        else {
             return Ok(None);
         };
         change::number_made(changes, &made_ids);
-        if !changes.is_empty() && !change::write_only(tx, changes).await? {
+        let recorded = super::ingest::made_events(made, &made_ids, &details, actor);
+        if !change::write_after(tx, recorded, changes).await? {
             return Ok(None);
         }
         let made_rows = made.iter().map(|op| &*ops[op.key.as_str()].1);
@@ -307,6 +301,30 @@ impl Ledger {
     }
 }
 
+/// What a group's writes read before they are judged, in one call (`Tx::load_group`): the
+/// operations by key, their attempts where a report needs them, and the pause flags of their
+/// workflows and destinations and of those the records name.
+async fn group_reads(
+    tx: &mut Tx,
+    writes: &[&Prepared],
+) -> Result<(HashMap<String, (i64, Op)>, super::KnownAttempts, PauseFlags)> {
+    let mut keys: Vec<&str> = writes.iter().map(|w| w.key()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let (mut workflows, mut destinations) = (Vec::new(), Vec::new());
+    for w in writes {
+        if let Prepared::Record(op, _) = w {
+            workflows.push(op.workflow.as_str());
+            destinations.push(op.destination.as_str());
+        }
+    }
+    let with_attempts = writes.iter().any(|w| matches!(w, Prepared::Attempt(_)));
+    let reads = tx
+        .load_group(&keys, &workflows, &destinations, with_attempts)
+        .await?;
+    Ok((reads.ops, reads.attempts, pause_flags(reads.paused)))
+}
+
 /// The operations a group makes (its records of keys not stored), stamped now as `record_in`
 /// stamps one.
 fn fresh_ops(
@@ -336,25 +354,18 @@ struct PauseFlags {
     destinations: HashMap<String, bool>,
 }
 
-/// The flags of every workflow and destination the operations name, in one statement.
-async fn pause_flags<'a>(tx: &mut Tx, ops: impl Iterator<Item = &'a Op>) -> Result<PauseFlags> {
+/// The flags of the paused workflows and destinations, as [`Tx::load_group`] read them (any
+/// other is not paused).
+fn pause_flags(paused: Vec<(bool, String)>) -> PauseFlags {
     let mut flags = PauseFlags::default();
-    for op in ops {
-        flags.workflows.insert(op.workflow.clone(), false);
-        flags.destinations.insert(op.destination.clone(), false);
-    }
-    let workflows: Vec<&str> = flags.workflows.keys().map(String::as_str).collect();
-    let destinations: Vec<&str> = flags.destinations.keys().map(String::as_str).collect();
-    let paused = tx.paused_among(&workflows, &destinations).await?;
     for (is_workflow, name) in paused {
-        let of = if is_workflow {
-            &mut flags.workflows
-        } else {
-            &mut flags.destinations
+        let of = match is_workflow {
+            true => &mut flags.workflows,
+            false => &mut flags.destinations,
         };
         of.insert(name, true);
     }
-    Ok(flags)
+    flags
 }
 
 fn paused_of(flags: &PauseFlags, op: &Op) -> Paused {

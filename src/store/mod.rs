@@ -22,6 +22,7 @@ mod arrays;
 mod attempts;
 mod columns;
 mod counts;
+mod group_load;
 mod history;
 mod migrate;
 mod open;

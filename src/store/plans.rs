@@ -2,7 +2,7 @@
 //! joins; in the group writer also no scans), and whether the change set's statements are kept
 //! on the connection or planned at each call.
 
-use super::{Result, Tx, sql};
+use super::{Pool, Result, Store, Tx, sql};
 
 /// How a PostgreSQL transaction's change-set statements (`load_ops`, `write_changes`,
 /// `attempt_outcomes`) are planned.
@@ -12,7 +12,7 @@ pub(crate) enum Plans {
     /// while a table was small (a fresh ledger, before its first autoanalyze) would scan the
     /// whole table for each row once it is not.
     EachCall,
-    /// Kept on the connection (named), once [`Tx::only_lookups_by_key`] has ruled out the
+    /// Kept on the connection (named), once [`Store::begin_only_lookups`] has ruled out the
     /// scans, hash and merge joins that make such a plan grow with the table: a plan made under
     /// those settings looks each row up by its key at any size, and is made once instead of at
     /// each call (the group writer on PostgreSQL: parsing and planning the change set was 0.9 ms of a
@@ -22,7 +22,7 @@ pub(crate) enum Plans {
 
 impl Tx {
     /// Whether this transaction's change-set statements may be kept on the connection: only
-    /// after [`Tx::only_lookups_by_key`], and never through PgBouncer (which names no statement).
+    /// in [`Store::begin_only_lookups`]'s transaction, and never through PgBouncer (which names no statement).
     pub(crate) fn keeps_plans(&self) -> bool {
         matches!(self, Tx::Postgres(_, Plans::Kept))
     }
@@ -34,41 +34,58 @@ impl Tx {
     /// a dispatcher round's write grows with the ledger (at 20,000 operations, 80 attempts
     /// updated by reading 10,866 rows: 6 ms of a 10 ms statement).
     pub(crate) async fn lookups_by_key(&mut self) -> Result<()> {
-        self.plan_as_lookups(false).await
+        self.plan_as_lookups().await
     }
 
-    /// [`Tx::lookups_by_key`] for a transaction that runs nothing else (the group writer's): on
-    /// PostgreSQL also no scan of a table whose index answers, and the change set's statements
-    /// kept on the connection ([`Plans::Kept`]). Planned at each call, the change set's update
-    /// still chose to scan `operations` once a group as the table grew (the gateway's bench:
-    /// 37,936 scans reading 178 million rows by its 9,448th operation, 351 requests a second
-    /// instead of 1,364). Not for a transaction with other queries: with scans ruled out, a
-    /// query that must scan a small table (the dispatcher's due query, past the paused
-    /// workflows) has every plan's cost swamped by the penalty and takes a bad one (26
-    /// operations a second instead of hundreds).
-    pub(crate) async fn only_lookups_by_key(&mut self) -> Result<()> {
-        self.plan_as_lookups(true).await
-    }
-
-    async fn plan_as_lookups(&mut self, only: bool) -> Result<()> {
+    async fn plan_as_lookups(&mut self) -> Result<()> {
         if let Tx::Sqlite(_) = self {
             return Ok(());
         }
-        let joins_off = "SELECT set_config('enable_hashjoin', 'off', true), \
-                         set_config('enable_mergejoin', 'off', true)";
-        let sql = match only {
-            false => joins_off.to_string(),
-            true => format!("{joins_off}, set_config('enable_seqscan', 'off', true)"),
-        };
-        sql::Stmt::new(sql, Vec::new()).execute(self.db()).await?;
-        // through PgBouncer no statement is named, so none is kept
-        if only
-            && super::pg::names_statements()
-            && let Tx::Postgres(_, plans) = self
-        {
-            *plans = Plans::Kept;
-        }
+        sql::Stmt::new(settings(false), Vec::new())
+            .execute(self.db())
+            .await?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// A transaction that runs nothing but lookups by key (the group writer's): on PostgreSQL
+    /// [`Tx::lookups_by_key`]'s settings and also no scan of a table whose index answers, sent
+    /// with its `BEGIN` (one round trip, not two), and the change set's statements kept on the
+    /// connection ([`Plans::Kept`]). Planned at each call, the change set's update still chose to
+    /// scan `operations` once a group as the table grew (the gateway's bench: 37,936 scans reading
+    /// 178 million rows by its 9,448th operation, 351 requests a second instead of 1,364). Not
+    /// for a transaction with other queries: with scans ruled out, a query that must scan a small
+    /// table (the dispatcher's due query, past the paused workflows) has every plan's cost
+    /// swamped by the penalty and takes a bad one (26 operations a second instead of hundreds).
+    pub(crate) async fn begin_only_lookups(&self) -> Result<Tx> {
+        let Pool::Postgres(p) = &self.pool else {
+            return self.begin().await;
+        };
+        let t = p
+            .begin_with(format!("BEGIN; {}", settings(true)))
+            .await
+            .map_err(|e| self.err(e))?;
+        // through PgBouncer no statement is named, so none is kept
+        let plans = match super::pg::names_statements() {
+            true => Plans::Kept,
+            false => Plans::EachCall,
+        };
+        Ok(Tx::Postgres(t, plans))
+    }
+}
+
+/// The settings of a transaction of lookups by key, for its own transaction only; with `only`,
+/// no scans either (see [`Store::begin_only_lookups`]).
+fn settings(only: bool) -> String {
+    let joins_off = "SELECT set_config('enable_hashjoin', 'off', true), \
+                     set_config('enable_mergejoin', 'off', true)";
+    match only {
+        false => joins_off.to_string(),
+        // and never compiled: the penalty a scan pays may pass the cost that asks for it
+        true => format!(
+            "{joins_off}, set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
+        ),
     }
 }
 
@@ -121,8 +138,7 @@ mod tests {
             "{round:#?}"
         );
         // the group writer's: kept, and the plan finds each row by its key
-        let mut tx = f.store.begin().await.unwrap();
-        tx.only_lookups_by_key().await.unwrap();
+        let mut tx = f.store.begin_only_lookups().await.unwrap();
         assert!(
             tx.keeps_plans(),
             "the group writer keeps its change set's plans"
@@ -141,8 +157,7 @@ mod tests {
     #[tokio::test]
     async fn sqlite_has_no_plans_to_keep() {
         let f = sqlite().await;
-        let mut tx = f.store.begin().await.unwrap();
-        tx.only_lookups_by_key().await.unwrap();
+        let tx = f.store.begin_only_lookups().await.unwrap();
         assert!(!tx.keeps_plans());
         tx.rollback().await;
     }

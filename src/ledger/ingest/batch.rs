@@ -72,18 +72,17 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
     taken_new
 }
 
-/// The operations a batch made, in one statement, and their `recorded` events in another: their
-/// ids in order, or `None` where one of the keys was stored already (nothing is then written).
+/// The operations a batch made, in one statement: their ids in order and the details of their
+/// `recorded` events (written with the batch's changes, [`made_events`]), or `None` where one of
+/// the keys was stored already (nothing is then written).
 pub(in crate::ledger) async fn insert_made(
     ledger: &Ledger,
     tx: &mut Tx,
     made: &[&Op],
     ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
-    actor: &str,
-) -> Result<Option<Vec<i64>>> {
-    let mut ids = Vec::with_capacity(made.len());
+) -> Result<Option<(Vec<i64>, Vec<String>)>> {
     if made.is_empty() {
-        return Ok(Some(ids));
+        return Ok(Some((Vec::new(), Vec::new())));
     }
     let rows: Vec<&Op> = made.iter().map(|op| &*ops[op.key.as_str()].1).collect();
     let numbered: HashMap<String, i64> = tx
@@ -95,16 +94,24 @@ pub(in crate::ledger) async fn insert_made(
     if numbered.len() != made.len() {
         return Ok(None);
     }
-    ids.extend(made.iter().map(|op| numbered[&op.key]));
-    let details: Vec<String> = made.iter().map(|op| ledger.recorded_detail(op)).collect();
-    let events: Vec<NewEvent> = made
-        .iter()
-        .zip(&ids)
-        .zip(&details)
+    let ids = made.iter().map(|op| numbered[&op.key]).collect();
+    let details = made.iter().map(|op| ledger.recorded_detail(op)).collect();
+    Ok(Some((ids, details)))
+}
+
+/// The `recorded` events of the operations a batch made ([`insert_made`]), to be written before
+/// the events of what the batch then did to them.
+pub(in crate::ledger) fn made_events<'a>(
+    made: &[&'a Op],
+    ids: &[i64],
+    details: &'a [String],
+    actor: &'a str,
+) -> Vec<NewEvent<'a>> {
+    made.iter()
+        .zip(ids)
+        .zip(details)
         .map(|((op, id), detail)| recorded_event(*id, op, actor, detail))
-        .collect();
-    tx.insert_events(&events).await?;
-    Ok(Some(ids))
+        .collect()
 }
 
 fn tally(
@@ -305,9 +312,9 @@ impl Ledger {
             outcomes.push(outcome);
         }
 
-        // the new operations in one statement, their `recorded` events in another (before the
-        // events of what later lines did to them)
-        let Some(ids) = insert_made(self, tx, &made, &ops, actor).await? else {
+        // the new operations in one statement; their `recorded` events with the changes' (before
+        // the events of what later lines did to them)
+        let Some((ids, details)) = insert_made(self, tx, &made, &ops).await? else {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored
@@ -316,7 +323,8 @@ impl Ledger {
             });
         };
         change::number_made(&mut changes, &ids);
-        if !changes.is_empty() && !change::write_only(tx, &changes).await? {
+        let recorded = made_events(&made, &ids, &details, actor);
+        if !change::write_after(tx, recorded, &changes).await? {
             return Ok(Batched::Raced);
         }
         // the runs' rows, once for the batch

@@ -7,7 +7,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 mod batch;
 
-pub(super) use batch::insert_made;
+pub(super) use batch::{insert_made, made_events};
 mod parse;
 
 use parse::Parsed;
