@@ -90,10 +90,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0015_word_search.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0015_word_search.sql"),
     },
+    Migration {
+        version: 16,
+        sqlite: include_str!("../../assets/migrations/sqlite/0016_word_index_pending.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0016_word_index_pending.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
@@ -241,5 +246,25 @@ mod tests {
                 assert!(sql.contains(crate::store::terms::EXCEPTION_TEXT), "{sql}");
             }
         }
+    }
+
+    /// Schema 16: the trigram index folds its pending list in steps of 512 kB (see the
+    /// migration), on a PostgreSQL that has the index.
+    #[tokio::test]
+    #[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+    async fn the_word_index_folds_small_pending_lists() {
+        use super::super::sql::{Stmt, get};
+        let f = super::super::store_tests::postgres().await;
+        let mut tx = f.store.begin().await.unwrap();
+        let options: Vec<String> = Stmt::new(
+            "SELECT COALESCE(array_to_string(reloptions, ','), '') AS o FROM pg_class \
+             WHERE relname = 'operations_exceptions_text'",
+            Vec::new(),
+        )
+        .rows(tx.db(), |r| get(r, "o"))
+        .await
+        .unwrap();
+        tx.rollback().await;
+        assert_eq!(options, ["gin_pending_list_limit=512"]);
     }
 }

@@ -1,0 +1,2 @@
+-- settle schema 16 (SQLite): nothing changes here; schema 16 tunes the trigram index that only
+-- PostgreSQL has (see postgres/0016_word_index_pending.sql).
