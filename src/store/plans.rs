@@ -4,8 +4,8 @@
 
 use super::{Pool, Result, Store, Tx, sql};
 
-/// How a PostgreSQL transaction's change-set statements (`load_ops`, `write_changes`,
-/// `attempt_outcomes`) are planned.
+/// How a PostgreSQL transaction's change-set statements (`load_ops`, `load_group`,
+/// `write_changes`, `attempt_outcomes`) are planned.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Plans {
     /// Planned with their values at each call (unnamed): a plan kept on the connection and made
@@ -15,14 +15,15 @@ pub(crate) enum Plans {
     /// Kept on the connection (named), once [`Store::begin_only_lookups`] has ruled out the
     /// scans, hash and merge joins that make such a plan grow with the table: a plan made under
     /// those settings looks each row up by its key at any size, and is made once instead of at
-    /// each call (the group writer on PostgreSQL: parsing and planning the change set was 0.9 ms of a
-    /// group's 5 ms).
+    /// each call (the group writer on PostgreSQL: parsing and planning the change set was 0.9 ms
+    /// of a group's 5 ms).
     Kept,
 }
 
 impl Tx {
-    /// Whether this transaction's change-set statements may be kept on the connection: only
-    /// in [`Store::begin_only_lookups`]'s transaction, and never through PgBouncer (which names no statement).
+    /// Whether this transaction's change-set statements may be kept on the connection: only in
+    /// [`Store::begin_only_lookups`]'s transaction, and never through PgBouncer (which names no
+    /// statement).
     pub(crate) fn keeps_plans(&self) -> bool {
         matches!(self, Tx::Postgres(_, Plans::Kept))
     }
