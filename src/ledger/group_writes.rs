@@ -9,7 +9,7 @@
 //! attempt).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::change::{self, Ask, Decided};
 use super::views::OperationView;
@@ -347,11 +347,11 @@ fn fresh_ops(
         .collect()
 }
 
-/// Whether each workflow and destination a group's operations name is paused.
+/// The paused workflows and destinations among those a group names (any other is not paused).
 #[derive(Default)]
 struct PauseFlags {
-    workflows: HashMap<String, bool>,
-    destinations: HashMap<String, bool>,
+    workflows: HashSet<String>,
+    destinations: HashSet<String>,
 }
 
 /// The flags of the paused workflows and destinations, as [`Tx::load_group`] read them (any
@@ -363,18 +363,14 @@ fn pause_flags(paused: Vec<(bool, String)>) -> PauseFlags {
             true => &mut flags.workflows,
             false => &mut flags.destinations,
         };
-        of.insert(name, true);
+        of.insert(name);
     }
     flags
 }
 
 fn paused_of(flags: &PauseFlags, op: &Op) -> Paused {
     Paused {
-        workflow: flags.workflows.get(&op.workflow).copied().unwrap_or(false),
-        destination: flags
-            .destinations
-            .get(&op.destination)
-            .copied()
-            .unwrap_or(false),
+        workflow: flags.workflows.contains(&op.workflow),
+        destination: flags.destinations.contains(&op.destination),
     }
 }

@@ -206,7 +206,7 @@ impl OpCol {
     }
 
     /// The column's position in [`OpCol::ALL`], which is also its position in [`select`].
-    const fn at(self) -> Col {
+    pub(crate) const fn at(self) -> Col {
         let mut i = 0;
         while i < OpCol::ALL.len() {
             if OpCol::ALL[i] as u8 == self as u8 {

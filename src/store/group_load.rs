@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use sqlx::Row;
 
 use super::Tx;
-use super::columns;
-use super::sql::db;
+use super::columns::{self, OpCol};
+use super::sql::{db, get};
 use crate::domain::{Op, Outcome};
 use crate::error::Result;
 
@@ -26,7 +26,8 @@ pub(crate) struct GroupReads {
 
 static PG_LOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     // one row per operation found, or one row with no operation: the pause flags ride on each;
-    // the operation's columns first, where `columns::decode` reads them. Each name is looked up
+    // the operation's columns first, where `columns::decode` reads them, then the two read by
+    // position (`columns::AFTER`; only `o` has the operation's names). Each name is looked up
     // by its key (`name = ANY(...)`): written `name = ANY($2) OR name IN (...)` it cannot be,
     // and with scans ruled out its cost passed PostgreSQL's threshold for compiling the query
     // (a 0.2 ms statement took 267 ms, 178 of them compiling)
@@ -43,10 +44,6 @@ static PG_LOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
          LEFT JOIN LATERAL (SELECT ARRAY_AGG(t.n || ':' || COALESCE(t.outcome, '')) AS group_tried \
                  FROM attempts t WHERE $4 AND t.operation_id = o.id) a ON TRUE",
         columns::select()
-            .split(", ")
-            .map(|c| format!("o.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ")
     )
 });
 
@@ -94,10 +91,12 @@ impl Tx {
             .fetch_all(&mut **t)
             .await
             .map_err(db)?;
+        // after the operation's own columns, by position (a lookup by name compares every name)
+        let (paused_at, tried_at) = (OpCol::ALL.len(), OpCol::ALL.len() + 1);
         let mut reads = GroupReads::default();
         for (i, row) in rows.iter().enumerate() {
             if i == 0 {
-                let paused: Vec<String> = row.try_get("group_paused").map_err(db)?;
+                let paused: Vec<String> = row.try_get(paused_at).map_err(db)?;
                 reads.paused = paused
                     .into_iter()
                     .filter_map(|p| {
@@ -106,11 +105,11 @@ impl Tx {
                     })
                     .collect();
             }
-            if row.try_get::<Option<i64>, _>("id").map_err(db)?.is_none() {
+            if get::<Option<i64>>(row, OpCol::Id.at())?.is_none() {
                 continue;
             }
             let (id, op) = columns::decode(row)?;
-            let tried: Option<Vec<String>> = row.try_get("group_tried").map_err(db)?;
+            let tried: Option<Vec<String>> = row.try_get(tried_at).map_err(db)?;
             for t in tried.unwrap_or_default() {
                 let corrupt = || super::sql::corrupt("attempts");
                 let (n, outcome) = t.split_once(':').ok_or_else(corrupt)?;
