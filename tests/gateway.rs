@@ -620,7 +620,58 @@ timeout = "2s"
     eprintln!("the second attempts, by who sent them: {by_whom:?}");
 }
 
+/// An answer that settles its operation goes out once its outcome is queued, before that
+/// outcome's commit (the gateway's `send_and_record`): a repeat the moment the answer came is
+/// still judged after it (a replay, never a second send), and a server stopped the moment its
+/// answers went out commits them before it ends.
+async fn an_answer_runs_ahead_of_its_commit_never_of_a_repeat(db: &TestDb) {
+    let sim = Sim::start(&["--no-dedupe"]);
+    let extra = format!(
+        "{}[destinations.tasks]\nurl = \"{}/tasks\"\ndedupes = false\ntimeout = \"2s\"\n",
+        tool_automation(),
+        sim.base
+    );
+    let mut s = ApiServer::start_env(&db.url, &config_text(&extra), &[], &[]);
+    let served = s.base.clone();
+    let each = |prefix: &'static str, repeat: bool| {
+        let served = served.clone();
+        (0..40).map(move |i| {
+            let (base, k) = (served.clone(), format!("{prefix}-{i:02}"));
+            tokio::spawn(async move {
+                let first = gw(&base, TOOL, "tasks", Some(&k), &task(&k, None), &[]).await;
+                assert_eq!(first.status, 201, "{k}: {}", first.text);
+                let id = first.body["id"].as_str().expect("the sim's id").to_string();
+                if repeat {
+                    let again = gw(&base, TOOL, "tasks", Some(&k), &task(&k, None), &[]).await;
+                    assert_eq!(again.status, 200, "{k}: {}", again.text);
+                    assert!(again.replayed(), "{k}: {}", again.text);
+                    assert_eq!(again.body, json!({ "id": id }), "{k}");
+                }
+                (k, id)
+            })
+        })
+    };
+    for t in each("ahead", true).collect::<Vec<_>>() {
+        t.await.unwrap();
+    }
+    assert_eq!(requests(&sim).await, 40, "each key sent once");
+    let mut answered = Vec::new();
+    for t in each("stopped", false).collect::<Vec<_>>() {
+        answered.push(t.await.unwrap());
+    }
+    assert!(s.terminate().success(), "a graceful stop: {}", s.stderr());
+    for (k, id) in answered {
+        let v: Value = serde_json::from_str(&s.settle(&["show", &k, "--json"])).unwrap();
+        assert_eq!(
+            (v["state"].as_str(), v["reference"].as_str()),
+            (Some("succeeded"), Some(id.as_str())),
+            "{k}"
+        );
+    }
+}
+
 both_backends!(
     every_row_of_the_table,
-    the_dispatcher_and_the_gateway_never_both_send
+    the_dispatcher_and_the_gateway_never_both_send,
+    an_answer_runs_ahead_of_its_commit_never_of_a_repeat
 );

@@ -322,6 +322,12 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
         }
     };
     tracing::info!(%addr, "http: listening ended");
+    // the outcomes the gateway answered before their commit go in before settle stops
+    if !api.writer.drain(std::time::Duration::from_secs(10)).await {
+        tracing::warn!(
+            "http: writes still queued at the stop: their operations stay in flight until their timeout"
+        );
+    }
     served.map_err(|e| Error::Unavailable(format!("the HTTP API failed: {e}")))
 }
 

@@ -58,6 +58,9 @@ struct Counts {
     groups: AtomicU64,
     /// Groups that could not stand together and were run write by write.
     split: AtomicU64,
+    /// Writes handed to the lanes, and those of them answered: equal when nothing waits.
+    queued: AtomicU64,
+    answered: AtomicU64,
 }
 
 impl Writer {
@@ -88,9 +91,36 @@ impl Writer {
     /// `write` by `actor` through `ledger` (its scope and its events' signature), in the next
     /// group of its lane; answered after that group committed.
     pub async fn write(&self, ledger: &Ledger, actor: &str, write: Write) -> Result<Answered> {
+        self.queue(ledger, actor, write).await?.answered().await
+    }
+
+    /// `write` handed to its lane, not yet run: from here on, every later write of its key is
+    /// judged after it (one lane a key, in order). Its answer comes after its group committed.
+    pub async fn queue(&self, ledger: &Ledger, actor: &str, write: Write) -> Result<Queued> {
         let (lane, job, answer) = self.job(ledger, actor, write)?;
         self.lanes[lane].send(job).await.map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        self.counts.queued.fetch_add(1, Ordering::Relaxed);
+        Ok(Queued(answer))
+    }
+
+    /// Waits, at most `limit`, until every write handed to the lanes is answered (committed,
+    /// or told why not); `false` if some still waited. What a stopping server does, so that an
+    /// outcome the gateway answered before its commit is not left in flight.
+    pub async fn drain(&self, limit: std::time::Duration) -> bool {
+        let until = tokio::time::Instant::now() + limit;
+        loop {
+            let (queued, answered) = (
+                self.counts.queued.load(Ordering::Relaxed),
+                self.counts.answered.load(Ordering::Relaxed),
+            );
+            if answered >= queued {
+                return true;
+            }
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     /// Two writes of one key, `first` then `then`, queued together: they share a group (and so a
@@ -119,6 +149,7 @@ impl Writer {
                         p.send(job);
                     }
                 }
+                self.counts.queued.fetch_add(2, Ordering::Relaxed);
             }
             Err(_) => return (Err(stopped()), Err(stopped())),
         }
@@ -163,6 +194,16 @@ impl Writer {
     }
 }
 
+/// A write in its lane's queue ([`Writer::queue`]).
+pub struct Queued(oneshot::Receiver<Result<Answered>>);
+
+impl Queued {
+    /// The write's answer, once its group committed.
+    pub async fn answered(self) -> Result<Answered> {
+        self.0.await.map_err(|_| stopped())?
+    }
+}
+
 fn stopped() -> Error {
     Error::Unavailable("the ledger's writer stopped".into())
 }
@@ -201,13 +242,13 @@ async fn lane(mut rx: mpsc::Receiver<Job>, counts: Arc<Counts>, store: Store) {
         for j in &mut jobs {
             j.ledger = j.ledger.on_store(store.clone());
         }
-        counts
-            .writes
-            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        let n = jobs.len() as u64;
+        counts.writes.fetch_add(n, Ordering::Relaxed);
         counts.groups.fetch_add(1, Ordering::Relaxed);
         if !run_group(jobs).await {
             counts.split.fetch_add(1, Ordering::Relaxed);
         }
+        counts.answered.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -50,7 +50,7 @@ use record::recorded_event;
 pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
 pub use bulk::{BulkPreview, BulkReport};
-pub use group::{GROUP as WRITE_GROUP, Writer};
+pub use group::{GROUP as WRITE_GROUP, Queued, Writer};
 pub use group_writes::{Answered, Write, Written};
 pub use ingest::{IngestProblem, IngestReport};
 pub use list::{ListFilter, Page, Position, Scope, Sort};

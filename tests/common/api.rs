@@ -124,6 +124,13 @@ impl ApiServer {
         self.child.as_ref().expect("running").pid()
     }
 
+    /// `kill -TERM` (the graceful stop), and its exit status once it ended.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let _ = Command::new("kill").arg(c.pid().to_string()).status();
+        c.0.wait().expect("it ends")
+    }
+
     /// `kill -9` now.
     pub fn kill_9(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -194,15 +194,19 @@ pub fn replay_body(pointer: &str, reference: Option<&str>) -> Value {
 
 /// What every gateway answer carries: `Settle-State` (the operation's state after the
 /// request), `Settle-Replayed: true` on a replay, and `Retry-After` while a retry waits.
-pub fn mark(response: &mut Response, view: &OperationView, replayed: bool) {
+pub fn mark_state(response: &mut Response, state: State, replayed: bool) {
     let h = response.headers_mut();
-    h.insert(
-        "settle-state",
-        HeaderValue::from_static(view.state.as_str()),
-    );
+    h.insert("settle-state", HeaderValue::from_static(state.as_str()));
     if replayed {
         h.insert("settle-replayed", HeaderValue::from_static("true"));
     }
+}
+
+/// [`mark_state`] from the operation, with the `Retry-After` of one that waits for its next
+/// attempt.
+pub fn mark(response: &mut Response, view: &OperationView, replayed: bool) {
+    mark_state(response, view.state, replayed);
+    let h = response.headers_mut();
     if view.state == State::RetryWait && !h.contains_key(header::RETRY_AFTER) {
         let wait = until_due(view).unwrap_or(0.0);
         h.insert(

@@ -171,18 +171,51 @@ pub async fn send(
     // tool's retry begins) cancels this handler, never the attempt it started, which would
     // otherwise stay in flight until the sweep.
     let wait = endpoint.timeout.as_secs().max(1);
-    let sent = tokio::spawn(send_and_record(api, caller, dest, row, wait));
-    let (view, report, raw) = match sent.await {
+    let (tell, told) = tokio::sync::oneshot::channel();
+    tokio::spawn(send_and_record(api, caller, dest, row, wait, tell));
+    let (shown, report, raw) = match told.await {
         Ok(done) => done?,
         Err(_) => {
             return Err(Error::Unavailable("the gateway's attempt ended abruptly".into()).into());
         }
     };
-    Ok(first_answer(&view, &report, raw))
+    Ok(first_answer(&shown, &report, raw))
 }
 
-/// Sends one started attempt and records its outcome: the operation after it, the attempt's
-/// report and the destination's answer as it came.
+/// What the caller of a sent request is told the operation is: the ledger's view after its
+/// outcome was recorded, or the state an answer that settles it is being recorded as.
+enum Shown {
+    Recorded(Box<OperationView>),
+    Settling(OpState),
+}
+
+/// What a sent request's caller is answered from: the operation, the attempt's report and the
+/// destination's answer as it came.
+type Sent = Result<(Shown, AttemptReport, Option<Raw>), Failure>;
+
+/// The state an attempt's outcome settles its operation in without a rule that reads the ledger
+/// (SPEC 3: an accepted answer is `succeeded`, a rejection `rejected`), where nothing else is to
+/// be recorded beside it; `None` for any other outcome, whose state the rules decide.
+fn settles(finished: &Finished) -> Option<OpState> {
+    if finished.lookup.is_some() || finished.pause_destination.is_some() {
+        return None;
+    }
+    match finished.report.outcome? {
+        Outcome::Accepted => Some(OpState::Succeeded),
+        Outcome::Rejected => Some(OpState::Rejected),
+        Outcome::Transient | Outcome::Unknown => None,
+    }
+}
+
+/// Sends one started attempt, records its outcome and tells the caller through `tell`.
+///
+/// An answer that settles the operation (accepted, rejected) is told as soon as its outcome is
+/// queued in the writer's lane, before that lane's group commits: every later request under the
+/// key is judged after it (one lane a key, in order), so a repeat gets the replay, never a
+/// second send; should settle stop before the commit, the operation stays in flight and is
+/// `unknown` at its timeout, held for review, as when settle stops during the send itself. The
+/// destination's answer is the caller's; the record is settle's, and follows it by one group.
+/// Any other outcome is told after it is recorded (its state is the rules' to decide).
 async fn send_and_record(
     api: Api,
     caller: Caller,
@@ -190,29 +223,51 @@ async fn send_and_record(
     row: StartedOp,
     // the Retry-After of an outcome that could not be recorded: the destination's timeout
     wait: u64,
-) -> Result<(OperationView, AttemptReport, Option<Raw>), Failure> {
+    tell: tokio::sync::oneshot::Sender<Sent>,
+) {
     let scrub = caller.ledger.answer_scrubber(&row);
     let (mut finished, raw) =
         crate::dispatch::attempt(&api.gateway.client, &dest, &row, &scrub).await;
     finished.report.attempt = Some(row.attempt);
-    let view = report(&api, &caller, &row.destination, finished.clone())
-        .await
-        .map_err(|e| {
-        Failure::new(
+    let write = Write::Attempt(finished.report.clone());
+    let queued = match settles(&finished) {
+        Some(state) => match api.writer.queue(&caller.ledger, &caller.name, write).await {
+            Ok(queued) => {
+                let _ = tell.send(Ok((Shown::Settling(state), finished.report, raw)));
+                if let Err(e) = queued.answered().await {
+                    tracing::error!(
+                        key = row.key,
+                        error = %e,
+                        "gateway: the destination's answer was given, its outcome not recorded: in flight until its timeout, then unknown"
+                    );
+                }
+                return;
+            }
+            Err(e) => Err(e),
+        },
+        None => report(&api, &caller, &row.destination, finished.clone()).await,
+    };
+    let _ = tell.send(
+        queued
+            .map(|view| (Shown::Recorded(Box::new(view)), finished.report, raw))
+            .map_err(|e| unrecorded(&row.key, e, wait)),
+    );
+}
+
+/// The answer when a sent attempt's outcome could not be recorded.
+fn unrecorded(key: &str, e: Error, wait: u64) -> Failure {
+    Failure::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
-            format!(
-                "{}: sent, but its outcome could not be recorded ({}): it is held as in flight and not sent again",
-                row.key,
-                match e {
-                    Error::Unavailable(_) => "the ledger's database is unreachable".to_string(),
-                    other => other.to_string(),
-                }
-            ),
-        )
-        .retry_after(wait)
-    })?;
-    Ok((view, finished.report, raw))
+        format!(
+            "{key}: sent, but its outcome could not be recorded ({}): it is held as in flight and not sent again",
+            match e {
+                Error::Unavailable(_) => "the ledger's database is unreachable".to_string(),
+                other => other.to_string(),
+            }
+        ),
+    )
+    .retry_after(wait)
 }
 
 /// What a start came to: the attempt to send and the operation, or the operation and the
@@ -285,7 +340,7 @@ async fn report(
 
 /// The answer to the request that was sent: the destination's own status and body; a timeout
 /// or a broken connection 504 `outcome_unknown`; a request that never left 503 or 400.
-fn first_answer(view: &OperationView, report: &AttemptReport, raw: Option<Raw>) -> Response {
+fn first_answer(shown: &Shown, report: &AttemptReport, raw: Option<Raw>) -> Response {
     let mut response = match raw {
         Some(raw) => {
             let mut r = (
@@ -303,9 +358,9 @@ fn first_answer(view: &OperationView, report: &AttemptReport, raw: Option<Raw>) 
         }
         None => {
             let why = report.error.as_deref().unwrap_or("no answer");
-            let key = &view.key;
-            match report.outcome {
-                Some(Outcome::Unknown) => Failure::new(
+            let key = &report.key;
+            match (report.outcome, shown) {
+                (Some(Outcome::Unknown), Shown::Recorded(view)) => Failure::new(
                     StatusCode::GATEWAY_TIMEOUT,
                     "outcome_unknown",
                     match view.state {
@@ -319,7 +374,7 @@ fn first_answer(view: &OperationView, report: &AttemptReport, raw: Option<Raw>) 
                         ),
                     },
                 ),
-                Some(Outcome::Transient) => Failure::new(
+                (Some(Outcome::Transient), _) => Failure::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "unavailable",
                     format!("{key}: {why}"),
@@ -329,6 +384,9 @@ fn first_answer(view: &OperationView, report: &AttemptReport, raw: Option<Raw>) 
             .into_response()
         }
     };
-    held::mark(&mut response, view, false);
+    match shown {
+        Shown::Recorded(view) => held::mark(&mut response, view, false),
+        Shown::Settling(state) => held::mark_state(&mut response, *state, false),
+    }
     response
 }
