@@ -621,9 +621,9 @@ timeout = "2s"
 }
 
 /// An answer that settles its operation goes out once its outcome is queued, before that
-/// outcome's commit (the gateway's `send_and_record`): a repeat the moment the answer came is
-/// still judged after it (a replay, never a second send), and a server stopped the moment its
-/// answers went out commits them before it ends.
+/// outcome's commit (the gateway's `send_and_record`): a read through the API and a repeat the
+/// moment the answer came still see it (the outcome, a replay: never a second send), and a
+/// server stopped the moment its answers went out commits them before it ends.
 async fn an_answer_runs_ahead_of_its_commit_never_of_a_repeat(db: &TestDb) {
     let sim = Sim::start(&["--no-dedupe"]);
     let extra = format!(
@@ -642,6 +642,21 @@ async fn an_answer_runs_ahead_of_its_commit_never_of_a_repeat(db: &TestDb) {
                 assert_eq!(first.status, 201, "{k}: {}", first.text);
                 let id = first.body["id"].as_str().expect("the sim's id").to_string();
                 if repeat {
+                    // read through the API at once: the outcome as answered, not in flight
+                    let shown: Value = reqwest::Client::new()
+                        .get(format!("{base}/v1/operations/{k}"))
+                        .bearer_auth(TOOL)
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    assert_eq!(
+                        (shown["state"].as_str(), shown["reference"].as_str()),
+                        (Some("succeeded"), Some(id.as_str())),
+                        "{k}: {shown}"
+                    );
                     let again = gw(&base, TOOL, "tasks", Some(&k), &task(&k, None), &[]).await;
                     assert_eq!(again.status, 200, "{k}: {}", again.text);
                     assert!(again.replayed(), "{k}: {}", again.text);

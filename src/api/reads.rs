@@ -21,7 +21,11 @@ use crate::ledger::{Cursor, ListFilter, OperationView, Scope};
 pub const MAX_LIMIT: usize = 1000;
 
 /// `GET /v1/operations/{key}`: `show --json`'s document.
-pub async fn show(caller: Caller, Path(key): Path<String>) -> Answer {
+pub async fn show(State(api): State<Api>, caller: Caller, Path(key): Path<String>) -> Answer {
+    // an outcome the gateway answered before its commit is read as answered
+    api.writer
+        .settled(&key, std::time::Duration::from_secs(2))
+        .await;
     let detail = caller.ledger.show(&key, &caller.name).await?;
     Ok(json(StatusCode::OK, &detail))
 }

@@ -12,6 +12,7 @@ mod checks;
 mod dispatching;
 pub use dispatching::Background;
 mod group;
+mod group_lane;
 mod group_writes;
 mod guards;
 mod ingest;

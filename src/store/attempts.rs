@@ -228,15 +228,24 @@ impl Tx {
     }
 }
 
-/// Rows to write on SQLite, as statements: runs of [`RUN`] rows, then the rest one by one.
+/// Rows to write on SQLite, as statements: runs of [`RUN`] rows, then the rest in runs of
+/// halving sizes (64, 32, ..., 1): 30 rows are four statements, not thirty.
 pub(super) fn runs<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
-    let whole = rows.len() - rows.len() % RUN;
-    rows[..whole].chunks(RUN).chain(rows[whole..].chunks(1))
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        let size = std::iter::successors(Some(RUN), |s| (*s > 1).then_some(s / 2))
+            .find(|s| *s <= rest.len())?;
+        let (run, after) = rest.split_at(size);
+        rest = after;
+        Some(run)
+    })
 }
 
-/// Rows to a statement on SQLite. Runs of one fixed size (and single rows for the rest) keep
-/// the prepared-statement cache to two statements per table, whatever the batch's size.
-const RUN: usize = 100;
+/// The most rows to a statement on SQLite. Runs of a power of two keep the prepared-statement
+/// cache to eight statements a table, whatever the batch's size, and a group of the API's
+/// writes (tens of rows) to a handful of statements: each is a round trip to the connection's
+/// thread.
+const RUN: usize = 128;
 
 fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
     Stmt::new(
@@ -252,4 +261,22 @@ pub(super) fn event_arrays<'a>(events: &[NewEvent<'a>]) -> Vec<Array<'a>> {
         .enumerate()
         .map(|(i, k)| Array::of(*k, rows.iter().map(|r| r[i])))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::runs;
+
+    #[test]
+    fn rows_go_in_runs_of_halving_sizes() {
+        let sizes = |n: usize| runs(&vec![0u8; n]).map(<[u8]>::len).collect::<Vec<_>>();
+        assert_eq!(sizes(0), Vec::<usize>::new());
+        assert_eq!(sizes(1), [1]);
+        assert_eq!(sizes(30), [16, 8, 4, 2]);
+        assert_eq!(sizes(128), [128]);
+        assert_eq!(sizes(300), [128, 128, 32, 8, 4]);
+        let rows: Vec<u32> = (0..77).collect();
+        let back: Vec<u32> = runs(&rows).flatten().copied().collect();
+        assert_eq!(back, rows, "every row once, in order");
+    }
 }

@@ -284,15 +284,24 @@ impl Tx {
                 return Ok(false);
             }
         }
-        for (id, n, actor, at) in opened {
+        for run in runs(opened) {
+            let cells = run
+                .iter()
+                .flat_map(|(id, n, actor, at)| {
+                    [
+                        Cell::Int(Some(*id)),
+                        Cell::Int(Some(i64::from(*n))),
+                        Cell::Text(Some(*actor)),
+                        Cell::Int(Some(ms(*at))),
+                    ]
+                })
+                .collect();
             Stmt::new(
-                "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES (?, ?, ?, ?)",
-                vec![
-                    Cell::Int(Some(*id)),
-                    Cell::Int(Some(i64::from(*n))),
-                    Cell::Text(Some(*actor)),
-                    Cell::Int(Some(ms(*at))),
-                ],
+                format!(
+                    "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
+                    rows_of_marks(run.len(), 4)
+                ),
+                cells,
             )
             .execute(self.db())
             .await?;
