@@ -36,29 +36,6 @@ pub(super) struct Job {
     pub(super) unwaited: bool,
 }
 
-impl Job {
-    pub(super) fn key(&self) -> &str {
-        self.write.key()
-    }
-
-    /// A write waited on, by `actor` through `ledger`, and where its answer comes.
-    pub(super) fn new(
-        ledger: &Ledger,
-        actor: &str,
-        write: Prepared,
-    ) -> (Job, oneshot::Receiver<Result<Answered>>) {
-        let (reply, answer) = oneshot::channel();
-        let job = Job {
-            ledger: ledger.clone(),
-            actor: actor.to_string(),
-            write,
-            reply,
-            unwaited: false,
-        };
-        (job, answer)
-    }
-}
-
 /// What the lanes have done: writes, and the transactions they shared.
 #[derive(Debug, Default)]
 pub(super) struct Counts {
@@ -93,6 +70,27 @@ pub(super) fn lane_thread(i: usize, store: Store, rx: mpsc::Receiver<Job>, count
 }
 
 impl Job {
+    pub(super) fn key(&self) -> &str {
+        self.write.key()
+    }
+
+    /// A write waited on, by `actor` through `ledger`, and where its answer comes.
+    pub(super) fn new(
+        ledger: &Ledger,
+        actor: &str,
+        write: Prepared,
+    ) -> (Job, oneshot::Receiver<Result<Answered>>) {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            ledger: ledger.clone(),
+            actor: actor.to_string(),
+            write,
+            reply,
+            unwaited: false,
+        };
+        (job, answer)
+    }
+
     /// This write inside a transaction, on the single call's rules.
     async fn run_in(&self, tx: &mut Tx) -> Result<Tried<Written>> {
         let (l, actor) = (&self.ledger, self.actor.as_str());
