@@ -77,14 +77,14 @@ async fn gw(
     }
 }
 
+/// The JSON an HTTP request is answered with.
+async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 /// Requests that reached a simulator, whatever came of them (`/stats`).
 async fn requests(sim: &Sim) -> u64 {
-    let v: Value = reqwest::get(format!("{}/stats", sim.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v = json_of(reqwest::Client::new().get(format!("{}/stats", sim.base))).await;
     v["requests"].as_u64().expect("/stats counts requests")
 }
 
@@ -490,15 +490,12 @@ async fn bad_requests(s: &ApiServer) {
 /// Acceptance 2: the destination got its secret from settle's environment and never the tool's
 /// token; neither is in an answer, the log, an event or a stored attempt.
 async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
-    let t: Value = reqwest::Client::new()
-        .get(format!("{}/tasks?key=gw-1", sims.tasks.base))
-        .header("x-api-key", DEST_KEY)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let t = json_of(
+        reqwest::Client::new()
+            .get(format!("{}/tasks?key=gw-1", sims.tasks.base))
+            .header("x-api-key", DEST_KEY),
+    )
+    .await;
     let headers = t["headers"].as_object().expect("the sim keeps the headers");
     assert_eq!(headers["x-api-key"], DEST_KEY);
     assert!(!headers.contains_key("authorization"), "{headers:?}");
@@ -643,15 +640,12 @@ async fn an_answer_runs_ahead_of_its_commit_never_of_a_repeat(db: &TestDb) {
                 let id = first.body["id"].as_str().expect("the sim's id").to_string();
                 if repeat {
                     // read through the API at once: the outcome as answered, not in flight
-                    let shown: Value = reqwest::Client::new()
-                        .get(format!("{base}/v1/operations/{k}"))
-                        .bearer_auth(TOOL)
-                        .send()
-                        .await
-                        .unwrap()
-                        .json()
-                        .await
-                        .unwrap();
+                    let shown = json_of(
+                        reqwest::Client::new()
+                            .get(format!("{base}/v1/operations/{k}"))
+                            .bearer_auth(TOOL),
+                    )
+                    .await;
                     assert_eq!(
                         (shown["state"].as_str(), shown["reference"].as_str()),
                         (Some("succeeded"), Some(id.as_str())),

@@ -382,15 +382,7 @@ mod tests {
         served.sort();
         assert_eq!(described, served);
         // and the router is made of them: building it finds a handler for each
-        let config = crate::Config::default();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("t.db").display());
-            let ledger = Ledger::open(&url, config).await.unwrap();
+        crate::ledger::with_scratch_ledger(|ledger| async move {
             let _ = router(ledger, 1);
         });
     }

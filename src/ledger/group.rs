@@ -262,14 +262,7 @@ mod tests {
 
     #[test]
     fn a_read_waits_for_the_unwaited_write_of_its_key() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("t.db").display());
-            let ledger = Ledger::open(&url, crate::Config::default()).await.unwrap();
+        crate::ledger::with_scratch_ledger(|ledger| async move {
             let writer = Writer::new(&ledger, 1);
             let guard = Settling::new(&writer.unsettled, "k-1");
             let committed = Arc::new(AtomicBool::new(false));

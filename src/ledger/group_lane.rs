@@ -310,14 +310,7 @@ mod tests {
 
     #[test]
     fn a_waited_write_goes_after_the_held_writes_of_its_key() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite://{}", dir.path().join("t.db").display());
-            let ledger = Ledger::open(&url, crate::Config::default()).await.unwrap();
+        crate::ledger::with_scratch_ledger(|ledger| async move {
             let job = |key: &str, unwaited: bool| {
                 let (mut j, _) = Job::new(&ledger, "bot", Prepared::Start(key.into()));
                 j.unwaited = unwaited;

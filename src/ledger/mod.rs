@@ -311,3 +311,20 @@ impl Ledger {
         self.store.count_rows().await
     }
 }
+
+/// Runs `body` with a ledger on a fresh SQLite file, on a runtime of its own: the unit tests'
+/// scratch ledger.
+#[cfg(test)]
+pub(crate) fn with_scratch_ledger<F: std::future::Future<Output = ()>>(
+    body: impl FnOnce(Ledger) -> F,
+) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("t.db").display());
+        body(Ledger::open(&url, crate::Config::default()).await.unwrap()).await;
+    });
+}
