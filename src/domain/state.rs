@@ -101,6 +101,17 @@ impl Outcome {
         Outcome::Unknown,
     ];
 
+    /// The state this outcome leaves an operation in whatever its destination's policy (SPEC 3):
+    /// an accepted answer `succeeded`, a rejection `rejected`; `None` where the retry rules decide
+    /// (transient, unknown).
+    pub fn settles(self) -> Option<State> {
+        match self {
+            Outcome::Accepted => Some(State::Succeeded),
+            Outcome::Rejected => Some(State::Rejected),
+            Outcome::Transient | Outcome::Unknown => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Accepted => "accepted",

@@ -193,18 +193,14 @@ enum Shown {
 /// destination's answer as it came.
 type Sent = Result<(Shown, AttemptReport, Option<Raw>), Failure>;
 
-/// The state an attempt's outcome settles its operation in without a rule that reads the ledger
-/// (SPEC 3: an accepted answer is `succeeded`, a rejection `rejected`), where nothing else is to
-/// be recorded beside it; `None` for any other outcome, whose state the rules decide.
+/// The state an attempt's outcome settles its operation in whatever its policy
+/// ([`Outcome::settles`]), where nothing else is to be recorded beside it; `None` where the
+/// rules decide, or a lookup or a pause goes with it.
 fn settles(finished: &Finished) -> Option<OpState> {
     if finished.lookup.is_some() || finished.pause_destination.is_some() {
         return None;
     }
-    match finished.report.outcome? {
-        Outcome::Accepted => Some(OpState::Succeeded),
-        Outcome::Rejected => Some(OpState::Rejected),
-        Outcome::Transient | Outcome::Unknown => None,
-    }
+    finished.report.outcome?.settles()
 }
 
 /// Sends one started attempt, records its outcome and tells the caller through `tell`.

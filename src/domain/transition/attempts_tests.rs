@@ -282,3 +282,36 @@ fn a_repeat_sends_again_only_what_is_confirmed_not_done_and_unclaimed() {
     let held = with_claim(failed.clone(), "alice");
     assert_eq!(run(&held, &Command::Resend, &c), Refused);
 }
+
+#[test]
+fn an_outcome_that_settles_leaves_its_state_under_any_policy() {
+    for dedupes in [false, true] {
+        let policy = DestinationPolicy {
+            dedupes,
+            ..DestinationPolicy::default()
+        };
+        let c = ctx(&policy, "settle");
+        for outcome in Outcome::ALL {
+            let finish = Command::FinishAttempt {
+                n: 1,
+                outcome,
+                reference: Some("T-1".into()),
+                error: Some("boom".into()),
+                http_status: None,
+                retry_after: None,
+            };
+            let after = apply(&op_in(State::InFlight, false), &finish, &c)
+                .unwrap()
+                .unwrap()
+                .op
+                .state;
+            match outcome.settles() {
+                Some(state) => assert_eq!(after, state, "{outcome:?}"),
+                None => assert!(
+                    matches!(after, State::RetryWait | State::Unknown | State::Failed),
+                    "{outcome:?}: {after:?}"
+                ),
+            }
+        }
+    }
+}
