@@ -225,26 +225,28 @@ async fn send_and_record(
     let (mut finished, raw) =
         crate::dispatch::attempt(&api.gateway.client, &dest, &row, &scrub).await;
     finished.report.attempt = Some(row.attempt);
-    let write = Write::Attempt(finished.report.clone());
-    let queued = match settles(&finished) {
-        Some(state) => match api.writer.queue(&caller.ledger, &caller.name, write).await {
-            Ok(queued) => {
-                let _ = tell.send(Ok((Shown::Settling(state), finished.report, raw)));
-                if let Err(e) = queued.answered().await {
-                    tracing::error!(
-                        key = row.key,
-                        error = %e,
-                        "gateway: the destination's answer was given, its outcome not recorded: in flight until its timeout, then unknown"
-                    );
-                }
+    if let Some(state) = settles(&finished) {
+        let write = Write::Attempt(finished.report.clone());
+        let queued = match api.writer.queue(&caller.ledger, &caller.name, write).await {
+            Ok(queued) => queued,
+            Err(e) => {
+                let _ = tell.send(Err(unrecorded(&row.key, e, wait)));
                 return;
             }
-            Err(e) => Err(e),
-        },
-        None => report(&api, &caller, &row.destination, finished.clone()).await,
-    };
+        };
+        let _ = tell.send(Ok((Shown::Settling(state), finished.report, raw)));
+        if let Err(e) = queued.answered().await {
+            tracing::error!(
+                key = row.key,
+                error = %e,
+                "gateway: the destination's answer was given, its outcome not recorded: in flight until its timeout, then unknown"
+            );
+        }
+        return;
+    }
+    let recorded = report(&api, &caller, &row.destination, finished.clone()).await;
     let _ = tell.send(
-        queued
+        recorded
             .map(|view| (Shown::Recorded(Box::new(view)), finished.report, raw))
             .map_err(|e| unrecorded(&row.key, e, wait)),
     );
