@@ -21,6 +21,16 @@ pub(crate) type OpRow<'a> = (i64, &'a Op, i64);
 /// An attempt opened: `(operation id, number, actor, started at)`.
 pub(crate) type Opened<'a> = (i64, u32, &'a str, DateTime<Utc>);
 
+/// An opened attempt's cells, in the order of [`OPENED_KINDS`] and of the attempts' insert.
+fn opened_cells<'a>((id, n, actor, at): &Opened<'a>) -> [Cell<'a>; 4] {
+    [
+        Cell::Int(Some(*id)),
+        Cell::Int(Some(i64::from(*n))),
+        Cell::Text(Some(*actor)),
+        Cell::Int(Some(ms(*at))),
+    ]
+}
+
 const OPENED_KINDS: [Kind; 4] = [Kind::Int, Kind::Int, Kind::Text, Kind::Int];
 const CLOSED_KINDS: [Kind; 7] = [
     Kind::Int,
@@ -222,17 +232,7 @@ impl Tx {
                 for c in changing {
                     arrays.push(Array::of(c.kind(), ops.iter().map(|(_, op, _)| c.cell(op))));
                 }
-                let opened_cells: Vec<[Cell; 4]> = opened
-                    .iter()
-                    .map(|(id, n, actor, at)| {
-                        [
-                            Cell::Int(Some(*id)),
-                            Cell::Int(Some(i64::from(*n))),
-                            Cell::Text(Some(*actor)),
-                            Cell::Int(Some(ms(*at))),
-                        ]
-                    })
-                    .collect();
+                let opened_cells: Vec<[Cell; 4]> = opened.iter().map(opened_cells).collect();
                 for (i, k) in OPENED_KINDS.iter().enumerate() {
                     arrays.push(Array::of(*k, opened_cells.iter().map(|r| r[i])));
                 }
@@ -285,17 +285,7 @@ impl Tx {
             }
         }
         for run in runs(opened) {
-            let cells = run
-                .iter()
-                .flat_map(|(id, n, actor, at)| {
-                    [
-                        Cell::Int(Some(*id)),
-                        Cell::Int(Some(i64::from(*n))),
-                        Cell::Text(Some(*actor)),
-                        Cell::Int(Some(ms(*at))),
-                    ]
-                })
-                .collect();
+            let cells = run.iter().flat_map(opened_cells).collect();
             Stmt::new(
                 format!(
                     "INSERT INTO attempts (operation_id, n, actor, started_at) VALUES {}",
