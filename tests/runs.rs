@@ -366,7 +366,8 @@ async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
             runs.closed,
             runs.stalled_now
         ),
-        (4, 2, 2, 1, 1),
+        // stalled: rerun-c, stalled-b, and closed-d (closed an hour after it stalled)
+        (4, 2, 3, 1, 1),
         "{runs:?}"
     );
     let t: Vec<_> = runs
@@ -389,25 +390,7 @@ async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
     );
 
     // settle report --json, the real binary at the real time (the clock above ends about now)
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("settle.toml");
-    std::fs::write(
-        &config,
-        "[destinations.sms]\nmax_attempts = 3\n[workflows.onboarding]\nsteps = [\"first\", \"second\"]\nstep_gap = \"1h\"\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
-        .args(["--db", &db.url, "--config", config.to_str().unwrap()])
-        .args(["report", "--since", "1d", "--json"])
-        .env("SETTLE_LOG_FILE", "/dev/null")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = report_json(db);
     let r = &v["runs"];
     assert_eq!(
         [
@@ -417,7 +400,7 @@ async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
             &r["closed"],
             &r["stalled_now"]
         ],
-        [&json!(4), &json!(2), &json!(2), &json!(1), &json!(1)],
+        [&json!(4), &json!(2), &json!(3), &json!(1), &json!(1)],
         "{r}"
     );
     assert_eq!(r["transitions"][0]["p90_seconds"], 7200);
@@ -437,11 +420,105 @@ async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
         .collect();
     assert!(
         screen.iter().any(|l| l.contains(
-            "runs 4 started · 2 done · 2 stalled (1 now) · 1 closed · first→second p50 10m"
+            "runs 4 started · 2 done · 3 stalled (1 now) · 1 closed · first→second p50 10m"
         )),
         "{}",
         screen.join("\n")
     );
+}
+
+/// `settle report --since 1d --json` of the real binary on `db`, with the tests' two declared
+/// steps an hour apart.
+fn report_json(db: &TestDb) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("settle.toml");
+    std::fs::write(
+        &config,
+        "[destinations.sms]\nmax_attempts = 3\n[workflows.onboarding]\nsteps = [\"first\", \"second\"]\nstep_gap = \"1h\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+        .args(["--db", &db.url, "--config", config.to_str().unwrap()])
+        .args(["report", "--since", "1d", "--json"])
+        .env("SETTLE_LOG_FILE", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every run that stalled in the window counts once in `runs.stalled`, whatever happened to it
+/// since: two still stalled, one closed by a person, one rerun to done are four.
+async fn every_run_stalled_in_the_window_counts(db: &TestDb) {
+    let t0 = Utc::now() - TimeDelta::hours(5);
+    let (l, clock) = ledger(db).await;
+    let at = |minutes: i64| *clock.lock().unwrap() = t0 + TimeDelta::minutes(minutes);
+    at(0);
+    for r in ["still-a", "still-b", "closed-c", "rerun-d"] {
+        make(&l, r, "onboarding", "not recorded").await;
+    }
+    // every one stalls at minute 60 (the gap is an hour)
+    at(90);
+    l.run_action(
+        "closed-c",
+        "alice",
+        RunAction::Close {
+            resolution: Resolution::Abandoned,
+            note: "the customer left".into(),
+        },
+    )
+    .await
+    .unwrap();
+    at(120);
+    let second = step("rerun-d", "onboarding", "second", json!({}));
+    l.record(&second, "bot").await.unwrap();
+    l.report_attempt(&report("rerun-d:second", Outcome::Accepted), "bot")
+        .await
+        .unwrap();
+    // a run closed before it stalled is not counted
+    at(130);
+    make(&l, "early-e", "onboarding", "not recorded").await;
+    l.run_action(
+        "early-e",
+        "alice",
+        RunAction::Close {
+            resolution: Resolution::DoneElsewhere,
+            note: "sent by hand".into(),
+        },
+    )
+    .await
+    .unwrap();
+    at(240);
+    let review = l
+        .review(
+            std::time::Duration::from_secs(86_400),
+            &settle::ledger::ReviewScope::default(),
+        )
+        .await
+        .unwrap();
+    let runs = &review.runs;
+    assert_eq!(
+        (runs.started, runs.stalled, runs.closed, runs.stalled_now),
+        (5, 4, 2, 2),
+        "{runs:?}"
+    );
+    // and a window that begins after they stalled counts none of them
+    let late = l
+        .review(
+            std::time::Duration::from_secs(30 * 60),
+            &settle::ledger::ReviewScope::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(late.runs.stalled, 0, "{:?}", late.runs);
+    // as settle report --json gives it
+    let v = report_json(db);
+    assert_eq!(v["runs"]["stalled"], 4, "{}", v["runs"]);
+    assert_eq!(v["runs"]["stalled_now"], 2, "{}", v["runs"]);
 }
 
 /// JSON lines keep the runs' rows as record and attempt do: a step recorded and accepted in one
@@ -491,4 +568,5 @@ both_backends!(
     every_situation_of_a_step_gives_its_run_state,
     a_run_is_claimed_noted_and_closed_by_people,
     the_review_counts_a_known_ledgers_runs,
+    every_run_stalled_in_the_window_counts,
 );

@@ -6,10 +6,13 @@ use super::Ledger;
 use super::checks::check_text;
 use super::runs::RunView;
 use crate::domain::redact::redact_text;
+use crate::domain::run_action::RunRow;
 use crate::domain::run_action::{RunAction, RunCtx, apply_run_action};
+use crate::domain::time::after;
 use crate::domain::validate_run;
 use crate::error::{Error, Result};
-use crate::store::{self, NewEvent, Tried, Tx};
+use crate::store::{self, NewEvent, RunKept, RunWrite, StoredRun, Tried, Tx};
+use chrono::{DateTime, Utc};
 
 impl Ledger {
     /// `action` on the run `run` by `actor`; the run as it then is.
@@ -63,6 +66,20 @@ impl Ledger {
         if !tx.write_run(&made.row, stored.row.version).await? {
             return Ok(Tried::Raced);
         }
+        // a stalled run closed by a person stalled all the same: the review counts it
+        if let Some(stalled_at) = self.stalled_until_closed(stored, &made.row) {
+            let kept = RunKept {
+                stalled_at: Some(stalled_at),
+                ..stored.kept.clone()
+            };
+            tx.keep_runs(&[RunWrite {
+                run,
+                workflow: &stored.row.workflow,
+                started_at: stored.row.started_at,
+                kept: &kept,
+            }])
+            .await?;
+        }
         let mut detail = made.detail;
         // a session's events hold the key it authenticated with (SPEC 17)
         self.sign(&mut detail);
@@ -79,5 +96,17 @@ impl Ledger {
         }])
         .await?;
         Ok(Tried::Done(()))
+    }
+
+    /// When a run that `closed` closes had stalled: its wait between declared steps outlasted
+    /// the gap before the close.
+    fn stalled_until_closed(&self, before: &StoredRun, closed: &RunRow) -> Option<DateTime<Utc>> {
+        if before.row.closed_at.is_some() {
+            return None;
+        }
+        let at = closed.closed_at?;
+        let since = before.kept.waiting_since?;
+        let stalled = after(since, self.run_rules(&before.row.workflow).1);
+        (stalled < at).then_some(stalled)
     }
 }
