@@ -215,6 +215,36 @@ async fn without_the_option_the_error_says_what_to_add() {
     .await;
 }
 
+/// A PgBouncer as shipped refuses startup parameters it does not know: settle sends none of its
+/// own (it would not `init` otherwise: "unsupported startup parameter: extra_float_digits"), and
+/// one that a team put in the URL is named in the one line, with the two ways out, never taken
+/// for a missing `pgbouncer=true`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(settle_pg, settle_pgbouncer)),
+    ignore = "needs SETTLE_TEST_POSTGRES_URL and pgbouncer"
+)]
+async fn a_refused_startup_parameter_is_named() {
+    through_pgbouncer(|db| {
+        let sim = Sim::start(&[]);
+        let d = drill(db, &sim, false, false, "");
+        let (code, out, stderr) = d.output(&["init"]);
+        assert_eq!(code, 0, "{out}{stderr}");
+        let with_options = format!("{}&options=-c%20statement_timeout%3D5000", db.url);
+        let other = common::drill_on(&with_options, &sim, false, false, "");
+        let (code, _, stderr) = other.output(&["stats"]);
+        assert_eq!(code, 4, "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("startup parameter `options`")
+                && stderr.contains("ignore_startup_parameters"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("add pgbouncer=true"), "{stderr}");
+    })
+    .await;
+}
+
 /// Many clients of few server connections, each read ending without a COMMIT of its own (its
 /// transaction dropped) and each write beginning its own: the rollback sqlx queues for a
 /// dropped transaction must reach the pooler alone. Sent together with the pool's release

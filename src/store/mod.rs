@@ -230,7 +230,11 @@ impl Store {
                 Pool::Sqlite(pool)
             }
             Backend::Postgres => {
-                let mut options: PgConnectOptions = url.parse().map_err(cannot)?;
+                // settle stores no floats, and a stock PgBouncer refuses this parameter
+                let mut options = url
+                    .parse::<PgConnectOptions>()
+                    .map_err(cannot)?
+                    .extra_float_digits(None);
                 if bouncer {
                     options = options.statement_cache_capacity(0);
                     pg::name_no_statements();

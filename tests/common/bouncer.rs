@@ -2,7 +2,7 @@
 //! teams run one (SPEC 22): a process of its own on a port of its own, stopped when its guard
 //! drops. It hands each transaction the next server connection in turn (`server_round_robin`),
 //! so a statement that outlives its transaction, or a session setting, breaks at once rather
-//! than now and then.
+//! than now and then. Its ini is otherwise as shipped: no `ignore_startup_parameters`.
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -33,8 +33,7 @@ impl Bouncer {
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {listen}\n\
                  unix_socket_dir =\nauth_type = trust\nauth_file = {}\n\
                  pool_mode = transaction\nserver_round_robin = 1\n\
-                 default_pool_size = 6\nmax_client_conn = 2000\n\
-                 ignore_startup_parameters = extra_float_digits\n",
+                 default_pool_size = 6\nmax_client_conn = 2000\n",
                 users.display()
             ),
         )
