@@ -1099,3 +1099,86 @@ fn completions_man_page_and_list_limit() {
     // before the command it is the context of any command (an alias's), ignored where unused
     ok(&settle(url, d, &["--as", "bob", "stats"]));
 }
+
+/// Names of an operation use the keys' alphabet: one outside it is refused in one line that says
+/// the rule, whatever face records it. Rows an older settle recorded with such names, and an
+/// operator whose name is two columns a character wide, still leave `settle list`'s columns in
+/// line: every row's key starts where the header's KEY does, counted in terminal columns.
+#[test]
+fn names_outside_the_alphabet_are_refused_and_the_table_keeps_its_columns() {
+    use unicode_width::UnicodeWidthStr;
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let record = |key: &str, flag: &str, value: &str| {
+        let mut args = vec![
+            "record",
+            "--key",
+            key,
+            "--workflow",
+            "onboarding",
+            "--destination",
+            "crm",
+            "--action",
+            "a",
+            "--payload",
+            "{}",
+        ];
+        match args.iter().position(|a| *a == flag) {
+            Some(i) => args[i + 1] = value,
+            None => args.extend([flag, value]),
+        }
+        settle(&db.url, d, &args)
+    };
+    for (flag, value) in [
+        ("--workflow", "ü?\""),
+        ("--destination", "数据同步"),
+        ("--action", "create task"),
+        ("--step", "a/b"),
+    ] {
+        let r = record("odd-1", flag, value);
+        one_line(&r, 2, flag);
+        assert!(
+            r.stderr
+                .contains("is not allowed (names use A-Z a-z 0-9 . _ : -)"),
+            "{flag}: {}",
+            r.stderr
+        );
+    }
+    // rows as an older settle kept them, one claimed by a person named in two-column characters
+    for key in ["wide-1", "wide-2", "plain-3"] {
+        ok(&record(key, "--workflow", "onboarding"));
+        ok(&settle(
+            &db.url,
+            d,
+            &["attempt", "--key", key, "--outcome", "rejected"],
+        ));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = common::Raw::connect(&db.url).await;
+        c.execute("UPDATE operations SET workflow = '数据同步', destination = 'ü?\"' WHERE key = 'wide-1'")
+            .await
+            .unwrap();
+        c.execute("UPDATE operations SET step = '日本語テキスト処理' WHERE key = 'wide-2'")
+            .await
+            .unwrap();
+    });
+    ok(&common::settle_as(&db.url, d, "李雷", &["claim", "wide-2"]));
+    let r = settle(&db.url, d, &["list"]);
+    ok(&r);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let column = |line: &str, text: &str| line.find(text).map(|i| line[..i].width());
+    let key_at = column(lines[0], "KEY").unwrap();
+    let claim_at = column(lines[0], "CLAIM").unwrap();
+    for key in ["wide-1", "wide-2", "plain-3"] {
+        let line = lines.iter().find(|l| l.contains(key)).unwrap();
+        assert_eq!(column(line, key), Some(key_at), "{key}:\n{}", r.stdout);
+    }
+    let claimed = lines.iter().find(|l| l.contains("wide-2")).unwrap();
+    assert_eq!(column(claimed, "李雷"), Some(claim_at), "\n{}", r.stdout);
+    assert!(r.stdout.contains("数据同步"), "{}", r.stdout);
+}

@@ -1290,3 +1290,76 @@ async fn a_long_refusal_is_shown_whole_at_80x24() {
         "{screen}"
     );
 }
+
+/// Rows that an older settle recorded with names outside today's alphabet (two columns a
+/// character, quotes) and an operator named in two-column characters keep view 1's columns in
+/// line at 80 and at 120 columns: every row's key starts in the header's KEY column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wide_names_keep_the_columns_at_80_and_120() {
+    let f = Fixture::new("[destinations.crm]\n").await;
+    for (i, key) in ["wide-1", "wide-2", "plain-3"].into_iter().enumerate() {
+        f.record(
+            mins(30 - i as i64),
+            key,
+            "onboarding",
+            "create-task",
+            "crm",
+            task("T"),
+        )
+        .await;
+        f.at(mins(29 - i as i64))
+            .report_attempt(
+                &AttemptReport {
+                    key: key.into(),
+                    outcome: Some(Outcome::Rejected),
+                    error: Some("bad".into()),
+                    ..Default::default()
+                },
+                "bot",
+            )
+            .await
+            .unwrap();
+    }
+    let mut raw = common::Raw::connect(&f._db.url).await;
+    raw.execute("UPDATE operations SET workflow = '数据同步服务', destination = 'ü?\"' WHERE key = 'wide-1'")
+        .await
+        .unwrap();
+    raw.execute("UPDATE operations SET step = '日本語テキスト処理', destination = '数据' WHERE key = 'wide-2'")
+        .await
+        .unwrap();
+    f.at(mins(1))
+        .staff("wide-2", "李雷", StaffAction::Claim { force_reason: None })
+        .await
+        .unwrap();
+    let app = console(&f, "alice").await;
+    for (w, h) in [(80, 24), (120, 30)] {
+        let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+        term.draw(|fr| ui::draw(fr, &app, &Theme { color: false }))
+            .unwrap();
+        let buf = term.backend().buffer().clone();
+        // where `text` starts on row `y`, in cells (a two-column character takes two)
+        let at = |y: u16, text: &str| -> Option<u16> {
+            let width = buf.area.width;
+            (0..width).find(|&x| {
+                text.chars().enumerate().all(|(i, c)| {
+                    x + (i as u16) < width && buf[(x + i as u16, y)].symbol() == c.to_string()
+                })
+            })
+        };
+        let header = (0..h)
+            .find(|&y| at(y, "KEY").is_some())
+            .expect("the titles");
+        let column = at(header, "KEY").unwrap();
+        for key in ["wide-1", "wide-2", "plain-3"] {
+            let y = (header + 1..h)
+                .find(|&y| at(y, key).is_some())
+                .unwrap_or_else(|| panic!("{key} is listed at {w}x{h}:\n{}", render(&app, w, h)));
+            assert_eq!(
+                at(y, key),
+                Some(column),
+                "{key} at {w}x{h}:\n{}",
+                render(&app, w, h)
+            );
+        }
+    }
+}

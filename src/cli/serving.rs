@@ -132,7 +132,7 @@ pub(super) fn token(what: &TokenCmd) -> Result<i32> {
     crate::domain::validate_operator(name)
         .map_err(|e| Error::Invalid(format!("the automation's name: {e}")))?;
     for w in workflows.iter().filter(|w| *w != "*") {
-        crate::domain::validate_name("workflow", w, false).map_err(Error::Invalid)?;
+        crate::domain::validate_op_name("workflow", w, false).map_err(Error::Invalid)?;
     }
     let token = crate::api::auth::new_token();
     let list: Vec<String> = workflows.iter().map(|w| format!("{w:?}")).collect();

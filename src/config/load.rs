@@ -30,6 +30,18 @@ impl Config {
             };
             Error::Invalid(format!("{origin}:{line}:{key} {message}"))
         })?;
+        let named = |table: &str, what: &str, name: &str| {
+            crate::domain::validate_op_name(what, name, false).map_err(|e| {
+                let name = crate::domain::escape_text(name);
+                Error::Invalid(format!("{origin}: key `{table}.{name}`: {e}"))
+            })
+        };
+        for name in config.destinations.keys() {
+            named("destinations", "destination", name)?;
+        }
+        for name in config.workflows.keys() {
+            named("workflows", "workflow", name)?;
+        }
         for (name, d) in &config.destinations {
             if d.max_attempts == Some(0) {
                 return Err(Error::Invalid(format!(
@@ -171,7 +183,7 @@ fn check_people(config: &Config, origin: &str) -> Result<()> {
             )));
         }
         for w in a.workflows.iter().filter(|w| *w != "*") {
-            crate::domain::validate_name("workflow", w, false).map_err(|e| {
+            crate::domain::validate_op_name("workflow", w, false).map_err(|e| {
                 Error::Invalid(format!("{origin}: key `automations.{name}.workflows`: {e}"))
             })?;
         }
@@ -193,7 +205,7 @@ fn check_people(config: &Config, origin: &str) -> Result<()> {
 fn check_steps(name: &str, w: &WorkflowConfig) -> std::result::Result<(), String> {
     let at = format!("key `workflows.{name}.steps`");
     for (i, step) in w.steps.iter().enumerate() {
-        crate::domain::validate_name("step", step, false).map_err(|e| format!("{at}: {e}"))?;
+        crate::domain::validate_op_name("step", step, false).map_err(|e| format!("{at}: {e}"))?;
         if w.steps[..i].contains(step) {
             return Err(format!("{at}: {step} is declared twice"));
         }

@@ -58,3 +58,70 @@ mod tests {
         assert!(matches!(escape_text("plain é"), Cow::Borrowed(_)));
     }
 }
+
+/// `text` in at most `width` terminal columns, by display width (a CJK character takes two, a
+/// combining mark none): cut with `…` when it is wider, padded with spaces to `width` when `pad`.
+/// The text is shown as it is: escape it first.
+pub fn fit_width(text: &str, width: usize, pad: bool) -> String {
+    use unicode_width::UnicodeWidthStr;
+    let wide = text.width();
+    if wide <= width {
+        return match pad {
+            true => format!("{text}{}", " ".repeat(width - wide)),
+            false => text.to_string(),
+        };
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
+    if width > 0 {
+        out.push('…');
+        used += 1;
+    }
+    if pad && used < width {
+        out.push_str(&" ".repeat(width - used));
+    }
+    out
+}
+
+#[cfg(test)]
+mod width_tests {
+    use super::fit_width;
+    use unicode_width::UnicodeWidthStr;
+
+    #[test]
+    fn text_fits_its_columns_by_display_width() {
+        assert_eq!(fit_width("crm", 6, true), "crm   ");
+        assert_eq!(fit_width("crm", 6, false), "crm");
+        assert_eq!(fit_width("onboarding", 6, true), "onboa…");
+        // two columns a character: cut before one would straddle the edge, then padded
+        assert_eq!(fit_width("数据同步服务", 6, true), "数据… ");
+        assert_eq!(fit_width("数据", 4, true), "数据");
+        for text in [
+            "ü?\"",
+            "数据同步服务",
+            "e\u{301}e\u{301}",
+            "日本語テキスト",
+            "abc",
+        ] {
+            for width in 1..12 {
+                assert_eq!(
+                    fit_width(text, width, true).width(),
+                    width,
+                    "{text} in {width}"
+                );
+                assert!(
+                    fit_width(text, width, false).width() <= width,
+                    "{text} in {width}"
+                );
+            }
+        }
+    }
+}

@@ -4,6 +4,22 @@ use super::redact::find_card_numbers;
 
 pub const MAX_KEY_LEN: usize = 128;
 
+/// The characters of keys, runs and the names of operations, as a person reads them.
+pub const ALPHABET: &str = "A-Z a-z 0-9 . _ : -";
+
+/// The first character of `text` outside [`ALPHABET`], as a message shows it: quoted when it is
+/// printable ASCII, else its code point (never the raw character, which may be an escape).
+pub fn outside_alphabet(text: &str) -> Option<String> {
+    let c = text
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))?;
+    Some(if c.is_ascii_graphic() {
+        format!("'{c}'")
+    } else {
+        format!("U+{:04X}", c as u32)
+    })
+}
+
 /// Checks a key against the SPEC: 1-128 chars of `[A-Za-z0-9._:-]`, holding no card-like number.
 /// The error names the rule broken but never echoes a key that holds a card number.
 pub fn validate_key(key: &str) -> Result<(), String> {
@@ -15,17 +31,9 @@ pub fn validate_key(key: &str) -> Result<(), String> {
             "bad key: a key has at most {MAX_KEY_LEN} characters"
         ));
     }
-    if let Some(c) = key
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
-    {
-        let shown = if c.is_ascii_graphic() {
-            format!("'{c}'")
-        } else {
-            format!("U+{:04X}", c as u32)
-        };
+    if let Some(shown) = outside_alphabet(key) {
         return Err(format!(
-            "bad key: character {shown} is not allowed (use A-Z a-z 0-9 . _ : -)"
+            "bad key: character {shown} is not allowed (use {ALPHABET})"
         ));
     }
     if !find_card_numbers(key).is_empty() {

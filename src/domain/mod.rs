@@ -29,7 +29,7 @@ pub mod transition;
 pub use fingerprint::fingerprint;
 pub use key::{validate_key, validate_run};
 pub use lookup::LookupAnswer;
-pub use names::{validate_name, validate_operator};
+pub use names::{validate_name, validate_op_name, validate_operator};
 pub use next_step::{NextStep, safe_next_step};
 pub use policy::{DestinationPolicy, RetryPolicy};
 pub use redact::{Redactor, escape_text};

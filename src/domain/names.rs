@@ -1,6 +1,9 @@
 //! Names (workflow, step, destination, action, operator) identify automations, systems and people;
 //! they are shown everywhere unredacted, so they must never carry customer data, and the names
-//! settle acts under itself cannot be taken by a person.
+//! settle acts under itself cannot be taken by a person. The names an operation is recorded with
+//! (workflow, step, destination, action) use the keys' alphabet: they are filter terms, path
+//! segments of the HTTP API, metric labels and columns of a table, where a space, a quote or a
+//! character two columns wide would break each.
 
 use super::patterns::{find_bearer_tokens, find_card_numbers, find_emails, is_hostile};
 
@@ -50,6 +53,20 @@ pub fn validate_name(what: &str, value: &str, may_be_empty: bool) -> Result<(), 
         ));
     }
     Ok(())
+}
+
+/// Checks a name an operation is recorded with (workflow, step, destination, action): a
+/// name's rules, in the keys' alphabet. The error says the rule, never the value.
+pub fn validate_op_name(what: &str, value: &str, may_be_empty: bool) -> Result<(), String> {
+    // customer data first: the more useful of the two reasons
+    validate_name(what, value, may_be_empty)?;
+    match super::key::outside_alphabet(value) {
+        Some(shown) => Err(format!(
+            "{what}: character {shown} is not allowed (names use {})",
+            super::key::ALPHABET
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Checks an operator's name: a valid name that is not one of settle's own.
@@ -106,6 +123,54 @@ mod tests {
             );
         }
         assert!(validate_name("w", &"x".repeat(129), false).is_err());
+    }
+
+    #[test]
+    fn an_operations_names_use_the_keys_alphabet() {
+        for n in [
+            "onboarding",
+            "crm-sync",
+            "upsert_customer",
+            "ops.team:7",
+            "x",
+        ] {
+            assert_eq!(validate_op_name("workflow", n, false), Ok(()), "{n}");
+        }
+        assert_eq!(validate_op_name("step", "", true), Ok(()));
+        for (n, shown) in [
+            ("ü?\"", "U+00FC"),
+            ("create task", "U+0020"),
+            ("a\"b", "'\"'"),
+            ("a/b", "'/'"),
+            ("数据", "U+6570"),
+        ] {
+            let err = validate_op_name("workflow", n, false).unwrap_err();
+            assert_eq!(
+                err,
+                format!(
+                    "workflow: character {shown} is not allowed (names use A-Z a-z 0-9 . _ : -)"
+                ),
+                "{n}"
+            );
+        }
+        assert!(validate_op_name("workflow", "", false).is_err());
+        assert!(validate_op_name("w", &"x".repeat(129), false).is_err());
+        assert!(
+            validate_op_name("workflow", "a\u{1b}[31m", false)
+                .unwrap_err()
+                .contains("control")
+        );
+        assert!(
+            validate_op_name("workflow", "onb a@b.co", false)
+                .unwrap_err()
+                .contains("customer data")
+        );
+        // a card-like number in the alphabet is still customer data
+        let err = validate_op_name("workflow", "pay-4111-1111-1111-1111", false).unwrap_err();
+        assert!(
+            err.contains("customer data") && !err.contains("4111"),
+            "{err}"
+        );
     }
 
     #[test]

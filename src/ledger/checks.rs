@@ -9,6 +9,11 @@ pub(super) fn check_name(what: &str, value: &str, may_be_empty: bool) -> Result<
     crate::domain::validate_name(what, value, may_be_empty).map_err(Error::Invalid)
 }
 
+/// A name an operation is recorded with: the keys' alphabet (see `domain::names`).
+pub(super) fn check_op_name(what: &str, value: &str, may_be_empty: bool) -> Result<()> {
+    crate::domain::validate_op_name(what, value, may_be_empty).map_err(Error::Invalid)
+}
+
 /// An operator acting as a person: a valid name, not one of settle's own.
 pub(super) fn check_operator(name: &str) -> Result<()> {
     crate::domain::validate_operator(name).map_err(Error::Invalid)
@@ -95,8 +100,14 @@ impl Ledger {
         self.scope.as_deref()
     }
 
+    /// Whether `actor` may take a staff action through this handle at all, asked before anything
+    /// of the action is read: an automation is refused whatever it sends.
+    pub fn may_act(&self, actor: &str) -> Result<()> {
+        self.check_acting(actor)
+    }
+
     /// A session acts under its operator's name only; the local faces under the name given. An
-    /// automation takes no staff action (SPEC 20).
+    /// automation takes no staff action.
     pub(super) fn check_acting(&self, actor: &str) -> Result<()> {
         if self.role() == crate::domain::Role::Automation {
             return Err(Error::Forbidden(

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::change::Ask;
-use super::checks::check_name;
+use super::checks::{check_name, check_op_name};
 use super::{Intent, Ledger, Recorded};
 use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
 use crate::domain::{Command, Op, State, validate_key};
@@ -52,11 +52,11 @@ impl Ledger {
 
     pub(super) fn prepare(&self, intent: &Intent) -> Result<Op> {
         validate_key(&intent.key).map_err(Error::Invalid)?;
-        check_name("workflow", &intent.workflow, false)?;
+        check_op_name("workflow", &intent.workflow, false)?;
         self.check_scope(&intent.workflow)?;
-        check_name("step", &intent.step, true)?;
-        check_name("destination", &intent.destination, false)?;
-        check_name("action", &intent.action, false)?;
+        check_op_name("step", &intent.step, true)?;
+        check_op_name("destination", &intent.destination, false)?;
+        check_op_name("action", &intent.action, false)?;
         crate::domain::payload::check_payload(&intent.payload).map_err(Error::Invalid)?;
         let canonical = canonical_json(&intent.payload);
         crate::domain::payload::check_size(canonical.len(), self.config.max_payload)

@@ -10,15 +10,10 @@ use crate::ledger::{Ledger, ListFilter, OperationView};
 use super::PAGE;
 use super::json::to_json;
 
+/// A column of the table: the text escaped, in `width` columns of the terminal (by display
+/// width, so that a name two columns a character wide keeps the columns after it in line).
 fn cut(text: &str, width: usize) -> String {
-    let text = esc(text);
-    if text.chars().count() <= width {
-        format!("{text:<width$}")
-    } else {
-        let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
-        s.push('…');
-        s
-    }
+    crate::domain::escapes::fit_width(&esc(text), width, true)
 }
 
 fn row(v: &OperationView) -> String {

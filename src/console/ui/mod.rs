@@ -78,14 +78,9 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     }
 }
 
-/// `text` in at most `room` characters, ending in `…` when cut.
+/// `text` in at most `room` columns, ending in `…` when cut.
 fn cut_text(text: &str, room: usize) -> String {
-    if text.chars().count() <= room {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(room.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    crate::domain::escapes::fit_width(text, room, false)
 }
 
 fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
@@ -99,15 +94,9 @@ fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
     }
 }
 
-/// A cell's text within its width: what does not fit ends in `…`.
+/// A cell's text within its width in columns: what does not fit ends in `…`.
 fn fit(text: String, width: u16) -> String {
-    let width = width as usize;
-    if text.chars().count() <= width {
-        return text;
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
+    crate::domain::escapes::fit_width(&text, width as usize, false)
 }
 
 fn state_style(theme: &Theme, s: State) -> Style {
