@@ -103,41 +103,15 @@ pub(crate) fn pg_error(context: &str, err: sqlx::Error) -> Error {
         other => (other.to_string(), false, false),
     };
     let mut text = driver_message(context, &text);
-    text.push_str(&pooler_hint(&text, pooled, super::pg::names_statements()));
+    text.push_str(&super::pg::pooler_hint(
+        &text,
+        pooled,
+        super::pg::names_statements(),
+    ));
     if data {
         Error::Unstorable(text)
     } else {
         Error::Unavailable(text)
-    }
-}
-
-/// What to do about an error that a pooler in front of PostgreSQL caused, said after its message:
-/// a startup parameter it refuses (named, with the two ways out), or statements that met another
-/// server connection while this process names them (`pgbouncer=true` missing from the URL).
-fn pooler_hint(message: &str, pooled: bool, named: bool) -> String {
-    const REFUSED: &str = "unsupported startup parameter";
-    if let Some(at) = message.find(REFUSED) {
-        let rest = message[at + REFUSED.len()..].trim_start_matches([':', ' ']);
-        let rest = rest.strip_prefix("in options:").unwrap_or(rest).trim();
-        let name: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect();
-        let name = if name.is_empty() {
-            "it".to_string()
-        } else {
-            format!("`{name}`")
-        };
-        return format!(
-            " (PgBouncer refuses the startup parameter {name}: take it out of the database URL, \
-             or list it in ignore_startup_parameters in pgbouncer.ini)"
-        );
-    }
-    if pooled && named {
-        " (through PgBouncer in transaction pooling mode? add pgbouncer=true to the database URL)"
-            .to_string()
-    } else {
-        String::new()
     }
 }
 
@@ -423,28 +397,4 @@ pub(crate) fn get<T: FromCell>(row: &dyn Cells, col: impl Into<Col>) -> Result<T
 
 pub(crate) fn get_time(row: &dyn Cells, col: impl Into<Col>) -> Result<Option<DateTime<Utc>>> {
     Ok(get::<Option<i64>>(row, col)?.map(time))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::pooler_hint;
-
-    #[test]
-    fn a_poolers_refusal_is_named_and_the_option_asked_only_where_missing() {
-        let refused = "cannot open database x: unsupported startup parameter: options";
-        let hint = pooler_hint(refused, true, false);
-        assert!(hint.contains("startup parameter `options`"), "{hint}");
-        assert!(hint.contains("ignore_startup_parameters"), "{hint}");
-        assert!(!hint.contains("pgbouncer=true"), "{hint}");
-        // the same while statements are named: the parameter is still what is wrong
-        assert!(!pooler_hint(refused, true, true).contains("pgbouncer=true"));
-        let newer = "unsupported startup parameter in options: statement_timeout";
-        assert!(pooler_hint(newer, true, false).contains("`statement_timeout`"));
-        // a named statement that met another server connection
-        let lost = "prepared statement \"sqlx_s_1\" does not exist";
-        assert!(pooler_hint(lost, true, true).contains("add pgbouncer=true"));
-        // with pgbouncer=true given, no advice to give it
-        assert_eq!(pooler_hint(lost, true, false), "");
-        assert_eq!(pooler_hint("connection refused", false, true), "");
-    }
 }
