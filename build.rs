@@ -3,12 +3,14 @@
 //! skipped rather than as passed (`cargo test -- --include-ignored` runs them anyway, and then
 //! they fail for want of a server). Where PostgreSQL is required (`SETTLE_REQUIRE_POSTGRES`, any
 //! non-empty value, as `.ci/run` sets it), a missing server URL stops the build instead. The same
-//! for the OpenAPI validator the HTTP API's tests run (`pip install openapi-spec-validator`).
+//! for the tools other tests run: the OpenAPI validator and schemathesis (Python packages) and
+//! PgBouncer.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(settle_pg)");
     println!("cargo::rustc-check-cfg=cfg(settle_oas)");
     println!("cargo::rustc-check-cfg=cfg(settle_pgbouncer)");
+    println!("cargo::rustc-check-cfg=cfg(settle_schemathesis)");
     println!("cargo::rerun-if-env-changed=SETTLE_TEST_POSTGRES_URL");
     println!("cargo::rerun-if-env-changed=SETTLE_REQUIRE_POSTGRES");
     println!("cargo::rerun-if-changed=build.rs");
@@ -20,9 +22,9 @@ fn main() {
             "SETTLE_REQUIRE_POSTGRES is set but SETTLE_TEST_POSTGRES_URL is not: the PostgreSQL tests would be skipped"
         );
     }
-    // An OpenAPI validator that is not ours (SPEC 20): the `openapi-spec-validator` Python
-    // package. PgBouncer (SPEC 22): the tests that run through one in transaction pooling mode
-    // start their own. Without either, the tests that need it are compiled as ignored, saying
+    // An OpenAPI validator that is not ours: the `openapi-spec-validator` Python package; and
+    // schemathesis, which tries the HTTP API against its document. PgBouncer: the tests that run
+    // through one in transaction pooling mode start their own. Without either, the tests that need it are compiled as ignored, saying
     // so; where the CI requires everything (SETTLE_REQUIRE_POSTGRES), its absence stops the build.
     let tools = [
         (
@@ -34,6 +36,11 @@ fn main() {
             "settle_pgbouncer",
             ["pgbouncer", "--version", ""],
             "pgbouncer is not installed: apt-get install pgbouncer",
+        ),
+        (
+            "settle_schemathesis",
+            ["python3", "-c", "import schemathesis"],
+            "schemathesis is not installed: pip install schemathesis",
         ),
     ];
     for (cfg, [program, args @ ..], missing) in tools {

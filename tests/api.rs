@@ -523,8 +523,107 @@ async fn a_pause_or_a_claim_refuses_the_start(db: &TestDb) {
     );
 }
 
+/// What schemathesis, n8n and the rest found, each pinned: the server takes what the document
+/// allows (a null payload, `839.0` as a whole number, an empty cursor) and refuses what it does not
+/// (an attempt 0, a status below 100, a cursor that is not one, a parameter given twice, an empty
+/// ingest, a name outside the keys' alphabet), and a staff action is refused to an automation
+/// before its body is read.
+async fn what_real_clients_found(db: &TestDb) {
+    let s = ApiServer::start(&db.url, "");
+    let ops = format!("{}/v1/operations", s.base);
+    let post = |url: String, body: &str| {
+        let body = body.to_string();
+        async move { call("POST", &url, Some(BOT), Some(body)).await }
+    };
+    let get = |url: String| async move { call("GET", &url, Some(BOT), None).await };
+    // JSON null is a payload, as the command line and JSON lines take it
+    let null = json!({"key": "null-1", "workflow": "onboarding", "destination": "crm",
+        "action": "a", "payload": null});
+    assert_eq!(post(ops.clone(), &null.to_string()).await.status, 201);
+    assert_eq!(
+        get(format!("{ops}/null-1")).await.body["payload"],
+        Value::Null
+    );
+    // a whole number however JSON writes it; a fraction or out of range, refused naming the field
+    let attempts = format!("{ops}/null-1/attempts");
+    for (body, field) in [
+        (r#"{"outcome":"rejected","attempt":0}"#, "`attempt`"),
+        (
+            r#"{"outcome":"rejected","http_status":50}"#,
+            "`http_status`",
+        ),
+        (
+            r#"{"outcome":"rejected","http_status":404.5}"#,
+            "`http_status`",
+        ),
+        (
+            r#"{"outcome":"rejected","retry_after":-1}"#,
+            "`retry_after`",
+        ),
+    ] {
+        let a = post(attempts.clone(), body).await;
+        assert!(
+            a.error(400, "invalid").contains(field),
+            "{body}: {}",
+            a.text
+        );
+    }
+    let a = post(
+        attempts.clone(),
+        r#"{"outcome":"rejected","http_status":422.0}"#,
+    )
+    .await;
+    assert_eq!(a.status, 200, "{}", a.text);
+    let shown = get(format!("{ops}/null-1")).await;
+    assert_eq!(
+        shown.body["attempt_log"][0]["http_status"], 422,
+        "{}",
+        shown.text
+    );
+    // names in the keys' alphabet, said in the refusal
+    let odd = json!({"key": "odd-1", "workflow": "onboarding", "destination": "ü?\"",
+        "action": "a", "payload": {}});
+    let a = post(ops.clone(), &odd.to_string()).await;
+    assert!(
+        a.error(400, "invalid")
+            .contains("names use A-Z a-z 0-9 . _ : -"),
+        "{}",
+        a.text
+    );
+    // an empty cursor is the first page's; anything but a cursor given is refused
+    let first = get(format!("{ops}?limit=1&cursor=")).await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(first.body["operations"][0]["key"], "null-1");
+    for query in [
+        "cursor=%2B5_3",
+        "cursor=5_",
+        "cursor=1234567890123456789_1",
+        "limit=1&limit=2",
+    ] {
+        let a = get(format!("{ops}?{query}")).await;
+        a.error(400, "invalid");
+    }
+    // the body of JSON lines is required
+    let a = call("POST", &format!("{}/v1/ingest", s.base), Some(BOT), None).await;
+    assert!(
+        a.error(400, "invalid").contains("body is required"),
+        "{}",
+        a.text
+    );
+    // a staff action: 403 before anything it sent is read
+    for body in ["", "{", r#"{"colour":"red"}"#] {
+        let a = post(format!("{ops}/null-1/close"), body).await;
+        a.error(403, "forbidden");
+        let a = post(format!("{ops}/no%20such/claim"), body).await;
+        a.error(403, "forbidden");
+    }
+    // every error says it is settle's
+    assert_eq!(a.body["error"]["origin"], "settle", "{}", a.text);
+}
+
 both_backends!(
     every_answer_of_the_table,
+    what_real_clients_found,
     refusals,
     the_token_never_shows,
     a_pause_or_a_claim_refuses_the_start

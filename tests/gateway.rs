@@ -221,6 +221,7 @@ async fn every_row_of_the_table(db: &TestDb) {
     unknown_outcomes(&s, &sims, &mut seen).await;
     rejections_waits_and_pauses(&s, &sims, &mut seen).await;
     bad_requests(&s).await;
+    who_wrote_each_answer(&s).await;
     assert_eq!(
         sims.tasks.tasks().1.values().max(),
         Some(&1),
@@ -366,6 +367,55 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
         (1, 2)
     );
     seen.extend([first.text, again.text]);
+}
+
+/// Who wrote each answer, where a tool that shows only an error's body (n8n) can read it: the
+/// destination's own status and body pass as they came (`Settle-Origin: destination`, the body
+/// untouched); every answer settle writes itself says `Settle-Origin: settle` and, in its error
+/// object, `"origin": "settle"` with the operation's state (`settle_state`).
+async fn who_wrote_each_answer(s: &ApiServer) {
+    let b = s.base.clone();
+    // the destination's own 500: an unknown outcome, its body passed on untouched
+    let body = task("Broken", Some("error"));
+    let first = gw(&b, TOOL, "tasks", Some("gw-500"), &body, &[]).await;
+    assert_eq!(first.status, 500, "{}", first.text);
+    assert_eq!(first.header("settle-origin"), Some("destination"));
+    assert_eq!(first.header("settle-state"), Some("unknown"));
+    assert!(
+        first
+            .body
+            .get("error")
+            .is_none_or(|e| e.get("origin").is_none()),
+        "the destination's body as it came: {}",
+        first.text
+    );
+    // its repeat: settle's own 409, saying so and saying the state in the body
+    let held_back = gw(&b, TOOL, "tasks", Some("gw-500"), &body, &[]).await;
+    held_back.error(409, "outcome_unknown");
+    assert_eq!(held_back.header("settle-origin"), Some("settle"));
+    assert_eq!(held_back.body["error"]["origin"], "settle");
+    assert_eq!(held_back.body["error"]["settle_state"], "unknown");
+    // a success: the destination's own 201, then settle's replay
+    let made = gw(&b, TOOL, "tasks", Some("gw-201"), &task("Fine", None), &[]).await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    assert_eq!(made.header("settle-origin"), Some("destination"));
+    let replay = gw(&b, TOOL, "tasks", Some("gw-201"), &task("Fine", None), &[]).await;
+    assert_eq!(replay.header("settle-origin"), Some("settle"));
+    // a conflict, and a request refused before any operation: settle's, the latter stateless
+    let changed = gw(&b, TOOL, "tasks", Some("gw-201"), &task("Other", None), &[]).await;
+    changed.error(422, "conflict");
+    // the success stands: that is the state said
+    assert_eq!(changed.body["error"]["settle_state"], "succeeded");
+    assert_eq!(changed.header("settle-state"), Some("succeeded"));
+    let keyless = gw(&b, TOOL, "tasks", None, &task("No key", None), &[]).await;
+    keyless.error(400, "invalid");
+    assert_eq!(keyless.header("settle-origin"), Some("settle"));
+    assert_eq!(keyless.body["error"]["origin"], "settle");
+    assert!(
+        keyless.body["error"].get("settle_state").is_none(),
+        "{}",
+        keyless.text
+    );
 }
 
 /// A rejection replayed; a retry not yet due; paused workflows and destinations; a threshold.

@@ -1,5 +1,7 @@
-//! The HTTP API's answers (SPEC 20): JSON safe for a terminal, and one error object for every
-//! answer that is not 2xx, `{"error": {"code", "message"}}`, its message one redacted line.
+//! The HTTP API's answers: JSON safe for a terminal, and one error object for every answer that
+//! is not 2xx, `{"error": {"code", "message", "origin": "settle"}}`, its message one redacted
+//! line; at the gateway also `settle_state`, the operation's state, where a tool that shows only
+//! an error's body (n8n) can read it.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -33,6 +35,8 @@ pub struct Failure {
     pub message: String,
     /// `Retry-After`, in whole seconds.
     pub retry_after: Option<u64>,
+    /// The operation's state, at the gateway (`settle_state`).
+    pub state: Option<crate::domain::State>,
 }
 
 impl Failure {
@@ -45,7 +49,14 @@ impl Failure {
             code,
             message,
             retry_after: None,
+            state: None,
         }
+    }
+
+    /// The operation's state after the request, said in the body (`settle_state`).
+    pub fn with_state(mut self, state: crate::domain::State) -> Failure {
+        self.state = Some(state);
+        self
     }
 
     /// 400, naming what is wrong.
@@ -91,6 +102,10 @@ struct Body<'a> {
 struct Inner<'a> {
     code: &'a str,
     message: &'a str,
+    /// Always `settle`: at the gateway, a body without it is the destination's own.
+    origin: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settle_state: Option<&'static str>,
 }
 
 impl IntoResponse for Failure {
@@ -99,6 +114,8 @@ impl IntoResponse for Failure {
             error: Inner {
                 code: self.code,
                 message: &self.message,
+                origin: "settle",
+                settle_state: self.state.map(|s| s.as_str()),
             },
         };
         let mut r = json(self.status, &body);

@@ -47,31 +47,45 @@ fn cursor_text(c: &Cursor) -> String {
     format!("{}_{}", c.at, c.id)
 }
 
+/// A cursor as the API hands them out (`next_cursor`): the row's time and id, each 1-18 digits,
+/// joined by `_`; nothing else is one.
 fn parse_cursor(text: &str) -> Result<Cursor, Failure> {
     let bad = || {
         Failure::invalid(
             "parameter `cursor`: not a cursor this API gave (use next_cursor as it came)",
         )
     };
+    let number = |part: &str| -> Result<i64, Failure> {
+        if (1..=18).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit()) {
+            part.parse().map_err(|_| bad())
+        } else {
+            Err(bad())
+        }
+    };
     let (at, id) = text.split_once('_').ok_or_else(bad)?;
     Ok(Cursor {
         group: None,
-        at: at.parse().map_err(|_| bad())?,
-        id: id.parse().map_err(|_| bad())?,
+        at: number(at)?,
+        id: number(id)?,
     })
 }
 
 /// `GET /v1/operations?where=FILTER&limit=N&cursor=C`: every operation of the caller's
 /// workflows the filter matches, oldest first, a page at a time.
-pub async fn list(caller: Caller, Query(q): Query<HashMap<String, String>>) -> Answer {
-    if let Some(unknown) = q
-        .keys()
-        .find(|k| !["where", "limit", "cursor"].contains(&k.as_str()))
-    {
-        return Err(Failure::invalid(format!(
-            "parameter `{}` is not one of where, limit, cursor",
-            crate::domain::escape_text(unknown)
-        )));
+pub async fn list(caller: Caller, Query(pairs): Query<Vec<(String, String)>>) -> Answer {
+    let mut q: HashMap<String, String> = HashMap::new();
+    for (name, value) in pairs {
+        if !["where", "limit", "cursor"].contains(&name.as_str()) {
+            return Err(Failure::invalid(format!(
+                "parameter `{}` is not one of where, limit, cursor",
+                crate::domain::escape_text(&name)
+            )));
+        }
+        if q.insert(name.clone(), value).is_some() {
+            return Err(Failure::invalid(format!(
+                "parameter `{name}` is given twice: give it once"
+            )));
+        }
     }
     let query = Filter::parse(q.get("where").map_or("", String::as_str))
         .map_err(|e| Failure::invalid(format!("parameter `where`: {e}")))?;
@@ -85,7 +99,12 @@ pub async fn list(caller: Caller, Query(q): Query<HashMap<String, String>>) -> A
                 Failure::invalid(format!("parameter `limit`: a number from 1 to {MAX_LIMIT}"))
             })?,
     };
-    let after = q.get("cursor").map(|c| parse_cursor(c)).transpose()?;
+    // an empty cursor is the first page's
+    let after = q
+        .get("cursor")
+        .filter(|c| !c.is_empty())
+        .map(|c| parse_cursor(c))
+        .transpose()?;
     let filter = ListFilter {
         scope: Scope::All,
         query,
@@ -110,6 +129,8 @@ pub async fn staff(
     Path((key, verb)): Path<(String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
+    // an automation is refused before anything it sent is read
+    caller.ledger.may_act(&caller.name)?;
     let body = bytes(body, api.max_body)?;
     let mut f = if body.iter().all(u8::is_ascii_whitespace) {
         Fields::parse(b"{}", &[])?

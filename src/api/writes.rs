@@ -60,9 +60,7 @@ pub async fn record(
         step: f.text("step")?.unwrap_or_default(),
         destination: f.required("destination")?,
         action: f.required("action")?,
-        payload: f
-            .take("payload")
-            .ok_or_else(|| Failure::invalid("field `payload` is required"))?,
+        payload: payload(&mut f)?,
         run: f.text("run")?,
     };
     let key = intent.key.clone();
@@ -93,6 +91,12 @@ pub async fn record(
             Ok(json(StatusCode::OK, &view.step(None, send)))
         }
     }
+}
+
+/// The intent's payload: any JSON, `null` included (as the command line and JSON lines take it).
+fn payload(f: &mut Fields) -> Result<serde_json::Value, Failure> {
+    f.raw("payload")
+        .ok_or_else(|| Failure::invalid("field `payload` is required"))
 }
 
 /// `POST /v1/operations/{key}/start`: 200 with the attempt to send, or 409 `refused` saying why.
@@ -152,19 +156,18 @@ pub async fn attempt(
     let outcome = f.required("outcome")?;
     let report = AttemptReport {
         key: key.clone(),
-        attempt: f.number("attempt", u64::from(u32::MAX))?.map(|n| n as u32),
+        attempt: f
+            .number("attempt", 1, u64::from(u32::MAX))?
+            .map(|n| n as u32),
         outcome: Some(
             Outcome::parse(&outcome)
                 .map_err(|e| Failure::invalid(format!("field `outcome`: {e}")))?,
         ),
         reference: f.text("reference")?,
         error: f.text("error")?,
-        http_status: f
-            .number("http_status", 599)?
-            .map(|n| n as u16)
-            .filter(|n| *n >= 100),
+        http_status: f.number("http_status", 100, 599)?.map(|n| n as u16),
         retry_after: f
-            .number("retry_after", 365 * 86_400)?
+            .number("retry_after", 0, 365 * 86_400)?
             .map(std::time::Duration::from_secs),
     };
     let n = report.attempt;
@@ -210,6 +213,11 @@ pub async fn ingest(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
     let body = bytes(body, api.max_body)?;
+    if body.is_empty() {
+        return Err(Failure::invalid(
+            "the body is required: JSON lines, one intent, start or attempt a line",
+        ));
+    }
     let report = caller
         .ledger
         .ingest(std::io::Cursor::new(body.clone()), &caller.name)

@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use super::state::State;
-use super::time::parse_duration;
 
 /// Who holds the claim, as a filter asks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,8 +102,67 @@ impl Filter {
     }
 }
 
+/// The terms of a filter: separated by ASCII whitespace (space, tab, line breaks, form feed).
 fn terms(text: &str) -> Vec<Result<Term, String>> {
-    text.split_whitespace().map(term).collect()
+    text.split(|c: char| c.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
+        .map(term)
+        .collect()
+}
+
+/// The units an age of a filter is counted in, with their milliseconds.
+const AGE_UNITS: [(&str, u64); 13] = [
+    ("ms", 1),
+    ("s", 1_000),
+    ("sec", 1_000),
+    ("secs", 1_000),
+    ("m", 60_000),
+    ("min", 60_000),
+    ("mins", 60_000),
+    ("h", 3_600_000),
+    ("hr", 3_600_000),
+    ("hrs", 3_600_000),
+    ("d", 86_400_000),
+    ("day", 86_400_000),
+    ("days", 86_400_000),
+];
+
+/// An age of a filter (`2h`, `1d12h`): one to three parts, each a number of at most four digits
+/// (leading zeros aside) and a unit, written without spaces. Bounded so that no age a filter can
+/// say is too large to compare (at most 29,997 days), and so that the HTTP API's description can
+/// say exactly which texts are ages.
+fn filter_age(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "bad age '{}': one to three parts of up to four digits and a unit (ms, s, m, h, d), e.g. 90s, 2h, 1d12h",
+            super::escape_text(text)
+        )
+    };
+    let (mut rest, mut total, mut parts) = (text, 0u64, 0);
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let number = rest[..digits].trim_start_matches('0');
+        if digits == 0 || number.len() > 4 || parts == 3 {
+            return Err(bad());
+        }
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (_, per) = AGE_UNITS
+            .iter()
+            .find(|(u, _)| *u == &rest[..unit])
+            .ok_or_else(bad)?;
+        total += number.parse::<u64>().unwrap_or(0) * per;
+        rest = &rest[unit..];
+        parts += 1;
+    }
+    if parts == 0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_millis(total))
 }
 
 const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, age, key, run";
@@ -116,10 +174,13 @@ fn term(raw: &str) -> Result<Term, String> {
     };
     let shown = super::escape_text(raw);
     let bad = |why: String| format!("filter term '{shown}': {why}");
+    if raw.contains('\0') {
+        return Err(bad("a NUL character matches nothing stored".into()));
+    }
     let matches = if let Some(rest) = body.strip_prefix("age>") {
-        Match::AgeOver(parse_duration(rest).map_err(bad)?)
+        Match::AgeOver(filter_age(rest).map_err(bad)?)
     } else if let Some(rest) = body.strip_prefix("age<") {
-        Match::AgeUnder(parse_duration(rest).map_err(bad)?)
+        Match::AgeUnder(filter_age(rest).map_err(bad)?)
     } else if let Some((name, value)) = body.split_once(':') {
         if value.is_empty() {
             return Err(bad(format!("`{name}:` needs a value")));
@@ -154,7 +215,8 @@ fn term(raw: &str) -> Result<Term, String> {
                 )));
             }
         }
-    } else if body.starts_with("age") && body.len() > 3 {
+    } else if body.starts_with("age") && body.len() > 3 && !body.as_bytes()[3].is_ascii_alphabetic()
+    {
         return Err(bad("write age>DURATION or age<DURATION, e.g. age>2h".into()));
     } else {
         Match::Word(body.to_lowercase())
@@ -216,6 +278,60 @@ mod tests {
             let err = Filter::parse(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");
         }
+        // ages: up to three parts of up to four digits, no space inside a term
+        for (text, ms) in [
+            ("age>90s", 90_000),
+            ("age>1d12h", 129_600_000),
+            ("age<00005m", 300_000),
+            ("age>9999d", 863_913_600_000),
+            ("age>1h1m1s", 3_661_000),
+            ("age>250ms", 250),
+        ] {
+            let m = one(text).matches;
+            assert!(
+                m == Match::AgeOver(Duration::from_millis(ms))
+                    || m == Match::AgeUnder(Duration::from_millis(ms)),
+                "{text}: {m:?}"
+            );
+        }
+        for text in [
+            "age>10000d",
+            "age>1d1h1m1s",
+            "age>2 h",
+            "age>2hours",
+            "age>h",
+            "age>",
+            "age>2h\u{3000}",
+            "age>+2h",
+        ] {
+            let err = Filter::parse(text).unwrap_err();
+            assert!(
+                err.contains("bad age") || err.contains("filter term"),
+                "{text}: {err}"
+            );
+        }
+        // ASCII whitespace separates terms; other spaces are part of one
+        assert_eq!(
+            Filter::parse("dest:a\tstate:failed\nx")
+                .unwrap()
+                .terms
+                .len(),
+            3
+        );
+        assert_eq!(
+            one("wf:a\u{a0}b").matches,
+            Match::Workflow("a\u{a0}b".into())
+        );
+        assert!(Filter::parse("x\0y").unwrap_err().contains("NUL"));
+        // a word may be anything without a colon, unless it begins an age
+        assert_eq!(one("AGE>2h").matches, Match::Word("age>2h".into()));
+        assert_eq!(one("--x").matches, Match::Word("-x".into()));
+        assert!(one("--x").negated);
+        assert_eq!(one("-").matches, Match::Word("-".into()));
+        assert_eq!(one("agenda").matches, Match::Word("agenda".into()));
+        assert!(Filter::parse("age2h").is_err());
+        assert!(Filter::parse("ageé").is_err());
+        assert_eq!(one("agé").matches, Match::Word("agé".into()));
         // while typing: the whole terms hold, the error is said
         let (f, err) = Filter::lenient("dest:sms state:");
         assert_eq!(f.terms.len(), 1);

@@ -1,6 +1,8 @@
 //! A form body (application/x-www-form-urlencoded) read as JSON, as Stripe reads `a[b][0]=v`:
-//! nested keys become objects, values stay text. The gateway takes a form for a destination
-//! whose `body` is `form` (SPEC 21), and the simulator reads one the same way.
+//! nested keys become objects, values stay text, and a later field wins over an earlier one it
+//! meets (`a=1&a[b]=2` gives `{"a": {"b": "2"}}`, `a[b]=2&a=1` gives `{"a": "1"}`), as a repeated
+//! field does: any form of text fields is read, none refused for its shape. The gateway takes a
+//! form as the payload, and the simulator reads one the same way.
 
 use serde_json::Value;
 
@@ -19,8 +21,12 @@ pub fn read_form(received: &str) -> std::result::Result<Value, String> {
         );
         let mut at = &mut root;
         for (i, part) in path.iter().enumerate() {
+            if !at.is_object() {
+                // an earlier field's text, met by this later one's path: the later wins
+                *at = Value::Object(Default::default());
+            }
             let Value::Object(map) = at else {
-                return Err(format!("form key {k} nests under a value"));
+                unreachable!("made an object above")
             };
             at = map.entry(part.clone()).or_insert_with(|| {
                 if i + 1 == path.len() {
@@ -69,6 +75,19 @@ mod tests {
             serde_json::json!({"name": "Ada L", "customer": {"id": "42", "tags": {"0": "a&b"}}})
         );
         assert!(read_form("a=%zz").is_err());
-        assert!(read_form("a=1&a[b]=2").is_err());
+        // a later field wins over an earlier one it meets, as a repeated one does
+        assert_eq!(
+            read_form("a=1&a[b]=2").unwrap(),
+            serde_json::json!({"a": {"b": "2"}})
+        );
+        assert_eq!(
+            read_form("a[b]=2&a=1").unwrap(),
+            serde_json::json!({"a": "1"})
+        );
+        assert_eq!(read_form("a=1&a=2").unwrap(), serde_json::json!({"a": "2"}));
+        assert_eq!(
+            read_form("=1&[x]=2").unwrap(),
+            serde_json::json!({"": {"x": "2"}})
+        );
     }
 }

@@ -32,7 +32,7 @@ pub async fn answer(
 ) -> Response {
     let (mut response, replayed) = match decide(caller, view, why, endpoint).await {
         Ok(replay) => (replay, true),
-        Err(f) => (f.into_response(), false),
+        Err(f) => (f.with_state(view.state).into_response(), false),
     };
     mark(&mut response, view, replayed);
     response
@@ -101,7 +101,10 @@ async fn decide(
             ),
         )),
         // a replay too: the stored rejection
-        State::Rejected => Ok(rejection(caller, view).await.into_response()),
+        State::Rejected => Ok(rejection(caller, view)
+            .await
+            .with_state(State::Rejected)
+            .into_response()),
         State::Pending | State::RetryWait => Err(not_due(view, why)),
         _ => Err(Failure::new(
             StatusCode::CONFLICT,
@@ -194,6 +197,7 @@ pub fn replay_body(pointer: &str, reference: Option<&str>) -> Value {
 
 /// What every gateway answer carries: `Settle-State` (the operation's state after the
 /// request), `Settle-Replayed: true` on a replay, and `Retry-After` while a retry waits.
+/// (`Settle-Origin`, who wrote the answer, is the route's: see `gateway::send`.)
 pub fn mark_state(response: &mut Response, state: State, replayed: bool) {
     let h = response.headers_mut();
     h.insert("settle-state", HeaderValue::from_static(state.as_str()));

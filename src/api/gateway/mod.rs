@@ -21,8 +21,10 @@
 
 mod held;
 mod request;
+mod sent;
 
 use request::intent_of;
+use sent::{Shown, first_answer, unrecorded};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::answer::{Answer, Failure};
@@ -38,7 +40,7 @@ use super::body::bytes;
 use super::writes::view_after;
 use super::{Api, Caller};
 use crate::dispatch::{Endpoint, HttpDestination, Raw};
-use crate::domain::{Outcome, State as OpState};
+use crate::domain::State as OpState;
 use crate::error::Error;
 use crate::ledger::{
     AttemptReport, Finished, Ledger, OperationView, Recorded, StartedOp, Write, Written,
@@ -104,8 +106,33 @@ impl Gateway {
     }
 }
 
-/// The handler of every method of the gateway's route.
+/// The handler of every method of the gateway's route. Every answer says who wrote it in
+/// `Settle-Origin`: `destination` for the destination's own status and body, passed on as they
+/// came, `settle` for everything settle answers itself (whose error body also says
+/// `"origin": "settle"`), so that a tool can tell a destination's 500 from settle's own failure.
 pub async fn send(
+    state: State<Api>,
+    caller: Caller,
+    target: Path<(String, String)>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let mut response = match answer(state, caller, target, headers, body).await {
+        Ok(r) => r,
+        Err(f) => f.into_response(),
+    };
+    if !response.headers().contains_key(ORIGIN) {
+        response
+            .headers_mut()
+            .insert(ORIGIN, HeaderValue::from_static("settle"));
+    }
+    response
+}
+
+/// Who wrote a gateway's answer: `settle`, or the `destination`.
+pub(super) const ORIGIN: &str = "settle-origin";
+
+async fn answer(
     State(api): State<Api>,
     caller: Caller,
     Path(target): Path<(String, String)>,
@@ -114,7 +141,7 @@ pub async fn send(
 ) -> Answer {
     let body = bytes(body, api.max_body)?;
     let (dest, endpoint) = api.gateway.endpoint(&target.0, &target.1)?;
-    let intent = intent_of(&caller, &headers, &body, target, &endpoint)?;
+    let intent = intent_of(&caller, &headers, &body, target)?;
     let key = intent.key.clone();
     let payload = crate::domain::fingerprint::canonical_json(&intent.payload);
     // the record and the start in one group, most often one commit
@@ -127,13 +154,26 @@ pub async fn send(
             Write::Start(key.clone()),
         )
         .await;
-    let recorded = recorded.map_err(|e| match e {
+    let recorded = match recorded {
+        Ok(r) => r,
         // new contents under a settled key: the old record stands, nothing to send
-        Error::Refused(m) => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, "conflict", m),
-        other => other.into(),
-    })?;
+        Err(Error::Refused(m)) => {
+            let refused = Failure::new(StatusCode::UNPROCESSABLE_ENTITY, "conflict", m);
+            return Ok(match caller.ledger.operation(&key, &caller.name).await {
+                Ok(view) => {
+                    let mut r = refused.with_state(view.state).into_response();
+                    held::mark(&mut r, &view, false);
+                    r
+                }
+                Err(_) => refused.into_response(),
+            });
+        }
+        Err(other) => return Err(other.into()),
+    };
     if recorded.written == Written::Recorded(Recorded::Conflict) {
-        let mut r = held::conflict(&key).into_response();
+        let mut r = held::conflict(&key)
+            .with_state(OpState::Conflict)
+            .into_response();
         r.headers_mut()
             .insert("settle-state", HeaderValue::from_static("conflict"));
         return Ok(r);
@@ -180,13 +220,6 @@ pub async fn send(
         }
     };
     Ok(first_answer(&shown, &report, raw))
-}
-
-/// What the caller of a sent request is told the operation is: the ledger's view after its
-/// outcome was recorded, or the state an answer that settles it is being recorded as.
-enum Shown {
-    Recorded(Box<OperationView>),
-    Settling(OpState),
 }
 
 /// What a sent request's caller is answered from: the operation, the attempt's report and the
@@ -250,22 +283,6 @@ async fn send_and_record(
             .map(|view| (Shown::Recorded(Box::new(view)), finished.report, raw))
             .map_err(|e| unrecorded(&row.key, e, wait)),
     );
-}
-
-/// The answer when a sent attempt's outcome could not be recorded.
-fn unrecorded(key: &str, e: Error, wait: u64) -> Failure {
-    Failure::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-        format!(
-            "{key}: sent, but its outcome could not be recorded ({}): it is held as in flight and not sent again",
-            match e {
-                Error::Unavailable(_) => "the ledger's database is unreachable".to_string(),
-                other => other.to_string(),
-            }
-        ),
-    )
-    .retry_after(wait)
 }
 
 /// What a start came to: the attempt to send and the operation, or the operation and the
@@ -334,57 +351,4 @@ async fn report(
         }
     }
     caller.ledger.operation(&key, &caller.name).await
-}
-
-/// The answer to the request that was sent: the destination's own status and body; a timeout
-/// or a broken connection 504 `outcome_unknown`; a request that never left 503 or 400.
-fn first_answer(shown: &Shown, report: &AttemptReport, raw: Option<Raw>) -> Response {
-    let mut response = match raw {
-        Some(raw) => {
-            let mut r = (
-                StatusCode::from_u16(raw.status).unwrap_or(StatusCode::BAD_GATEWAY),
-                raw.body,
-            )
-                .into_response();
-            if let Some(t) = raw
-                .content_type
-                .and_then(|t| HeaderValue::from_str(&t).ok())
-            {
-                r.headers_mut().insert(header::CONTENT_TYPE, t);
-            }
-            r
-        }
-        None => {
-            let why = report.error.as_deref().unwrap_or("no answer");
-            let key = &report.key;
-            match (report.outcome, shown) {
-                (Some(Outcome::Unknown), Shown::Recorded(view)) => Failure::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "outcome_unknown",
-                    match view.state {
-                        OpState::RetryWait => format!(
-                            "{key}: {why}: the outcome is not known; {} deduplicates, so a repeat after Retry-After sends it again with the same key",
-                            view.destination
-                        ),
-                        _ => format!(
-                            "{key}: {why}: the outcome is not known; held for review, not resent ({})",
-                            view.next_step
-                        ),
-                    },
-                ),
-                (Some(Outcome::Transient), _) => Failure::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    format!("{key}: {why}"),
-                ),
-                _ => Failure::invalid(format!("{key}: {why}")),
-            }
-            .into_response()
-        }
-    };
-    match shown {
-        Shown::Recorded(view) => held::mark(&mut response, view, false),
-        Shown::Settling(state) => held::mark_state(&mut response, *state, false),
-    }
-    response
 }

@@ -7,15 +7,36 @@ use serde_json::Value;
 
 use super::super::Caller;
 use super::super::answer::Failure;
-use crate::dispatch::Endpoint;
 use crate::ledger::Intent;
 
-/// A header's text, when it is there and is text.
-fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+/// A header's text: `None` when it is not there, a 400 naming it when it is not text.
+fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Failure> {
     headers
         .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
+        .map(|v| {
+            v.to_str().map_err(|_| {
+                Failure::invalid(format!("header {name}: must be text (A-Z a-z 0-9 . _ : -)"))
+            })
+        })
+        .transpose()
+}
+
+/// A header naming the operation (`Settle-Workflow`, `Settle-Step`, `Settle-Run`): checked as
+/// the name it gives, an empty one taken as absent where `may_be_empty`.
+fn header_name<'h>(
+    headers: &'h HeaderMap,
+    name: &str,
+    may_be_empty: bool,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<Option<&'h str>, Failure> {
+    match header_text(headers, name)? {
+        Some("") if may_be_empty => Ok(None),
+        Some(v) => {
+            check(v).map_err(|e| Failure::invalid(format!("header {name}: {e}")))?;
+            Ok(Some(v))
+        }
+        None => Ok(None),
+    }
 }
 
 /// The request as the ledger records it, or a 400 naming what is wrong.
@@ -24,16 +45,20 @@ pub(super) fn intent_of(
     headers: &HeaderMap,
     body: &[u8],
     (destination, action): (String, String),
-    endpoint: &Endpoint,
 ) -> Result<Intent, Failure> {
-    let key = header_text(headers, "idempotency-key").ok_or_else(|| {
+    let key = header_text(headers, "idempotency-key")?.ok_or_else(|| {
         Failure::invalid(
             "the Idempotency-Key header is required: the same key on every repeat of one request",
         )
     })?;
     crate::domain::validate_key(key)
         .map_err(|e| Failure::invalid(format!("header Idempotency-Key: {e}")))?;
-    let workflow = match (header_text(headers, "settle-workflow"), &caller.workflows) {
+    let op_name =
+        |what: &'static str| move |v: &str| crate::domain::validate_op_name(what, v, false);
+    let workflow = header_name(headers, "settle-workflow", false, op_name("workflow"))?;
+    let step = header_name(headers, "settle-step", true, op_name("step"))?;
+    let run = header_name(headers, "settle-run", true, crate::domain::validate_run)?;
+    let workflow = match (workflow, &caller.workflows) {
         (Some(w), _) => w.to_string(),
         (None, Some(mine)) if mine.len() == 1 => mine[0].clone(),
         (None, scope) => {
@@ -46,18 +71,18 @@ pub(super) fn intent_of(
         }
     };
     let form = header_text(headers, "content-type")
+        .ok()
+        .flatten()
         .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
     let text =
         std::str::from_utf8(body).map_err(|_| Failure::invalid("the body is not UTF-8 text"))?;
+    // the body is the payload, however the tool encoded it: the destination's own `body` says
+    // how settle sends it on
     let payload = if text.trim().is_empty() {
         Value::Object(Default::default())
-    } else if form && endpoint.takes_form() {
+    } else if form {
         crate::domain::form::read_form(text.trim())
             .map_err(|e| Failure::invalid(format!("the form body: {e}")))?
-    } else if form {
-        return Err(Failure::invalid(format!(
-            "destination {destination} takes JSON: send the body as application/json"
-        )));
     } else {
         serde_json::from_str(text)
             .map_err(|e| Failure::invalid(format!("the body is not valid JSON: {e}")))?
@@ -66,15 +91,10 @@ pub(super) fn intent_of(
         key: key.to_string(),
         workflow,
         // a step named by its action unless told otherwise: the console and a run show it
-        step: header_text(headers, "settle-step")
-            .filter(|s| !s.is_empty())
-            .unwrap_or(&action)
-            .to_string(),
+        step: step.unwrap_or(&action).to_string(),
         destination,
         action,
         payload,
-        run: header_text(headers, "settle-run")
-            .filter(|r| !r.is_empty())
-            .map(str::to_string),
+        run: run.map(str::to_string),
     })
 }

@@ -220,11 +220,6 @@ impl Endpoint {
         self.lookup.is_some()
     }
 
-    /// Its `body` is `form`: the gateway then takes a form from its caller (SPEC 21).
-    pub fn takes_form(&self) -> bool {
-        self.body == BodyKind::Form
-    }
-
     /// The JSON pointer of the reference in a 2xx answer (`""`: none is read).
     pub fn reference_pointer(&self) -> &str {
         &self.reference
