@@ -149,6 +149,12 @@ lookup_url = "{lost}/tasks?key={{key}}"
 lookup = true
 dedupes = false
 timeout = "2s"
+[destinations.found]
+url = "{dedupe}/tasks"
+lookup_url = "{dedupe}/tasks?key={{key}}"
+lookup = true
+dedupes = false
+timeout = "2s"
 [destinations.noauth]
 url = "{tasks}/tasks"
 dedupes = false
@@ -325,7 +331,13 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     // a destination with a lookup settles the unknown itself: absent, so the repeat is sent
     let body = task("Looked up", None);
     let first = gw(&b, TOOL, "looked", Some("gw-looked"), &body, &[]).await;
-    first.error(504, "outcome_unknown");
+    assert!(
+        first
+            .error(504, "outcome_unknown")
+            .contains("looked up at looked: not there: a repeat sends it again"),
+        "{}",
+        first.text
+    );
     assert_eq!(
         first.header("settle-state"),
         Some("failed"),
@@ -366,6 +378,34 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
         (held(&sims.dedupe, "gw-dd"), requests(&sims.dedupe).await),
         (1, 2)
     );
+    // a destination with a lookup, found: the answer was lost after the task was made; the lookup says done at once, a
+    // repeat gets the reference, nothing is sent again
+    let body = task("Found", None);
+    let first = gw(&b, TOOL, "found", Some("gw-found"), &body, &[]).await;
+    assert!(
+        first
+            .error(504, "outcome_unknown")
+            .contains("looked up at found: done (reference "),
+        "{}",
+        first.text
+    );
+    assert_eq!(first.body["error"]["settle_state"], "succeeded");
+    let sent = requests(&sims.dedupe).await;
+    let replay = gw(&b, TOOL, "found", Some("gw-found"), &body, &[]).await;
+    assert_eq!(
+        (replay.status, replay.replayed()),
+        (200, true),
+        "{}",
+        replay.text
+    );
+    assert_eq!(
+        replay.body["id"].as_str(),
+        sims.dedupe.stats()["ids_by_key"]["gw-found"][0].as_str(),
+        "the destination's own id: {}",
+        replay.text
+    );
+    assert_eq!(requests(&sims.dedupe).await, sent, "nothing sent again");
+    assert_eq!(held(&sims.dedupe, "gw-found"), 1);
     seen.extend([first.text, again.text]);
 }
 

@@ -135,7 +135,7 @@ pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
                 if digits.len() > 19 {
                     break;
                 }
-                if digits.len() >= 13 && luhn(&digits) {
+                if digits.len() >= 13 && card_shaped(&digits) {
                     found = Some(h);
                 }
             }
@@ -155,7 +155,18 @@ pub fn find_card_numbers(text: &str) -> Vec<Range<usize>> {
 /// Whether a JSON number is a card-like number (13-19 digits passing Luhn), e.g. `4111111111111111`.
 pub fn card_like_number(text: &str) -> bool {
     let digits = text.strip_prefix('-').unwrap_or(text);
-    (13..=19).contains(&digits.len()) && digits.bytes().all(|c| c.is_ascii_digit()) && luhn(digits)
+    (13..=19).contains(&digits.len())
+        && digits.bytes().all(|c| c.is_ascii_digit())
+        && card_shaped(digits)
+}
+
+/// Whether digits could be a card's number: they pass Luhn, and are not what no card issuer
+/// gives out, a number beginning with 0 (no card network's major industry identifier) or one
+/// digit repeated (`0000000000000` passes Luhn and is no card: an order number of zeros, a
+/// placeholder, a generated test value).
+fn card_shaped(digits: &str) -> bool {
+    let b = digits.as_bytes();
+    b.first().is_some_and(|d| *d != b'0') && b.iter().any(|d| *d != b[0]) && luhn(digits)
 }
 
 fn luhn(digits: &str) -> bool {

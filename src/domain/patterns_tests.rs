@@ -59,6 +59,21 @@ fn card_numbers_are_found_whatever_separates_their_digits() {
     assert_eq!(redact_text("ord_4111111111111111"), "ord_[redacted]");
     assert!(card_like_number("4111111111111111"));
     assert!(!card_like_number("4111111111111112"));
+    // passing Luhn is not enough: no card begins with 0 or repeats one digit
+    for digits in [
+        "0000000000000",
+        "0000000000000000",
+        "8888888888888888",
+        "0412345678905",
+    ] {
+        assert!(super::luhn(digits), "{digits} passes Luhn");
+        assert!(!card_like_number(digits), "{digits}");
+        assert!(
+            find_card_numbers(&format!("order {digits}")).is_empty(),
+            "{digits}"
+        );
+    }
+    assert_eq!(redact_text("ref 4111-1111-1111-1111"), "ref [redacted]");
     // time stamps and addresses mix their separators: not card numbers
     for text in [
         "at 2026-11-30 15:22:17.270652 UTC",

@@ -78,7 +78,8 @@ pub(super) fn intent_of(
         std::str::from_utf8(body).map_err(|_| Failure::invalid("the body is not UTF-8 text"))?;
     // the body is the payload, however the tool encoded it: the destination's own `body` says
     // how settle sends it on
-    let payload = if text.trim().is_empty() {
+    // no body at all: an empty payload; anything else must be what it says it is
+    let payload = if body.is_empty() {
         Value::Object(Default::default())
     } else if form {
         crate::domain::form::read_form(text.trim())

@@ -73,6 +73,19 @@ pub(super) fn first_answer(shown: &Shown, report: &AttemptReport, raw: Option<Ra
                             "{key}: {why}: the outcome is not known; {} deduplicates, so a repeat after Retry-After sends it again with the same key",
                             view.destination
                         ),
+                        // its lookup settled it at once
+                        OpState::Succeeded => format!(
+                            "{key}: {why}; looked up at {}: done{}: a repeat gets it, nothing is sent again",
+                            view.destination,
+                            view.reference
+                                .as_deref()
+                                .map(|r| format!(" (reference {r})"))
+                                .unwrap_or_default()
+                        ),
+                        OpState::Failed => format!(
+                            "{key}: {why}; looked up at {}: not there: a repeat sends it again",
+                            view.destination
+                        ),
                         _ => format!(
                             "{key}: {why}: the outcome is not known; held for review, not resent ({})",
                             view.next_step
