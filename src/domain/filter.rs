@@ -132,12 +132,8 @@ const AGE_UNITS: [(&str, u64); 13] = [
 /// say is too large to compare (at most 29,997 days), and so that the HTTP API's description can
 /// say exactly which texts are ages.
 fn filter_age(text: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!(
-            "bad age '{}': one to three parts of up to four digits and a unit (ms, s, m, h, d), e.g. 90s, 2h, 1d12h",
-            super::escape_text(text)
-        )
-    };
+    // the term, with the text, is named by the caller
+    let bad = || "an age reads 90s, 2h or 1d12h (up to 4 digits a part)".to_string();
     let (mut rest, mut total, mut parts) = (text, 0u64, 0);
     while !rest.is_empty() {
         let digits = rest
