@@ -1610,7 +1610,7 @@ async fn counts_agree_with_the_list(db: &TestDb) {
 /// SPEC 13's Activity: people's actions by default, automation's on request, by actor and kind,
 /// and words matched against what is shown (a redacted value never matches).
 async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: &TestDb) {
-    use settle::domain::filter::ActivityFilter;
+    use settle::domain::activity_filter::ActivityFilter;
     let l = ledger(db).await;
     for k in ["act-1", "act-2"] {
         l.record(
@@ -2403,7 +2403,7 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
     let everything = l
         .activity(
             100,
-            &settle::domain::filter::ActivityFilter {
+            &settle::domain::activity_filter::ActivityFilter {
                 automation: true,
                 ..Default::default()
             },

@@ -3,6 +3,7 @@
 //! Everything here is tested without a database or a terminal; the `Ledger` applies these rules and
 //! the store only persists what they decide.
 
+pub mod activity_filter;
 mod collect;
 pub mod escapes;
 mod field_path;

@@ -113,7 +113,7 @@ pub struct EventView {
 impl EventView {
     /// Whether automation wrote it (the dispatcher, a workflow recording, the sweep).
     pub fn is_automation(&self) -> bool {
-        crate::domain::filter::is_automation(&self.actor, &self.kind)
+        crate::domain::activity_filter::is_automation(&self.actor, &self.kind)
     }
 
     /// The detail as words, not JSON: `claimed · note "asked the team" · batch b-...`.

@@ -113,7 +113,7 @@ impl Ledger {
     pub async fn activity(
         &self,
         limit: usize,
-        filter: &crate::domain::filter::ActivityFilter,
+        filter: &crate::domain::activity_filter::ActivityFilter,
     ) -> Result<Vec<EventView>> {
         // words are matched against what is shown (redacted, in words), so they are looked for
         // among more of the newest events than are kept

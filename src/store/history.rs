@@ -93,7 +93,7 @@ impl Store {
     pub(crate) async fn recent_events(
         &self,
         limit: i64,
-        q: &crate::domain::filter::ActivityFilter,
+        q: &crate::domain::activity_filter::ActivityFilter,
     ) -> Result<Vec<(EventRow, Option<EventSubject>)>> {
         let mut args: Vec<Arg> = Vec::new();
         let mut cond: Vec<String> = Vec::new();
@@ -111,7 +111,7 @@ impl Store {
             any_of("kind", &q.kinds, &mut args);
         }
         if !q.automation {
-            cond.push(crate::domain::filter::PEOPLE_ONLY.into());
+            cond.push(crate::domain::activity_filter::PEOPLE_ONLY.into());
         }
         let limit = mark(&mut args, Arg::Int(limit));
         let sql = format!(

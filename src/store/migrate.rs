@@ -230,7 +230,10 @@ mod tests {
         for m in super::MIGRATIONS.iter().filter(|m| m.version == 6) {
             for sql in [m.sqlite, m.postgres] {
                 assert!(
-                    sql.contains(&format!("WHERE {};", crate::domain::filter::PEOPLE_ONLY)),
+                    sql.contains(&format!(
+                        "WHERE {};",
+                        crate::domain::activity_filter::PEOPLE_ONLY
+                    )),
                     "{sql}"
                 );
             }

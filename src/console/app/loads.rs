@@ -43,8 +43,12 @@ impl App {
     }
 
     /// Activity's filter: what `/` holds, read as Activity reads it.
-    pub fn activity_filter(&self) -> crate::domain::filter::ActivityFilter {
-        crate::domain::filter::ActivityFilter::lenient(self.filter.value(), self.automation).0
+    pub fn activity_filter(&self) -> crate::domain::activity_filter::ActivityFilter {
+        crate::domain::activity_filter::ActivityFilter::lenient(
+            self.filter.value(),
+            self.automation,
+        )
+        .0
     }
 
     pub(crate) fn next_seq(&mut self) -> u64 {

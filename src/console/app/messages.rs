@@ -29,7 +29,7 @@ pub enum Effect {
     Header,
     Activity {
         seq: u64,
-        filter: crate::domain::filter::ActivityFilter,
+        filter: crate::domain::activity_filter::ActivityFilter,
     },
     /// How many items of the view the filter matches (the header's "N of M").
     Count {

@@ -36,7 +36,7 @@ pub(super) fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         (Mode::Filter, _) => {
             // a term not whole yet (or wrong) is said; the list narrows by the others
             let problem = if app.view == View::Activity {
-                crate::domain::filter::ActivityFilter::lenient(app.filter.value(), false).1
+                crate::domain::activity_filter::ActivityFilter::lenient(app.filter.value(), false).1
             } else {
                 crate::domain::filter::Filter::lenient(app.filter.value()).1
             };
