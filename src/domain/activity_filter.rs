@@ -23,7 +23,7 @@ pub fn is_automation(actor: &str, kind: &str) -> bool {
     AUTOMATION_KINDS.contains(&kind) || super::names::SYSTEM_NAMES.contains(&actor)
 }
 
-/// The Activity view's filter (SPEC 13): `actor:NAME`, `kind:claimed,closed`, words; a term
+/// The Activity view's filter: `actor:NAME`, `kind:claimed,closed`, words; a term
 /// not understood is said, and the others still apply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ActivityFilter {
