@@ -17,6 +17,21 @@ fn ok(r: &Run) {
     assert_eq!(r.code, 0, "stdout: {}\nstderr: {}", r.stdout, r.stderr);
 }
 
+/// Plain SQL on the test database, as an older settle or a person with the credentials would run
+/// it (the tests' back door): each statement must succeed.
+fn raw_sql(url: &str, statements: &[&str]) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let mut c = common::Raw::connect(url).await;
+            for sql in statements {
+                c.execute(sql).await.unwrap();
+            }
+        });
+}
+
 /// A bad-input case: the SPEC's exit code, one line on stderr, no panic.
 fn one_line(r: &Run, code: i32, what: &str) {
     assert_eq!(r.code, code, "{what}: stderr {:?}", r.stderr);
@@ -285,16 +300,7 @@ fn a_database_from_a_newer_settle_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     ok(&settle(&db.url, dir.path(), &["init"]));
     // a newer settle would have recorded its schema version: forge one
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut c = common::Raw::connect(&db.url).await;
-        c.execute("INSERT INTO settle_schema VALUES (99, 0)")
-            .await
-            .unwrap();
-    });
+    raw_sql(&db.url, &["INSERT INTO settle_schema VALUES (99, 0)"]);
     let r = settle(&db.url, dir.path(), &["list"]);
     one_line(&r, 4, "newer schema");
     assert!(r.stderr.contains("newer than this settle"), "{}", r.stderr);
@@ -1154,19 +1160,13 @@ fn names_outside_the_alphabet_are_refused_and_the_table_keeps_its_columns() {
             &["attempt", "--key", key, "--outcome", "rejected"],
         ));
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut c = common::Raw::connect(&db.url).await;
-        c.execute("UPDATE operations SET workflow = '数据同步', destination = 'ü?\"' WHERE key = 'wide-1'")
-            .await
-            .unwrap();
-        c.execute("UPDATE operations SET step = '日本語テキスト処理' WHERE key = 'wide-2'")
-            .await
-            .unwrap();
-    });
+    raw_sql(
+        &db.url,
+        &[
+            "UPDATE operations SET workflow = '数据同步', destination = 'ü?\"' WHERE key = 'wide-1'",
+            "UPDATE operations SET step = '日本語テキスト処理' WHERE key = 'wide-2'",
+        ],
+    );
     ok(&common::settle_as(&db.url, d, "李雷", &["claim", "wide-2"]));
     let r = settle(&db.url, d, &["list"]);
     ok(&r);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,28 +110,6 @@ async fn round(base: &str, keys: &[String]) -> HashMap<String, Seen> {
     all
 }
 
-/// The ledger's state and reference of every operation.
-fn ledger(s: &ApiServer, only_exceptions: bool) -> BTreeMap<String, (String, Option<String>)> {
-    let mut args = vec!["list", "--json", "--limit", "100000"];
-    if !only_exceptions {
-        args.push("--all");
-    }
-    let v: Value = serde_json::from_str(&s.settle(&args)).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|o| {
-            (
-                o["key"].as_str().unwrap().to_string(),
-                (
-                    o["state"].as_str().unwrap().to_string(),
-                    o["reference"].as_str().map(str::to_string),
-                ),
-            )
-        })
-        .collect()
-}
-
 /// What the simulator holds for a key: its task's id.
 async fn task_id(sim: &Sim, key: &str) -> Option<String> {
     let r = reqwest::get(format!("{}/tasks?key={key}", sim.base))
@@ -173,7 +151,7 @@ timeout = "1500ms"
     // the client gave up on some before the gateway had its answer: those attempts end within
     // the destination's timeout, whoever is still listening
     common::wait_until("no attempt in flight", Duration::from_secs(10), || {
-        ledger(&s, false)
+        s.operations(false)
             .values()
             .all(|(state, _)| state != "in_flight")
     });
@@ -186,8 +164,8 @@ timeout = "1500ms"
     }];
     let found = checker::check(&db.url, &dests, false).await;
     assert!(found.is_empty(), "{}", checker::report(&found));
-    let states = ledger(&s, false);
-    let queue = ledger(&s, true);
+    let states = s.operations(false);
+    let queue = s.operations(true);
     let mut unknown = Vec::new();
     for key in &keys {
         let (state, reference) = states.get(key).unwrap_or_else(|| panic!("{key} recorded"));
@@ -224,7 +202,7 @@ timeout = "1500ms"
     std::fs::write(&file, csv).unwrap();
     s.settle(&["reconcile", "--from", file.to_str().unwrap(), "--yes"]);
     assert!(
-        ledger(&s, true).is_empty(),
+        s.operations(true).is_empty(),
         "the queue is empty after the reconcile"
     );
 

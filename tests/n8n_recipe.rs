@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::api::{ApiServer, TOOL, config_text, tool_automation};
 use common::checker::{self, Destination};
 use common::{Sim, TestDb};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Where the node sends: straight to the destination, or through settle's gateway.
 #[derive(Clone, Copy)]
@@ -77,22 +77,6 @@ fn faulty() -> Sim {
     ])
 }
 
-/// The states of every operation, by key.
-fn states(s: &ApiServer) -> std::collections::BTreeMap<String, String> {
-    let v: Value =
-        serde_json::from_str(&s.settle(&["list", "--all", "--json", "--limit", "1000"])).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|o| {
-            (
-                o["key"].as_str().unwrap().to_string(),
-                o["state"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
 async fn retry_on_fail_through_the_gateway(db: &TestDb) {
     const ITEMS: u32 = 100;
     // straight to the destination: the whole node again, every item again
@@ -138,7 +122,11 @@ async fn retry_on_fail_through_the_gateway(db: &TestDb) {
         }];
         let found = checker::check(&db.url, &dests, false).await;
         assert!(found.is_empty(), "{}", checker::report(&found));
-        let states = states(&s);
+        let states: std::collections::BTreeMap<String, String> = s
+            .operations(false)
+            .into_iter()
+            .map(|(key, (state, _))| (key, state))
+            .collect();
         let count = |state: &str| states.values().filter(|s| *s == state).count();
         let unknown: Vec<&String> = states
             .iter()

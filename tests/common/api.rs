@@ -140,6 +140,32 @@ impl ApiServer {
 
     /// `settle ARGS` on the server's database and config, as operator alice: its stdout. A
     /// command that fails fails the test, with what it said.
+    /// Every operation (or only the exceptions) as `settle list --json` gives it: by key, its
+    /// state and reference.
+    pub fn operations(
+        &self,
+        only_exceptions: bool,
+    ) -> std::collections::BTreeMap<String, (String, Option<String>)> {
+        let mut args = vec!["list", "--json", "--limit", "100000"];
+        if !only_exceptions {
+            args.push("--all");
+        }
+        let v: serde_json::Value = serde_json::from_str(&self.settle(&args)).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                (
+                    o["key"].as_str().unwrap().to_string(),
+                    (
+                        o["state"].as_str().unwrap().to_string(),
+                        o["reference"].as_str().map(str::to_string),
+                    ),
+                )
+            })
+            .collect()
+    }
+
     pub fn settle(&self, args: &[&str]) -> String {
         let out = Command::new(env!("CARGO_BIN_EXE_settle"))
             .arg("--db")
