@@ -174,8 +174,7 @@ async fn answer(
         let mut r = held::conflict(&key)
             .with_state(OpState::Conflict)
             .into_response();
-        r.headers_mut()
-            .insert("settle-state", HeaderValue::from_static("conflict"));
+        held::mark_state(&mut r, OpState::Conflict, false);
         return Ok(r);
     }
     let (n, view) = match started_attempt(&caller, &key, started).await? {
