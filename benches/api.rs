@@ -1,4 +1,4 @@
-//! `cargo bench --bench api`: the HTTP API (SPEC 20) against the library it stands on, on SQLite,
+//! `cargo bench --bench api`: the HTTP API (manual: The HTTP API) against the library it stands on, on SQLite,
 //! or on PostgreSQL with SETTLE_BENCH_DB=postgres://... (fresh databases, dropped afterwards).
 //!
 //! Reports, measured in this one run:

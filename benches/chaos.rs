@@ -1,4 +1,4 @@
-//! `cargo bench --bench chaos`: the chaos run of SPEC 23 (see `tests/common/chaos.rs`).
+//! `cargo bench --bench chaos`: the chaos run of the manual's Proof under faults (see `tests/common/chaos.rs`).
 //!
 //! SETTLE_CHAOS_SEED (default 1), SETTLE_CHAOS_OPS (default 10,000 operations at least, a run of the
 //! README's script for every 30), SETTLE_CHAOS_DB=sqlite|postgres (default sqlite;

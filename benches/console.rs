@@ -5,8 +5,8 @@
 //!
 //! Reports: start to first frame and to first data frame; p50/p99 from keystroke to the redrawn
 //! frame (target p99 within one 60 Hz frame, 16.7 ms) and to the frame with the key's data, for
-//! `j`, `G`, `/` filter typing (a word, and three of SPEC 12's qualifiers), view 6's review and its windows
-//! (SPEC 18: its data within 1 s) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
+//! `j`, `G`, `/` filter typing (a word, and three of the qualifiers (manual: The filter)), view 6's review and its windows
+//! (manual: The review: its data within 1 s) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
 
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,7 @@ async fn child(url: &str, started: Instant) {
         }
         typing.push(key(KeyCode::Esc));
     }
-    // SPEC 12's qualifiers, three of them, typed key by key (each key narrows the list)
+    // the qualifiers (manual: The filter), three of them, typed key by key (each key narrows the list)
     let mut qualifiers = Vec::new();
     for _ in 0..3 {
         qualifiers.push(key(KeyCode::Char('/')));
@@ -85,7 +85,7 @@ async fn child(url: &str, started: Instant) {
         ),
         ("/typing", typing),
         ("/3-qualifiers", qualifiers),
-        // view 6 (SPEC 18): its frame at once, its data (the review) within a second
+        // view 6 (manual: The review): its frame at once, its data (the review) within a second
         (
             "review-6]]]",
             (0..5)

@@ -263,7 +263,7 @@ async fn main() {
             let n = if latency == "0s" { n } else { n / 10 };
             let p = plain(&base, n, concurrency).await;
             let d = dispatched(&base, n, concurrency).await;
-            // SPEC's targets at a real API's latency; an instant destination shows settle's own cost
+            // The manual's targets at a real API's latency; an instant destination shows settle's own cost
             let target = match (latency, backend) {
                 ("50ms", "PostgreSQL") => 0.8,
                 ("50ms", _) => 0.9,
@@ -274,7 +274,7 @@ async fn main() {
                 d / p
             );
             if backend == "PostgreSQL" && latency != "0s" {
-                // PostgreSQL beside SQLite in this run (SPEC's goal at 50 ms, 256: >= 0.8x): three
+                // PostgreSQL beside SQLite in this run (the manual's goal at 50 ms, 256: >= 0.8x): three
                 // of each, in turn, and the ratio of the medians
                 let (mut pg, mut lite) = (vec![d], Vec::new());
                 for i in 0..5 {

@@ -1,4 +1,4 @@
-//! `cargo bench --bench gateway`: the gateway (SPEC 21) against the destination it stands in
+//! `cargo bench --bench gateway`: the gateway (manual: The gateway) against the destination it stands in
 //! front of, on SQLite, or on PostgreSQL with SETTLE_BENCH_DB=postgres://... (a fresh database,
 //! dropped afterwards).
 //!

@@ -1,4 +1,4 @@
-//! `cargo bench --bench incident`: incident mode (SPEC 16) at SETTLE_BENCH_OPS operations
+//! `cargo bench --bench incident`: incident mode (manual: Incidents) at SETTLE_BENCH_OPS operations
 //! (default 1,000,000; a tenth of them exceptions, half of those unknown) on SQLite, or on
 //! PostgreSQL with SETTLE_BENCH_DB=postgres://... (a fresh database, dropped afterwards).
 //!
@@ -8,8 +8,8 @@
 //!   2. a bulk close of 10,000 items against plain SQL doing the same per item (a compare-and-set
 //!      UPDATE and an event INSERT, 200 items a transaction): throughput ratio (target >= 0.5x);
 //!   3. the tab counts and the header's numbers (target <= 50 ms);
-//!   4. a metrics scrape (SPEC 17; target <= 100 ms);
-//!   5. the review after a release (SPEC 18: `settle report` and view 6's data) over 7 and 30
+//!   4. a metrics scrape (manual: Running settle for a team; target <= 100 ms);
+//!   5. the review after a release (manual: The review: `settle report` and view 6's data) over 7 and 30
 //!      days, with the 60,000 closed by 2. resolved in the window (target <= 1 s).
 
 use std::time::{Duration, Instant};
@@ -223,7 +223,7 @@ async fn main() {
         ms(median(counts))
     );
 
-    // 4. a metrics scrape (SPEC 17: cheap enough every 15 s)
+    // 4. a metrics scrape (manual: Running settle for a team: cheap enough every 15 s)
     let mut scrapes = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -236,7 +236,7 @@ async fn main() {
         ms(median(scrapes))
     );
 
-    // 5. the review (SPEC 18: the report and view 6's data within a second)
+    // 5. the review (manual: The review: the report and view 6's data within a second)
     for days in [7u64, 30] {
         let mut runs = Vec::new();
         let mut review = None;

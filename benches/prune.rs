@@ -1,4 +1,4 @@
-//! `cargo bench --bench prune`: a prune beside a running dispatcher (SPEC 22), on SQLite, or on
+//! `cargo bench --bench prune`: a prune beside a running dispatcher (manual: Retention and the archive), on SQLite, or on
 //! PostgreSQL with SETTLE_BENCH_DB=postgres://... (a fresh database, dropped afterwards).
 //!
 //! SETTLE_BENCH_OPS terminal operations (default 100,000; the target is stated at 1,000,000)

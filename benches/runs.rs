@@ -1,4 +1,4 @@
-//! `cargo bench --bench runs`: runs (SPEC 19) at SETTLE_BENCH_RUNS runs of three steps (default
+//! `cargo bench --bench runs`: runs (manual: Runs) at SETTLE_BENCH_RUNS runs of three steps (default
 //! 1,000,000 runs: 3,000,000 operations), one in a hundred stalled after its first step (10,000),
 //! on SQLite, or on PostgreSQL with SETTLE_BENCH_DB=postgres://... (a fresh database, dropped
 //! afterwards).

@@ -1,4 +1,4 @@
-//! `cargo bench --bench serve`: `settle serve` (SPEC 17) at SETTLE_BENCH_OPS operations (default
+//! `cargo bench --bench serve`: `settle serve` (manual: Running settle for a team) at SETTLE_BENCH_OPS operations (default
 //! 1,000,000; a tenth of them exceptions) on SQLite, or on PostgreSQL with
 //! SETTLE_BENCH_DB=postgres://... (a fresh database, dropped afterwards). The real binary and
 //! OpenSSH's `ssh` over loopback.

@@ -6,7 +6,7 @@ pub enum Error {
     #[error("{0}")]
     Refused(String),
     /// Not this actor's to do or to read: an automation outside its workflows, or asking for a
-    /// staff action (SPEC 20). Exit 3, as a refusal; 403 over HTTP.
+    /// staff action (manual: The HTTP API). Exit 3, as a refusal; 403 over HTTP.
     #[error("{0}")]
     Forbidden(String),
     /// No operation (or workflow) with that name.
@@ -28,7 +28,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
-    /// The process exit code the SPEC gives this error.
+    /// The process exit code the manual gives this error.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Invalid(_) | Error::Unstorable(_) => 2,

@@ -1,4 +1,4 @@
-//! Metrics for on-call alerting (SPEC 17): Prometheus text at `/metrics` and `/healthz`, from
+//! Metrics for on-call alerting (manual: Running settle for a team): Prometheus text at `/metrics` and `/healthz`, from
 //! the counters schema 8 keeps and first entries of the exceptions' index, so a scrape stays cheap at
 //! a million operations. `settle serve --metrics ADDR` serves [`router`].
 
@@ -60,7 +60,7 @@ pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
     family(
         &mut out,
         "settle_runs_stalled",
-        "Runs stalled between steps now, by workflow (SPEC 19).",
+        "Runs stalled between steps now, by workflow.",
     );
     for (workflow, n, _) in ledger.stalled_counts().await? {
         let _ = writeln!(

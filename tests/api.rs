@@ -1,5 +1,5 @@
-//! The HTTP API (SPEC 20) as an automation meets it: the real `settle serve --http` on SQLite and
-//! PostgreSQL, every answer of SPEC 20's table and every refusal with the one error object, who
+//! The HTTP API (manual: The HTTP API) as an automation meets it: the real `settle serve --http` on SQLite and
+//! PostgreSQL, every answer of the table (manual: The HTTP API) and every refusal with the one error object, who
 //! the events name, and what never shows (the token).
 
 mod common;
@@ -73,7 +73,7 @@ fn intent(key: &str, workflow: &str) -> String {
     .to_string()
 }
 
-/// Every row of SPEC 20's table, in the order a script meets them.
+/// Every row of the table (manual: The HTTP API), in the order a script meets them.
 async fn every_answer_of_the_table(db: &TestDb) {
     let s = ApiServer::start(&db.url, "");
     let b = &s.base;

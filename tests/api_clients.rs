@@ -1,4 +1,4 @@
-//! Clients of the HTTP API that are not ours (SPEC 20): the README's Python (standard library
+//! Clients of the HTTP API that are not ours (manual: The HTTP API): the README's Python (standard library
 //! only) and `curl` recipes run as they stand against the real `settle serve --http` and `settle
 //! sim` destinations, counted at the destinations; the OpenAPI document checked by the
 //! `openapi-spec-validator` package and probed route by route; HTTPS with a certificate of its
@@ -314,7 +314,7 @@ async fn the_openapi_document_is_valid_and_every_route_answers() {
             probed += 1;
         }
     }
-    // SPEC 20's nine routes (ten methods) and the gateway's four methods
+    // the nine (manual: The HTTP API) routes (ten methods) and the gateway's four methods
     assert_eq!(probed, 14);
 }
 

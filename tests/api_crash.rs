@@ -1,4 +1,4 @@
-//! Crash safety of the HTTP API (SPEC 20): `settle serve --http` killed with SIGKILL while 64
+//! Crash safety of the HTTP API (manual: The HTTP API): `settle serve --http` killed with SIGKILL while 64
 //! clients write record, start and attempt; after a restart every write that got a 2xx is in
 //! the ledger, and a client that got no answer repeats its request with the same key and gets
 //! the answer the ledger's state gives (never a second attempt). Both backends.

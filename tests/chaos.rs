@@ -1,4 +1,4 @@
-//! The short chaos run of SPEC 23 in CI, on both backends (issue 29): a few hundred operations
+//! The short chaos run of the manual's Proof under faults in CI, on both backends: a few hundred operations
 //! under every fault at once (see `common/chaos.rs`), then every invariant checked against the
 //! destinations' own records. The long run is `cargo bench --bench chaos` (README).
 

@@ -1,4 +1,4 @@
-//! SPEC 23's checker (tests/common/checker.rs) shown to catch each violation it is for: a clean
+//! the checker (manual: Proof under faults) (tests/common/checker.rs) shown to catch each violation it is for: a clean
 //! run checks clean; then, one at a time, a second task at a destination that does not
 //! deduplicate, a reference that is not the task's, a `failed` operation whose task exists, a
 //! missing event, a counter off by one and an `unknown` whose answer settle saw are planted, and the checker names each one's key.

@@ -32,7 +32,7 @@ fn raw_sql(url: &str, statements: &[&str]) {
         });
 }
 
-/// A bad-input case: the SPEC's exit code, one line on stderr, no panic.
+/// A bad-input case: the manual's exit code, one line on stderr, no panic.
 fn one_line(r: &Run, code: i32, what: &str) {
     assert_eq!(r.code, code, "{what}: stderr {:?}", r.stderr);
     assert_eq!(
@@ -598,7 +598,7 @@ fn ingest_reports_lines_and_is_idempotent_through_the_binary() {
     }
 }
 
-/// SPEC 16 through the binary: `--where` chooses the set, `--dry-run --json` previews it and
+/// The manual's Incidents through the binary: `--where` chooses the set, `--dry-run --json` previews it and
 /// changes nothing, a bulk action without a terminal needs `--yes`, and with it each eligible
 /// item is acted on while one held by another is left alone (exit 3, said in the summary).
 #[test]
@@ -727,7 +727,7 @@ fn bulk_actions_through_the_cli() {
 
 /// A claim term reaches past the exception queue: a claim holds automation off a `pending` or
 /// `retry_wait` item too, so `release --where claimed:me` at the end of a shift must find it (the
-/// chaos run of issue 29 left such a claim behind, and with it an operation nobody retried).
+/// chaos run the chaos run left such a claim behind, and with it an operation nobody retried).
 #[test]
 fn a_claim_filter_finds_claims_on_items_that_are_not_exceptions() {
     let db = common::sqlite();
@@ -783,7 +783,7 @@ fn a_claim_filter_finds_claims_on_items_that_are_not_exceptions() {
     assert!(keys(&["list", "--json", "--where", "claimed:any"]).is_empty());
 }
 
-/// `list --csv` (SPEC 16): a header, a row per operation, quoted where needed, and no cell a
+/// `list --csv` (manual: Incidents): a header, a row per operation, quoted where needed, and no cell a
 /// spreadsheet would run as a formula.
 #[test]
 fn list_as_csv() {
@@ -840,7 +840,7 @@ fn list_as_csv() {
     );
 }
 
-/// `reconcile --from FILE` (SPEC 16): the destination's records as CSV or JSON lines; the preview
+/// `reconcile --from FILE` (manual: Incidents): the destination's records as CSV or JSON lines; the preview
 /// says per line what will happen; unknown keys and items in the wrong state are reported, not
 /// applied; a malformed line is named and left out (exit 2), the rest applied.
 #[test]
@@ -944,7 +944,7 @@ fn reconcile_from_the_destinations_records() {
     assert!(r.stdout.contains("reconcile: 1 done"), "{}", r.stdout);
 }
 
-/// `settle report` (SPEC 18): the JSON document's fields, the text a person pastes, and a bad
+/// `settle report` (manual: The review): the JSON document's fields, the text a person pastes, and a bad
 /// window refused in one line.
 #[test]
 fn the_report_says_what_the_review_holds() {
@@ -1015,7 +1015,7 @@ fn the_report_says_what_the_review_holds() {
     }
 }
 
-/// Issue 23, acceptance 6: the command line is its own reference. `settle completions bash` is
+/// the command line is its own reference. `settle completions bash` is
 /// a script bash accepts; `settle man` renders; `list --limit N` stops at N rows; a global option
 /// given to a command it means nothing to is one clear line.
 #[test]

@@ -94,7 +94,7 @@ async fn recording_is_idempotent_and_a_conflict_keeps_both(db: &TestDb) {
     assert_eq!(d.op.next_attempt_at, None, "a conflict is never replayed");
 }
 
-/// SPEC 5: `close --resolution superseded` needs a key that exists; nothing changes otherwise.
+/// Staff actions: `close --resolution superseded` needs a key that exists; nothing changes otherwise.
 async fn a_superseding_key_must_exist(db: &TestDb) {
     let l = ledger(db).await;
     for k in ["old-1", "new-1"] {
@@ -496,7 +496,7 @@ async fn ingesting_twice_changes_nothing(db: &TestDb) {
     );
 }
 
-/// SPEC 3: the sweep treats an interrupted attempt as an unknown outcome: at a destination that
+/// States: the sweep treats an interrupted attempt as an unknown outcome: at a destination that
 /// deduplicates (projects) it goes to `retry_wait`, elsewhere to `unknown` (interrupted), whose
 /// next step is a lookup where the destination has one (crm), else a person's reconcile (sms).
 async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
@@ -564,7 +564,7 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     );
 }
 
-/// SPEC 19: a run's state from its operations and its declared steps, as the clock moves:
+/// Runs: a run's state from its operations and its declared steps, as the clock moves:
 /// running inside the gap, stalled past it (naming the step it stopped after and the missing
 /// one), running again, blocked on an unknown, done once reconciled.
 async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
@@ -844,7 +844,7 @@ fn transient(key: &str) -> Finished {
     }
 }
 
-/// SPEC 6's budget is per destination, kept in the database: two dispatchers (two ledgers on one
+/// the budget (manual: Automatic retries) is per destination, kept in the database: two dispatchers (two ledgers on one
 /// database) draw on the same 500 tokens; a retry costs 5; an empty budget leaves the operation
 /// in `retry_wait` without holding up first attempts; time refills it; a first-try success
 /// refunds one token.
@@ -882,7 +882,7 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     assert_eq!(by_b.started.len(), 40, "500 / 5 = 100 retries in all");
     assert_eq!(by_b.waiting_for_budget.len(), 20);
     assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
-    // a script's start (SPEC 11) follows the same budget: the retry waits
+    // a script's start (manual: The protocol) follows the same budget: the retry waits
     let refused = a
         .start_attempt(&by_b.waiting_for_budget[0], "script")
         .await
@@ -1137,7 +1137,7 @@ async fn two_dispatchers_never_start_one_operation_twice(db: &TestDb) {
     );
 }
 
-/// A script's `start` keeps to the stopping threshold as a round does (SPEC 7 and 11): with
+/// A script's `start` keeps to the stopping threshold as a round does (manual: The stopping threshold, The protocol): with
 /// `unresolved = 3`, never more attempts running than could become the exceptions still short of
 /// the limit.
 async fn a_callers_start_keeps_to_the_stopping_threshold(db: &TestDb) {
@@ -1178,7 +1178,7 @@ async fn a_callers_start_keeps_to_the_stopping_threshold(db: &TestDb) {
     assert!(l.start_attempt("s-4", "script").await.is_err());
 }
 
-/// SPEC 12's filter through the ledger: every qualifier, negation (also of a missing claim), ages
+/// the filter (manual: The filter) through the ledger: every qualifier, negation (also of a missing claim), ages
 /// from an injected clock, and bare words, the same on both backends.
 async fn the_filter_selects_what_each_term_says(db: &TestDb) {
     let t0 = DateTime::parse_from_rfc3339("2026-11-30T08:00:00Z")
@@ -1258,7 +1258,7 @@ async fn the_filter_selects_what_each_term_says(db: &TestDb) {
     assert_eq!(keys(Scope::All, "dest:projects", "alice").await, "f-4");
 }
 
-/// SPEC 16: a bulk retry previews grouped by reason, freezes its set, re-checks each item at its
+/// Incidents: a bulk retry previews grouped by reason, freezes its set, re-checks each item at its
 /// turn (one changed meanwhile is left alone and reported), writes one event per item with one
 /// batch id (an unclaimed item claimed in that event), and a stop leaves the rest untouched.
 async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
@@ -1355,7 +1355,7 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
     assert_eq!(state(&l, "b-1").await, State::Pending);
 }
 
-/// SPEC 16's paced retry: `retry --rate 10/s` spaces the items' next attempts 100 ms apart,
+/// the paced (manual: Incidents) retry: `retry --rate 10/s` spaces the items' next attempts 100 ms apart,
 /// the first at once, each noted in its event.
 async fn a_paced_bulk_retry_spaces_the_next_attempts(db: &TestDb) {
     use std::sync::atomic::AtomicBool;
@@ -1389,7 +1389,7 @@ async fn a_paced_bulk_retry_spaces_the_next_attempts(db: &TestDb) {
     }
 }
 
-/// `S` (SPEC 13): a reversed list pages the same keyset the other way, newest first, in every
+/// `S` (manual: The console): a reversed list pages the same keyset the other way, newest first, in every
 /// direction the console moves (first, after, before, in place, last).
 async fn a_reversed_list_pages_newest_first(db: &TestDb) {
     use settle::ledger::Position;
@@ -1504,7 +1504,7 @@ async fn filter_words_never_tell_a_redacted_value(db: &TestDb) {
     assert_eq!(keys("-bounced").await, "");
 }
 
-/// SPEC 12's bare word: found in the key, workflow, step, destination, state or error, in any
+/// the bare (manual: The command line) word: found in the key, workflow, step, destination, state or error, in any
 /// case, with `%` and `_` as themselves, never across two of them (schema 15 looks for it in their
 /// text joined by spaces, through an index on both backends).
 async fn filter_words_find_each_field_and_never_across_two(db: &TestDb) {
@@ -1607,7 +1607,7 @@ async fn counts_agree_with_the_list(db: &TestDb) {
     }
 }
 
-/// SPEC 13's Activity: people's actions by default, automation's on request, by actor and kind,
+/// the Activity (manual: The console): people's actions by default, automation's on request, by actor and kind,
 /// and words matched against what is shown (a redacted value never matches).
 async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: &TestDb) {
     use settle::domain::activity_filter::ActivityFilter;
@@ -1671,7 +1671,7 @@ async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: 
     );
 }
 
-/// SPEC 13 and 8: an unknown at a destination that cannot be looked up names what to search it
+/// The console, Redaction: an unknown at a destination that cannot be looked up names what to search it
 /// by (when it was sent and the redaction hints), never a value.
 async fn a_check_at_the_destination_names_what_to_search_by(db: &TestDb) {
     let text = r#"
@@ -1701,8 +1701,8 @@ hints = true
     assert!(!next.contains("ada@") && !next.contains("900123"), "{next}");
 }
 
-/// Issue 12's acceptance 2: for every state x claim situation x destination capability x role
-/// (SPEC 17: viewer, operator, lead), the keys the console offers are exactly the actions the
+/// for every state x claim situation x destination capability x role
+/// (manual: Running settle for a team: viewer, operator, lead), the keys the console offers are exactly the actions the
 /// ledger accepts, tried one by one on a copy of the situation made afresh. Accepted means it
 /// did what the key says: a claim by its holder changes nothing, and a take-over where nobody
 /// holds a live claim is a plain claim (`c`), so neither is offered.
@@ -1818,7 +1818,7 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
                 let state = state.as_str();
                 seen.insert((state.to_string(), claim, dest));
                 for role in Role::ALL {
-                    // alice through a session of her role (SPEC 17): the rules read it
+                    // alice through a session of her role (manual: Running settle for a team): the rules read it
                     let as_role = l.for_session(Identity {
                         name: "alice".into(),
                         role,
@@ -2013,7 +2013,7 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
     check("an attempt in flight past its timeout").await;
 }
 
-/// SPEC 18's review on a known history (issue 14 acceptance 1): exceptions opened and resolved at
+/// the review on a known history: exceptions opened and resolved at
 /// chosen times, a conflict, a close as `duplicate_cleaned_up`, unknowns found by a reconcile and
 /// by a lookup, an automatic pause; every number of `report --json` (the review serialized)
 /// checked for a 7-day and a 1-day window.
@@ -2212,7 +2212,7 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     );
 }
 
-/// SPEC 17's roles, enforced in the ledger: a viewer takes no action, an operator works items
+/// the roles (manual: Running settle for a team), enforced in the ledger: a viewer takes no action, an operator works items
 /// (bulk up to `bulk_limit`) but neither takes a claim over nor pauses, a lead does all of it; a
 /// session acts under its operator's name only and its events hold the key's fingerprint.
 async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
@@ -2339,7 +2339,7 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
     assert_eq!(l.role(), Role::Lead);
 }
 
-/// SPEC 8 and 17: a lead reveals one redacted field with a reason; the `revealed` event names
+/// Redaction, Running settle for a team: a lead reveals one redacted field with a reason; the `revealed` event names
 /// the field and the reason, never the value (even when the reason repeats it); others are
 /// refused, and so is a field that is not redacted.
 async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestDb) {

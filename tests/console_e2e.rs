@@ -196,7 +196,7 @@ fn work_an_incident(db: &TestDb) {
     }
 }
 
-/// SPEC 13 at the design size, 80x24 (issue 12's acceptance 3): on an unclaimed `failed` item
+/// The manual's console at the design size, 80x24: on an unclaimed `failed` item
 /// `R`, `y` retries it, claimed and retried in one event; `C` takes over bob's claim with a
 /// reason; Activity `/actor:bob`, `Enter` opens the operation; a change by another writer is
 /// highlighted.
@@ -331,7 +331,7 @@ async fn two_consoles_on_postgres() {
 }
 
 /// The same through PgBouncer in transaction mode, where no LISTEN lasts: bob's console sees
-/// alice's claim by polling (SPEC 22).
+/// alice's claim by polling (manual: Retention and the archive).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     not(all(settle_pg, settle_pgbouncer)),
@@ -599,7 +599,7 @@ fn db_snapshot(db: &str) -> String {
     format!("{v}\n{s}")
 }
 
-/// Issue 12's acceptance 4: an outage left 300 unknowns at a destination that does not
+/// an outage left 300 unknowns at a destination that does not
 /// deduplicate (sms) and 200 at another (email). `reconcile --from` a 250-line export (some
 /// unknown keys, some in the wrong state) reports per line and applies the rest; the console at
 /// 80x24 closes every sms unknown in one go (`/dest:sms state:unknown`, `A`, `x`): the preview
@@ -774,7 +774,7 @@ async fn an_outage_worked_in_bulk_on_postgres() {
         .unwrap();
 }
 
-/// SPEC 18's view 6 on the demo's week (issue 14 acceptance 3): `6`, then `]` `]`: the title,
+/// the view 6 on the demo's week: `6`, then `]` `]`: the title,
 /// the chart and the table change with the window; `q` gives the terminal back.
 #[test]
 fn the_review_of_the_demo_week_follows_its_window() {
@@ -830,7 +830,7 @@ fn the_review_of_the_demo_week_follows_its_window() {
     );
 }
 
-/// Issue 23, acceptance 4 (the console) and 3 (the filter in the header): at 80x24, `L` asks
+/// (the console) and 3 (the filter in the header): at 80x24, `L` asks
 /// `settle sim`'s GET lookup. Found becomes succeeded with the destination's reference, absent
 /// becomes failed, no answer leaves the item as it was and says why; marked items are looked
 /// up together, their answers tallied, and reconciled one event each. With a filter on, the
@@ -999,7 +999,7 @@ async fn look_up_with_l_at_80x24_on_postgres() {
         .unwrap();
 }
 
-/// SPEC 19 at 80x24: a stalled run stands in view 1 (KEY the run, DEST the missing step);
+/// The manual's Runs at 80x24: a stalled run stands in view 1 (KEY the run, DEST the missing step);
 /// `Enter` opens it with its steps; claim, note and close of the run, each audited under the
 /// operator's name; another's claimed run refuses the close; an operation's detail pane shows
 /// its run's steps.

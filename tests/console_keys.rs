@@ -1,4 +1,4 @@
-//! Key handling on the console's app state: no terminal, no database. Each key of SPEC section
+//! Key handling on the console's app state: no terminal, no database. Each key of the manual section
 //! 13, the confirm and cancel paths of every action, and a refused action.
 
 use chrono::Utc;
@@ -216,7 +216,7 @@ fn number_keys_switch_views() {
     }
 }
 
-/// The filter the console's `/` text stands for (SPEC 12's parser).
+/// The filter the console's `/` text stands for (manual: The command line's parser).
 fn parsed(text: &str) -> settle::domain::filter::Filter {
     settle::domain::filter::Filter::parse(text).unwrap()
 }
@@ -569,7 +569,7 @@ fn q_and_ctrl_c_quit() {
     assert_eq!(fx, vec![Effect::Quit]);
 }
 
-/// SPEC 13: the tab counts are never more than a few seconds old: every refresh after a change
+/// The console: the tab counts are never more than a few seconds old: every refresh after a change
 /// asks for every count (the store keeps them as counters), and the answer replaces them all.
 #[test]
 fn every_refresh_recounts_the_tabs() {
@@ -611,7 +611,7 @@ fn every_refresh_recounts_the_tabs() {
     );
 }
 
-/// SPEC 13: the console only offers what would succeed. On an item bob holds, alice's footer
+/// The console: the console only offers what would succeed. On an item bob holds, alice's footer
 /// offers no claim, retry or close; pressing `R` asks nothing and says why and which key helps;
 /// `C` takes the claim over with a reason.
 #[test]
@@ -654,13 +654,13 @@ fn keys_offer_only_what_the_ledger_accepts_and_c_takes_over() {
             }
         ))
     );
-    // an unclaimed item: acting on it claims it (SPEC 5), so R is offered without a claim first
+    // an unclaimed item: acting on it claims it (manual: Staff actions), so R is offered without a claim first
     let app = loaded(3, false);
     assert!(app.applies(action('R').unwrap()));
     assert!(!app.applies(action('u').unwrap()), "nothing to release");
 }
 
-/// SPEC 13: close's resolutions are shown in words, and each key still picks its resolution.
+/// The console: close's resolutions are shown in words, and each key still picks its resolution.
 #[test]
 fn close_offers_its_resolutions_in_words() {
     use settle::console::app::FormStep;
@@ -694,7 +694,7 @@ fn capital_s_reverses_the_sort() {
     assert!(!app.reverse && !app.list_filter().reverse);
 }
 
-/// SPEC 13: a status line clears after a while (a result after 8 s, a refusal after 20 s),
+/// The console: a status line clears after a while (a result after 8 s, a refusal after 20 s),
 /// so it never goes stale.
 #[test]
 fn status_lines_expire() {

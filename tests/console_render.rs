@@ -439,7 +439,7 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     let help = render(&app, 80, 24);
     assert!(help.contains("open the event's operation"), "{help}");
     assert!(!help.contains("release your claim"), "{help}");
-    // a viewer's help lists no action key, an operator's no lead's key (SPEC 17)
+    // a viewer's help lists no action key, an operator's no lead's key (manual: Running settle for a team)
     let mut app = console(&f, "alice").await;
     app.role = settle::domain::Role::Viewer;
     press(&mut app, &f, key('?')).await;
@@ -551,7 +551,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         .staff("sec-1", bob, StaffAction::Claim { force_reason: None })
         .await
         .unwrap();
-    // settle refuses such names, but automations may write the ledger with plain SQL (SPEC 1),
+    // settle refuses such names, but automations may write the ledger with plain SQL (manual: the manual),
     // and a database may hold rows from before: the console must still show them escaped
     {
         let mut c = common::Raw::connect(&db.url).await;
@@ -605,7 +605,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
         "the error text",
         "api_key=[redacted] \\x1b]0;owned\\x07\\x1b[2J \\x9b31m \\u{202e}evil",
     );
-    // the note, in the detail's notes line (SPEC 13: before the attempts and the payload)
+    // the note, in the detail's notes line (manual: The console: before the attempts and the payload)
     shown(
         "the note",
         &format!("bob: called [redacted] at [redacted] {hostile_escaped}"),
@@ -624,7 +624,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     }
 }
 
-/// A paused destination (SPEC 11a: paused by an `auth` answer, or by hand) shows in the header
+/// A paused destination (manual: Destinations: paused by an `auth` answer, or by hand) shows in the header
 /// beside the paused workflows, spelled as the filter spells it, and its pause in Activity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_destination_shows_in_the_header_and_the_activity() {
@@ -659,7 +659,7 @@ async fn a_paused_destination_shows_in_the_header_and_the_activity() {
     );
 }
 
-/// SPEC 13: 80x24 is the design size. The header keeps every element (abbreviated, never
+/// The console: 80x24 is the design size. The header keeps every element (abbreviated, never
 /// dropped) and every list row shows age, state, destination and key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
@@ -715,7 +715,7 @@ async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
     assert!(tabs.contains("[1 Exc "), "{tabs}");
 }
 
-/// SPEC 13: the detail pane puts first what a person acts on (next step, state, error, claim,
+/// The console: the detail pane puts first what a person acts on (next step, state, error, claim,
 /// notes, resolution), then the attempts, then the payload, then the history; scrolling stops at
 /// its end instead of running into a blank pane.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -741,7 +741,7 @@ async fn the_detail_pane_leads_with_what_to_act_on_and_scrolls_to_its_end() {
     );
 }
 
-/// SPEC 13: a filter that is on says so in the header, with how many of the view it keeps.
+/// The console: a filter that is on says so in the header, with how many of the view it keeps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filter_shows_in_the_header_with_n_of_m() {
     let f = incident().await;
@@ -765,7 +765,7 @@ async fn a_filter_shows_in_the_header_with_n_of_m() {
         header.contains(&format!("filter: dest:crm {crm} of {total}")),
         "{header}"
     );
-    // at 80x24 too, the filter itself stays (issue 23): the rest abbreviates first
+    // at 80x24 too, the filter itself stays: the rest abbreviates first
     let narrow = render(&app, 80, 24);
     let header = narrow.lines().next().unwrap();
     assert!(
@@ -796,7 +796,7 @@ async fn type_text(app: &mut App, f: &Fixture, text: &str) {
     }
 }
 
-/// SPEC 13: the detail pane can be shown full-screen, and the filter that is on is drawn.
+/// The console: the detail pane can be shown full-screen, and the filter that is on is drawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_of_the_full_screen_detail_and_an_active_filter() {
     let f = incident().await;
@@ -827,7 +827,7 @@ async fn snapshots_of_the_full_screen_detail_and_an_active_filter() {
     insta::assert_snapshot!("filter_active_80x24", render(&app, 80, 24));
 }
 
-/// SPEC 16 in the console: `A` marks the whole matching set, an action key freezes it and shows
+/// The manual's Incidents in the console: `A` marks the whole matching set, an action key freezes it and shows
 /// the ledger's preview grouped by reason; `y` acts on each eligible item (one event each, one
 /// batch id), a progress bar counts, and what another holds is left alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -923,7 +923,7 @@ async fn marks_a_bulk_preview_and_its_progress() {
     }
 }
 
-/// SPEC 13: Activity is a list like the others: people's actions by default (`a` adds
+/// The console: Activity is a list like the others: people's actions by default (`a` adds
 /// automation's), `/actor:bob` filters, rows are selectable, `Enter` opens the operation, and the
 /// detail reads as words, not JSON.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -976,7 +976,7 @@ async fn activity_filters_by_actor_and_opens_the_operation() {
     );
 }
 
-/// SPEC 13: a change by another writer shows within the poll, without moving the selection, and
+/// The console: a change by another writer shows within the poll, without moving the selection, and
 /// the changed row is highlighted briefly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_by_another_writer_is_highlighted() {
@@ -1011,7 +1011,7 @@ async fn a_change_by_another_writer_is_highlighted() {
     );
 }
 
-/// SPEC 16: `Esc` stops a bulk action between two items: what is done stays done, the rest is
+/// Incidents: `Esc` stops a bulk action between two items: what is done stays done, the rest is
 /// untouched, and the summary says which.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn esc_stops_a_bulk_action_between_items() {
@@ -1058,7 +1058,7 @@ async fn esc_stops_a_bulk_action_between_items() {
     assert_eq!(app.marks.len(), marked, "what was not reached stays marked");
 }
 
-/// SPEC 17 in the console: a viewer's footer and help offer no action key and pressing one
+/// The manual's Running settle for a team in the console: a viewer's footer and help offer no action key and pressing one
 /// changes nothing; an operator is offered neither `P` nor `C`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_footer_offers_only_what_the_role_allows() {
@@ -1116,7 +1116,7 @@ async fn the_footer_offers_only_what_the_role_allows() {
     }
 }
 
-/// SPEC 8 in the console: a lead focuses the detail pane, `v`, picks a redacted field, gives a
+/// The manual's Redaction in the console: a lead focuses the detail pane, `v`, picks a redacted field, gives a
 /// reason, confirms: the value shows on that pane only, and goes when the pane closes; an
 /// operator is told it is a lead's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1194,7 +1194,7 @@ fn render_colours(app: &App, w: u16, h: u16) -> String {
     out
 }
 
-/// SPEC 18's view 6 (issue 14 acceptance 2): the review at 80x24 and 160x48, its colours (and
+/// the view 6: the review at 80x24 and 160x48, its colours (and
 /// the plain text NO_COLOR gives: every `render` here is without colour), the window keys, and
 /// the review following a workflow filter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1214,7 +1214,7 @@ async fn snapshots_of_the_review() {
     let colours = render_colours(&app, 80, 24);
     assert!(!colours.is_empty(), "the bars and tables have colours");
     insta::assert_snapshot!("review_80x24_colours", colours);
-    // j scrolls the tables (SPEC 18: they may hold more than 80x24 fits), k back
+    // j scrolls the tables (manual: The review: they may hold more than 80x24 fits), k back
     press(&mut app, &f, key('j')).await;
     let scrolled = render(&app, 80, 24);
     assert!(scrolled.contains("workflow (↑1)"), "{scrolled}");
@@ -1253,7 +1253,7 @@ async fn snapshots_of_the_review() {
     insta::assert_snapshot!("review_onboarding_80x24", text);
 }
 
-/// SPEC 13: a refusal is shown whole, wrapped: at 80x24 a status too long for its line takes the
+/// The console: a refusal is shown whole, wrapped: at 80x24 a status too long for its line takes the
 /// footer's line too, until it clears.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_refusal_is_shown_whole_at_80x24() {

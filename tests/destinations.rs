@@ -1,5 +1,5 @@
-//! The example destinations of `assets/destinations/` (SPEC 11a), each drilled against `settle
-//! sim` through the real binary on both backends (issue 11, acceptance 3 and 4): the header
+//! The example destinations of `assets/destinations/` (manual: Destinations), each drilled against `settle
+//! sim` through the real binary on both backends: the header
 //! secret is sent and never kept, a wrong one pauses the destination without losing anything, a
 //! form body arrives as Stripe would read it, the reference comes from the configured pointer,
 //! a lookup settles an unknown, and the simulator holds one task per operation.
@@ -112,7 +112,7 @@ fn task_as(sim: &Sim, key: &str, auth: &str) -> Value {
     .unwrap()
 }
 
-/// Acceptance 4: the secrets appear in no output, the log, `show`, `list` or the database.
+/// The secrets appear in no output, the log, `show`, `list` or the database.
 fn secrets_kept_nowhere(d: &Drill, keys: &[&str], outputs: &[&str]) {
     let mut seen: Vec<String> = outputs.iter().map(|s| s.to_string()).collect();
     seen.push(std::fs::read_to_string(d.config.with_extension("log")).unwrap_or_default());
@@ -385,7 +385,7 @@ on_both!(
 );
 on_both!(twilio_like, twilio_like_on_sqlite, twilio_like_on_postgres);
 
-/// A create answered `204 No Content` (SPEC 11a: any 2xx is accepted; with no body there is no
+/// A create answered `204 No Content` (manual: Destinations: any 2xx is accepted; with no body there is no
 /// reference): done, sent once, through the real binary.
 #[test]
 fn a_204_answer_is_accepted_without_a_reference() {

@@ -1,4 +1,4 @@
-//! The recovery drills (issue 4): the real binary, the real simulator and a real database,
+//! The recovery drills: the real binary, the real simulator and a real database,
 //! counting the destination's actual business records, not the ledger's green ticks.
 
 mod common;
@@ -249,7 +249,7 @@ fn wait_for(what: &str, ok: impl FnMut() -> bool) {
     common::wait_until(what, Duration::from_secs(20), ok)
 }
 
-/// Interruption during recovery (issue 23, acceptance 3; SPEC 3): a dispatcher is killed with
+/// Interruption during recovery (the manual's States): a dispatcher is killed with
 /// SIGKILL while attempts are in flight at a deduplicating destination, at one with a lookup and
 /// at one with neither; each destination made the task, then answered late. Another dispatcher,
 /// running meanwhile, settles the first two kinds by itself: a retry with the same key that the
@@ -414,7 +414,7 @@ async fn drill_4_kill_9_while_attempts_are_in_flight_on_postgres() {
         .unwrap();
 }
 
-/// The late-answer drill (issue 23, acceptance 2; SPEC 6): at a deduplicating destination whose
+/// The late-answer drill (the manual's Automatic retries): at a deduplicating destination whose
 /// first answer comes late (2.5 s, after the client gave up at 1 s), every repeat meanwhile gets
 /// `409` (the first request with this key is still running). The attempts after a 409 wait at
 /// least the destination's timeout, so a short policy (base 100 ms, cap 1 s, 6 attempts) is not
@@ -637,7 +637,7 @@ async fn drill_6b_soak_without_dedupe_on_postgres() {
     .unwrap();
 }
 
-/// Drill 7 (SPEC 11, issue 11's acceptance 1b): a script that follows the protocol is killed
+/// Drill 7 (manual: The protocol, b): a script that follows the protocol is killed
 /// with -9 after `start` and after the destination received its request, before `attempt`. The
 /// operation is not left `pending` (which a dispatcher would send again): past the attempt
 /// timeout it is an exception, swept to `unknown` (interrupted), listed, and never sent again at a
@@ -738,7 +738,7 @@ const STEPS: [(&str, &str); 3] = [
     ("welcome-sms", "sms"),
 ];
 
-/// Drill 9 (SPEC 19): the README's three-step Python automation killed with SIGKILL at every
+/// Drill 9 (manual: Runs): the README's three-step Python automation killed with SIGKILL at every
 /// call to settle in turn (before it and after it: every protocol line), then rerun, against
 /// three `settle sim --no-dedupe` destinations (none deduplicates, none can be looked up). A kill
 /// outside an attempt: the rerun finishes the run. A kill between start and report: the rerun

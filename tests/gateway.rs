@@ -1,5 +1,5 @@
-//! The gateway (SPEC 21) as an automation tool meets it: the real `settle serve --http` in front
-//! of real `settle sim`s that do not deduplicate, on SQLite and PostgreSQL. Every row of SPEC
+//! The gateway (manual: The gateway) as an automation tool meets it: the real `settle serve --http` in front
+//! of real `settle sim`s that do not deduplicate, on SQLite and PostgreSQL. Every row of the manual
 //! 21's table, counted at the simulators: a repeat reaches a destination only where the table
 //! says it may. And the credentials: the destination's secret comes from settle's environment,
 //! the tool's token never travels, and neither shows in an answer, a log line or an event.
@@ -183,7 +183,7 @@ fn task(title: &str, fault: Option<&str>) -> Value {
     v
 }
 
-/// Acceptance 1 and 2: every row of SPEC 21's table, counted at the simulators, then where the
+/// Every row of the table (manual: The gateway), counted at the simulators, then where the
 /// secrets went.
 async fn every_row_of_the_table(db: &TestDb) {
     let sims = sims();
@@ -577,7 +577,7 @@ async fn bad_requests(s: &ApiServer) {
     assert!(!listed.contains("gw-x"), "nothing recorded: {listed}");
 }
 
-/// Acceptance 2: the destination got its secret from settle's environment and never the tool's
+/// The destination got its secret from settle's environment and never the tool's
 /// token; neither is in an answer, the log, an event or a stored attempt.
 async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
     let t = json_of(

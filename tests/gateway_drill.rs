@@ -1,4 +1,4 @@
-//! The blind-retry drill (issue 27, acceptance 3): a client that retries every error and timeout
+//! The blind-retry drill: a client that retries every error and timeout
 //! five times at once, as an automation tool's "retry on fail" does, sends 500 operations
 //! through the gateway to a `settle sim --no-dedupe` with 20% seeded faults (drop, late, error).
 //! Counted at the simulator: at most one task per key. Every key is succeeded, with the client

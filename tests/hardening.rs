@@ -1,4 +1,4 @@
-//! What a hostile destination, file or person can do to settle (issue 9): nothing they send can
+//! What a hostile destination, file or person can do to settle: nothing they send can
 //! stop, crash or leak it. The real binary, the real simulator, both databases.
 
 mod common;
@@ -585,7 +585,7 @@ fn nothing_forges_a_log_line() {
     assert!(log.lines().count() <= 2 * 10, "{log}");
 }
 
-// 6. --json escapes every character class of SPEC 12.
+// 6. --json escapes every character class of the manual's command line.
 
 #[test]
 fn json_output_escapes_every_hostile_character() {
@@ -752,7 +752,7 @@ async fn stopping_threshold_at_concurrency_8(db: &TestDb) {
     blocking(db, threshold_drills_concurrent).await;
 }
 
-/// Issue 23, acceptance 5 (SPEC 14, 8): a payload over `max_payload` (300 KiB against 256 KiB)
+/// (manual: Configuration, Redaction): a payload over `max_payload` (300 KiB against 256 KiB)
 /// is refused by `record`, by `ingest` (its line, the others kept) and by the library, each with
 /// its size and the limit, and nothing of it is stored; a 100 MB line is read past, never held.
 /// A payload whose keys are themselves redacted (emails as keys) shows every field.

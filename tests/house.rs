@@ -1,4 +1,4 @@
-//! The house as it is left (issue 24): reads `src/` and fails on a file over 400 lines, a
+//! The house as it is left: reads `src/` and fails on a file over 400 lines, a
 //! function over 100 lines, a circle of imports between files, or a product room that names a
 //! tool. Cheaper than a review, and it says exactly where.
 //!

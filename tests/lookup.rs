@@ -1,6 +1,6 @@
-//! Lookups (issue 23; SPEC 11a and 16): a lookup is evidence only when it names the operation,
+//! Lookups (the manual's Destinations, Incidents): a lookup is evidence only when it names the operation,
 //! "absent" only from a 404 or a 2xx without the value, and `failed` ("confirmed not done") only
-//! from a real absent. Against a destination written from the SPEC (every answer scripted) and
+//! from a real absent. Against a destination written from the manual (every answer scripted) and
 //! against `settle sim`, on both backends.
 
 mod common;
@@ -76,7 +76,7 @@ fn record(d: &common::Drill, key: &str) {
     ]);
 }
 
-/// Acceptance 1: for every kind of lookup answer the state SPEC 11a gives.
+/// For every kind of lookup answer the state the manual's Destinations gives.
 fn every_kind_of_lookup_answer(db: &TestDb) {
     let crm = scripted_crm();
     let d = common::drill_with(&db.url, &crm_config(&crm.base));
@@ -227,7 +227,7 @@ fn unknowns(d: &common::Drill, dest: &str, prefix: &str, n: usize) -> Vec<String
     keys
 }
 
-/// Acceptance 4 (the command line): `settle lookup` against `settle sim`'s GET lookup. Found
+/// The command line: `settle lookup` against `settle sim`'s GET lookup. Found
 /// becomes succeeded with the destination's reference, absent becomes failed, no answer leaves
 /// the item as it was and says why; a bulk lookup of 200 with `--rate` previews (what it leaves
 /// alone, by reason), paces, and writes one event per item naming the lookup, one batch for all.

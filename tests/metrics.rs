@@ -1,4 +1,4 @@
-//! SPEC 17's metrics: the Prometheus text parsed as a scraper would, its gauges equal to what
+//! the metrics (manual: Running settle for a team): the Prometheus text parsed as a scraper would, its gauges equal to what
 //! `stats` says on the same database (both backends); `/healthz` 503 while PostgreSQL is cut
 //! off and 200 after.
 

@@ -1,4 +1,4 @@
-//! The model-based test of SPEC 23 (issue 29): a plain reference model of sections 3-7 beside the
+//! The model-based test of the manual's Proof under faults: a plain reference model of the states, safe next steps, staff actions, retries and threshold beside the
 //! real ledger, on both backends.
 //!
 //! Random sequences of record (the same or changed contents), start, attempt outcomes (accepted,
@@ -17,7 +17,7 @@
 //! the retry budget (500 tokens, refilled 5 a second: every sequence starts two days after the
 //! last, full), the stopping threshold (its own conformance test), runs and roles. The backoff's
 //! jitter is the one thing the model does not choose: it takes the drawn time from the ledger once
-//! a retry is scheduled, after checking it lies within the full-jitter window (SPEC 6: from the
+//! a retry is scheduled, after checking it lies within the full-jitter window (manual: Automatic retries: from the
 //! outcome to at most `min(cap, base * 2^n)` later). The clock moves by 1 min, 10 min or 20 h,
 //! more than any window here (32 s), so the draw matters only to a start at the same instant.
 
@@ -176,7 +176,7 @@ impl Model {
         }
     }
 
-    /// Applies `cmd` to the model (SPEC 3-7): what it says of it.
+    /// Applies `cmd` to the model (manual: States, The stopping threshold): what it says of it.
     fn apply(&mut self, cmd: Cmd) -> Said {
         let now = self.now;
         match cmd {
@@ -378,7 +378,7 @@ impl Model {
         Said::Done
     }
 
-    /// The safe next step's kind as SPEC 4 gives it, for a viewer who holds no claim.
+    /// The safe next step's kind as the manual's safe next step gives it, for a viewer who holds no claim.
     fn next_step(&self, k: usize) -> Option<StepKind> {
         let (op, now) = (&self.ops[k], self.now);
         let (_, _, lookup, _) = DESTS[k];
@@ -403,7 +403,7 @@ impl Model {
     }
 }
 
-/// SPEC 3 and 6: an attempt's outcome, by the destination's capabilities and the policy.
+/// States, Automatic retries: an attempt's outcome, by the destination's capabilities and the policy.
 fn finish(op: &mut Op, k: usize, outcome: Outcome, now: DateTime<Utc>) {
     let (_, _, _, max) = DESTS[k];
     let spent = op.attempts - op.budget_start >= max;

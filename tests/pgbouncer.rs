@@ -1,4 +1,4 @@
-//! settle through PgBouncer in transaction pooling mode, as teams run PostgreSQL (SPEC 22):
+//! settle through PgBouncer in transaction pooling mode, as teams run PostgreSQL (manual: Retention and the archive):
 //! scripts and people at the command line, and dispatchers, all at once. The ledger's
 //! conformance suite runs through one as well (`through_pgbouncer` in tests/conformance.rs and
 //! tests/runs.rs), and so do two consoles (tests/console_e2e.rs). Each test starts a PgBouncer of

@@ -1,4 +1,4 @@
-//! SPEC 11's protocol through the real binary, as a script follows it: `record`, `start`, send,
+//! the protocol through the real binary, as a script follows it: `record`, `start`, send,
 //! `attempt`. Exit 0 is the only answer that lets the script go on; every other answer stops it
 //! with exit 3 and one line saying why, and `--json` says the same (`send`).
 
@@ -101,7 +101,7 @@ fn the_protocol(db: &TestDb) {
         (Some("succeeded"), Some(1))
     );
 
-    // a repeated record of a done key answers done with its reference (SPEC 19): exit 0, so a
+    // a repeated record of a done key answers done with its reference (manual: Runs): exit 0, so a
     // rerun goes on to the next step, and send: false, so it sends nothing; start still stops
     let r = record(db, d, "onb-1", r#"{"title":"Kickoff"}"#);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -473,7 +473,7 @@ async fn the_protocol_on_postgres() {
         .unwrap();
 }
 
-/// SPEC 19: a step names its run when it is recorded (`record --run`, `"run"` in a JSON line),
+/// Runs: a step names its run when it is recorded (`record --run`, `"run"` in a JSON line),
 /// every answer carries it, and it never changes after.
 fn a_step_names_its_run(db: &TestDb) {
     let dir = tempfile::tempdir().unwrap();

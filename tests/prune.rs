@@ -1,4 +1,4 @@
-//! Retention (SPEC 22), on both backends: `settle prune` removes exactly the terminal operations
+//! Retention (manual: Retention and the archive), on both backends: `settle prune` removes exactly the terminal operations
 //! past retention with their attempts and events, archives each (redacted) before it is gone,
 //! keeps one `pruned` event, and a pruned key answers as its live operation did until the
 //! horizon; a prune killed with -9 at any moment and rerun loses nothing.
@@ -102,7 +102,7 @@ async fn rows(db: &TestDb, table: &str) -> i64 {
         .await
 }
 
-/// SPEC 22: exactly the terminal operations past retention go, with their attempts and events;
+/// Retention and the archive: exactly the terminal operations past retention go, with their attempts and events;
 /// exceptions and live operations stay; the archive holds each one gone, redacted; one `pruned`
 /// event is kept; a pruned key answers as its live operation until the horizon, then is free.
 async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
@@ -297,7 +297,7 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
     assert_eq!(kept, ["s-new"]);
 }
 
-/// SPEC 22: a prune killed with -9 at random moments and rerun loses nothing: every operation
+/// Retention and the archive: a prune killed with -9 at random moments and rerun loses nothing: every operation
 /// gone is in the archive (some twice, none never), and the last run removes the rest.
 async fn a_prune_killed_anywhere_loses_nothing(db: &TestDb) {
     killed_prunes(db, "archive.jsonl").await;

@@ -1,4 +1,4 @@
-//! Runs (SPEC 19) on both backends with an injected clock: the run state of every situation of a
+//! Runs (manual: Runs) on both backends with an injected clock: the run state of every situation of a
 //! step against a table, found by `runs` and the index of waits as the state says; a run's own
 //! claim, note and close, audited; stalled runs counted as exceptions and toward the stopping
 //! threshold.
@@ -159,7 +159,7 @@ fn expected(situation: &str, declared: bool, past_gap: bool) -> RunState {
     }
 }
 
-/// SPEC 19's table: every situation of a step x declared steps or none x inside or past
+/// the table (manual: Runs): every situation of a step x declared steps or none x inside or past
 /// `step_gap`, as `run show` derives it and as `runs` finds it (`state:stalled` through the
 /// index of waits, every other state by walking the runs), and counted by `stats`.
 async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
@@ -219,9 +219,9 @@ async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
     assert_eq!(l.stats().await.unwrap().stalled_runs, 0);
 }
 
-/// SPEC 19: a run is claimed, noted and closed as a whole, each audited; another's claim
+/// Runs: a run is claimed, noted and closed as a whole, each audited; another's claim
 /// refuses the close; a closed run is neither stalled nor counted; stalled runs count toward
-/// their workflow's stopping threshold (SPEC 7).
+/// their workflow's stopping threshold (manual: The stopping threshold).
 async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
     let (l, clock) = ledger(db).await;
     for r in ["g1", "g2", "g3"] {
@@ -317,7 +317,7 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
     ));
 }
 
-/// SPEC 19 in the review (SPEC 18): a known ledger's runs as `review` counts them, as
+/// The manual's Runs in the review (manual: The review): a known ledger's runs as `review` counts them, as
 /// `settle report --json` gives them, and as view 6 draws them at 80x24.
 async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
     let t0 = Utc::now() - TimeDelta::hours(3);

@@ -1,4 +1,4 @@
-//! `settle serve` (SPEC 17) as staff meet it: the real OpenSSH client `ssh` against the real
+//! `settle serve` (manual: Running settle for a team) as staff meet it: the real OpenSSH client `ssh` against the real
 //! binary, consoles in tmux, on SQLite and PostgreSQL. Who logs in and as whom comes from the
 //! keys; what each role may do is what the ledger lets it do; the events say who did it and with
 //! which key.
@@ -237,7 +237,7 @@ fn get(url: &str) -> (u16, String) {
     (status, body)
 }
 
-/// The local CLI on the same database (a lead, SPEC 17).
+/// The local CLI on the same database (a lead, the manual's Running settle for a team).
 fn settle(db: &str, who: &str, args: &[&str]) -> String {
     let out = Command::new(BIN)
         .arg("--db")
@@ -327,7 +327,7 @@ fn events(db: &str, key: &str) -> Vec<serde_json::Value> {
     show(db, key)["history"].as_array().unwrap().clone()
 }
 
-/// SPEC 17 acceptance 1 and 3 (exec): a key that is no operator's, a password and
+/// The manual's Running settle for a team: a key that is no operator's, a password and
 /// keyboard-interactive are refused at authentication; a viewer's `stats --json` answers what
 /// the local `stats --json` does; what the client says about who it is changes nothing.
 fn keys_decide_who_logs_in(db: &TestDb) {
@@ -402,7 +402,7 @@ fn keys_decide_who_logs_in(db: &TestDb) {
     assert!(err.contains("needs a terminal"), "{err}");
 }
 
-/// SPEC 17 acceptance 2: as an operator over `ssh -tt`, claim, retry and close with keys; every
+/// The manual's Running settle for a team: as an operator over `ssh -tt`, claim, retry and close with keys; every
 /// event names the operator and holds the key's fingerprint; `SETTLE_OPERATOR` sent by the
 /// client changes nothing. `q` ends the session with status 0 and gives the terminal back.
 fn an_operator_works_items_over_ssh(db: &TestDb) {
@@ -495,7 +495,7 @@ fn coloured(styled: &str) -> bool {
     })
 }
 
-/// SPEC 17 acceptance 3: a viewer is offered no action key, and pressing them changes nothing.
+/// The manual's Running settle for a team: a viewer is offered no action key, and pressing them changes nothing.
 fn a_viewer_acts_on_nothing(db: &TestDb) {
     seed(&db.url, 2);
     let keys = Keys::new();
@@ -546,7 +546,7 @@ fn a_viewer_acts_on_nothing(db: &TestDb) {
     assert_eq!(before, after, "a viewer changed nothing");
 }
 
-/// SPEC 17 acceptance 4: a lead reveals one value with a reason (the event has the path and the
+/// The manual's Running settle for a team: a lead reveals one value with a reason (the event has the path and the
 /// reason; the value is in no event, log or metric), takes over a claim and pauses a destination.
 fn a_lead_reveals_takes_over_and_pauses(db: &TestDb) {
     seed(&db.url, 2);
@@ -627,7 +627,7 @@ fn dump_events(db: &TestDb) -> String {
     })
 }
 
-/// SPEC 17 acceptance 6: an operator added while the server runs logs in within 2 s of SIGHUP;
+/// The manual's Running settle for a team: an operator added while the server runs logs in within 2 s of SIGHUP;
 /// one removed is refused, and their open console ends.
 fn operators_are_reread_on_sighup(db: &TestDb) {
     seed(&db.url, 1);
@@ -674,7 +674,7 @@ fn unsafe_free_kill(signal: &str, pid: u32) {
     assert!(ok, "kill -{signal} {pid}");
 }
 
-/// SPEC 17 acceptance 7 (the server's own `--metrics`): the gauges parsed by a Prometheus text
+/// The manual's Running settle for a team (the server's own `--metrics`): the gauges parsed by a Prometheus text
 /// parser equal `stats --json` over SSH on the same database; sessions are counted.
 fn the_servers_metrics_match_stats(db: &TestDb) {
     seed(&db.url, 4);
@@ -710,7 +710,7 @@ fn the_servers_metrics_match_stats(db: &TestDb) {
     assert_eq!(s.get("/healthz").0, 200);
 }
 
-/// The limit of sessions and the idle timeout (SPEC 17): a session past the limit is told why
+/// The limit of sessions and the idle timeout (manual: Running settle for a team): a session past the limit is told why
 /// and ends; an idle console is warned, then ends.
 fn limits_hold(db: &TestDb) {
     seed(&db.url, 1);
@@ -768,7 +768,7 @@ on_both!(
     limits_hold,
 );
 
-/// SPEC 17 acceptance 5: eight sessions on PostgreSQL work different items; one dropped
+/// The manual's Running settle for a team: eight sessions on PostgreSQL work different items; one dropped
 /// mid-confirmation (`kill` of its `ssh`) leaves nothing half-done and nothing leaked (the
 /// server's sessions and database connections return to their baseline), the others go on; a
 /// resize of one redraws it at the new size.

@@ -1,4 +1,4 @@
-//! PostgreSQL as teams run it (SPEC 22): `--db` takes the libpq options teams use (`sslmode`,
+//! PostgreSQL as teams run it (manual: Retention and the archive): `--db` takes the libpq options teams use (`sslmode`,
 //! `application_name`, `options`), seen from the server's side.
 
 mod common;
@@ -51,7 +51,7 @@ async fn the_db_url_takes_libpq_options() {
     ledger.close().await;
 }
 
-/// A replica for reports (SPEC 22): a hot standby of a cluster of the test's own answers every
+/// A replica for reports (manual: Retention and the archive): a hot standby of a cluster of the test's own answers every
 /// reading command as the primary does; a change asked of it is refused in one line, nothing
 /// changed; before the primary has settle's schema, the replica says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

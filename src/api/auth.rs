@@ -1,4 +1,4 @@
-//! Who may call the HTTP API (SPEC 20): `[automations]` by the SHA-256 of their bearer token,
+//! Who may call the HTTP API (manual: The HTTP API): `[automations]` by the SHA-256 of their bearer token,
 //! compared in constant time, and each token's rate (a token bucket).
 
 use std::collections::HashMap;

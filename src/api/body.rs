@@ -1,4 +1,4 @@
-//! Request bodies read field by field, so that a bad one is a 400 naming its field (SPEC 20).
+//! Request bodies read field by field, so that a bad one is a 400 naming its field (manual: The HTTP API).
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

@@ -1,4 +1,4 @@
-//! `settle serve --http` (SPEC 20): the HTTP API by which automations on other machines and in
+//! `settle serve --http` (manual: The HTTP API): the HTTP API by which automations on other machines and in
 //! automation tools write to the ledger without its database credentials.
 //!
 //! Design:
@@ -61,7 +61,7 @@ pub struct Api {
     automations: Arc<RwLock<Arc<Automations>>>,
     rates: Arc<Rates>,
     max_body: usize,
-    /// The destinations the gateway sends to (SPEC 21).
+    /// The destinations the gateway sends to (manual: The gateway).
     gateway: Arc<gateway::Gateway>,
 }
 

@@ -1,4 +1,4 @@
-//! What an automation reads over HTTP (SPEC 20), redacted as everywhere: one operation as `show
+//! What an automation reads over HTTP (manual: The HTTP API), redacted as everywhere: one operation as `show
 //! --json` gives it, a page of operations, a run; and the staff actions it is refused.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! The protocol over HTTP (SPEC 11, 20): record, start, attempt and ingest, each through the
+//! The protocol over HTTP (manual: The protocol, The HTTP API): record, start, attempt and ingest, each through the
 //! group writer, answered after its commit with what a script reads from `--json`.
 
 use axum::body::Bytes;

@@ -1,4 +1,4 @@
-//! The command line's words (SPEC 12): every command and option, each with its help line, as
+//! The command line's words (manual: The command line): every command and option, each with its help line, as
 //! clap reads them. The global options (`--db`, `--config`, `--as`) are shown under their own
 //! heading and taken only by the commands they mean something to ([`command`] adds them).
 
@@ -127,7 +127,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, clap::Error>
 mod tests {
     use super::*;
 
-    /// Every option of every command has a help line (issue 23: the help is a reference).
+    /// Every option of every command has a help line.
     #[test]
     fn every_option_of_every_command_has_a_help_line() {
         fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {

@@ -1,4 +1,4 @@
-//! Every command of the command line (SPEC 12), with its options and their help lines.
+//! Every command of the command line (manual: The command line), with its options and their help lines.
 
 use std::path::PathBuf;
 
@@ -98,7 +98,7 @@ pub enum Cmd {
         #[arg(long, value_name = "JSON|@FILE|-")]
         payload: String,
         /// The run this step belongs to: one execution of the workflow for one case, e.g.
-        /// onb-42 (SPEC 19; given when the step is first recorded)
+        /// onb-42 (given when the step is first recorded)
         #[arg(long, value_name = "ID")]
         run: Option<String>,
         /// Answer as one JSON document: key, state, attempt, send, done, reference, run, next_step
@@ -162,7 +162,7 @@ pub enum Cmd {
         /// Only items at least this old, e.g. 2h
         #[arg(long, value_name = "DUR")]
         older_than: Option<String>,
-        /// SPEC 12's filter, e.g. 'dest:sms state:unknown age>2h -claimed:any'
+        /// The filter, e.g. 'dest:sms state:unknown age>2h -claimed:any'
         #[arg(long = "where", value_name = "FILTER")]
         filter: Option<String>,
         /// At most this many rows (the oldest first)
@@ -304,7 +304,7 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// A run of a workflow (SPEC 19): `run show RUN` gives its state, its safe next step and
+    /// A run of a workflow: `run show RUN` gives its state, its safe next step and
     /// its steps in order; `run claim|release RUN`, `run note RUN TEXT` and
     /// `run close RUN --resolution R --note TEXT` act on the run as a whole
     Run {
@@ -325,7 +325,7 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// The runs (SPEC 19), newest first: run, workflow, state, steps, done, current step, since,
+    /// The runs, newest first: run, workflow, state, steps, done, current step, since,
     /// next step; `--where state:stalled` the failures between steps, oldest first
     Runs {
         /// Only the runs this holds: state:running|blocked|stalled|done|closed, workflow:W, run:ID
@@ -344,7 +344,7 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates (SPEC 18)
+    /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates
     Report {
         /// The window, ending now: e.g. 1d, 7d, 30d
         #[arg(long, default_value = "7d", value_name = "DUR")]
@@ -356,9 +356,9 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// The console over SSH for a team: operators log in with their keys (SPEC 17)
+    /// The console over SSH for a team: operators log in with their keys
     Serve(super::serving::ServeArgs),
-    /// Bearer tokens for automations of the HTTP API (SPEC 20)
+    /// Bearer tokens for automations of the HTTP API
     Token {
         #[command(subcommand)]
         what: super::serving::TokenCmd,

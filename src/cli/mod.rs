@@ -1,4 +1,4 @@
-//! The command line (SPEC section 12): clap definitions and one handler per command.
+//! The command line (manual: The command line): clap definitions and one handler per command.
 
 //!
 //! `mod.rs` is the entry (`settle ...` on a shell): it opens the config and the database and

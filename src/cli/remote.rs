@@ -1,4 +1,4 @@
-//! `ssh HOST COMMAND` to `settle serve` (SPEC 17): the commands a session may run, as its key's
+//! `ssh HOST COMMAND` to `settle serve` (manual: Running settle for a team): the commands a session may run, as its key's
 //! operator, on the server's database.
 
 use super::args::{self, Cmd};
@@ -6,7 +6,7 @@ use super::common::{clean, split_words, usage_error};
 use super::dispatch::dispatch;
 use crate::ledger::Ledger;
 
-/// A command sent by `ssh HOST COMMAND` to `settle serve` (SPEC 17): `stats`, `list` and `show`,
+/// A command sent by `ssh HOST COMMAND` to `settle serve` (manual: Running settle for a team): `stats`, `list` and `show`,
 /// as the key's operator with the key's role. `--db`, `--config` and `--as` are refused: the
 /// server's database and the key's name hold. Returns the exit status.
 pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str) -> i32 {

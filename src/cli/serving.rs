@@ -29,7 +29,7 @@ pub struct ServeArgs {
     /// A console without a key for this long ends (warned a minute before), e.g. 30m
     #[arg(long, default_value = "30m", value_name = "DUR")]
     pub idle_timeout: String,
-    /// Serve the HTTP API for automations on ADDR (SPEC 20), e.g. 127.0.0.1:8080
+    /// Serve the HTTP API for automations on ADDR, e.g. 127.0.0.1:8080
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
     /// HTTPS for the API: the certificate chain (PEM); needs --tls-key

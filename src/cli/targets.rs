@@ -1,4 +1,4 @@
-//! What a staff command acts on: one key, many keys, or a filter (SPEC 16); what a pause names.
+//! What a staff command acts on: one key, many keys, or a filter (manual: Incidents); what a pause names.
 
 use clap::Args;
 
@@ -27,7 +27,7 @@ impl PauseTarget {
     }
 }
 
-/// The operations a staff action is for: keys, or every operation a filter matches (SPEC 16).
+/// The operations a staff action is for: keys, or every operation a filter matches.
 #[derive(Args, Debug)]
 pub struct Many {
     /// The operations' keys
@@ -37,7 +37,7 @@ pub struct Many {
         value_name = "KEY"
     )]
     pub keys: Vec<String>,
-    /// Every operation SPEC 12's filter matches, e.g. 'dest:sms state:unknown'
+    /// Every operation the filter matches, e.g. 'dest:sms state:unknown'
     #[arg(long = "where", value_name = "FILTER")]
     pub filter: Option<String>,
     /// Print what it would do (grouped by reason) and change nothing

@@ -53,7 +53,7 @@ pub(super) async fn record(
             };
             let detail = ledger.show(key, viewer).await?;
             let state = detail.op.state;
-            // a done step answers done with its reference, so a rerun goes on past it (SPEC 19)
+            // a done step answers done with its reference, so a rerun goes on past it (manual: Runs)
             let done = r == Recorded::Unchanged && detail.op.is_done();
             // a script that checks the exit code goes on to `start` only after exit 0
             let refusal = match r {

@@ -1,9 +1,9 @@
-//! `[automations.NAME]`: who may write to the ledger over the HTTP API (SPEC 20), known by the
+//! `[automations.NAME]`: who may write to the ledger over the HTTP API (manual: The HTTP API), known by the
 //! SHA-256 of their bearer token, with the workflows they may write and read and their rate.
 
 use serde::{Deserialize, Deserializer};
 
-/// The rate a token may send requests at when its automation sets none (SPEC 20).
+/// The rate a token may send requests at when its automation sets none (manual: The HTTP API).
 pub const DEFAULT_RATE: f64 = 100.0;
 /// The burst a token may send at once when its automation sets none.
 pub const DEFAULT_BURST: u32 = 200;

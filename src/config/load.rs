@@ -56,7 +56,7 @@ impl Config {
                     .try_for_each(|(a, s)| s.check(&format!("{at}.actions.{a}")))
             });
             checked.map_err(|why| Error::Invalid(format!("{origin}: {why}")))?;
-            // SPEC 11a: a lookup is evidence only when its request names the operation
+            // Destinations: a lookup is evidence only when its request names the operation
             let unnamed = std::iter::once((None, base.clone()))
                 .chain(
                     d.actions
@@ -200,7 +200,7 @@ fn check_people(config: &Config, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// A workflow's declared steps (SPEC 19): names as a step is named, each once; a `step_gap`
+/// A workflow's declared steps (manual: Runs): names as a step is named, each once; a `step_gap`
 /// means something only beside them.
 fn check_steps(name: &str, w: &WorkflowConfig) -> std::result::Result<(), String> {
     let at = format!("key `workflows.{name}.steps`");

@@ -1,4 +1,4 @@
-//! Configuration (SPEC section 14): a TOML file, every key checked, every duration parsed.
+//! Configuration (manual: Configuration): a TOML file, every key checked, every duration parsed.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,7 +20,7 @@ pub use retention::*;
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
-/// How long a request to a destination may take when its `timeout` is not set (SPEC 11a).
+/// How long a request to a destination may take when its `timeout` is not set (manual: Destinations).
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -87,24 +87,24 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowConfig>,
     #[serde(default)]
     pub redaction: RedactionConfig,
-    /// The most items an `operator` acts on in one bulk action (SPEC 17; a lead has no limit).
+    /// The most items an `operator` acts on in one bulk action (manual: Running settle for a team; a lead has no limit).
     #[serde(default = "default_bulk_limit")]
     pub bulk_limit: usize,
-    /// The largest payload any entrance takes (SPEC 14), in bytes of its canonical JSON:
+    /// The largest payload any entrance takes (manual: Configuration), in bytes of its canonical JSON:
     /// bytes, or a text like `256KiB`, `1MiB`.
     #[serde(default = "default_max_payload", deserialize_with = "payload_size")]
     pub max_payload: usize,
-    /// Who may log in to `settle serve`, by name: their role and public keys (SPEC 17).
+    /// Who may log in to `settle serve`, by name: their role and public keys (manual: Running settle for a team).
     #[serde(default)]
     pub operators: BTreeMap<String, OperatorConfig>,
-    /// Who may write over the HTTP API, by name: their token's SHA-256 and scope (SPEC 20).
+    /// Who may write over the HTTP API, by name: their token's SHA-256 and scope (manual: The HTTP API).
     #[serde(default)]
     pub automations: BTreeMap<String, AutomationConfig>,
-    /// The largest request body the HTTP API takes (SPEC 20; default 1 MiB): bytes, or a text
+    /// The largest request body the HTTP API takes (manual: The HTTP API; default 1 MiB): bytes, or a text
     /// like `1MiB`.
     #[serde(default = "default_max_body", deserialize_with = "body_size")]
     pub max_body: usize,
-    /// `[retention]`: what `settle prune` removes, and when keys are free again (SPEC 22).
+    /// `[retention]`: what `settle prune` removes, and when keys are free again (manual: Retention and the archive).
     #[serde(default)]
     pub retention: RetentionConfig,
 }
@@ -206,11 +206,11 @@ impl Default for Config {
 pub struct WorkflowConfig {
     #[serde(default)]
     pub pause_when: Option<PauseWhen>,
-    /// Its runs' steps, in order (SPEC 19): what a run must record to be done.
+    /// Its runs' steps, in order (manual: Runs): what a run must record to be done.
     #[serde(default)]
     pub steps: Vec<String>,
     /// How soon the next declared step must be recorded after one settles, before the run is
-    /// stalled (SPEC 19; default 15m).
+    /// stalled (manual: Runs; default 15m).
     #[serde(default, deserialize_with = "opt_step_gap")]
     pub step_gap: Option<Duration>,
 }
@@ -240,7 +240,7 @@ pub struct PauseWhen {
 pub struct RedactionConfig {
     #[serde(default)]
     pub rules: Vec<FieldRule>,
-    /// Keep a fragment of redacted values that helps find the record at the destination (SPEC 8:
+    /// Keep a fragment of redacted values that helps find the record at the destination (manual: Redaction:
     /// an email's first letter and domain, a phone's or card's last four digits). Off by default.
     #[serde(default)]
     pub hints: bool,

@@ -1,4 +1,4 @@
-//! `[retention]` (SPEC 22): how long a terminal operation is kept whole, whether settle prunes by
+//! `[retention]` (manual: Retention and the archive): how long a terminal operation is kept whole, whether settle prunes by
 //! itself, and how long a pruned operation's key still answers.
 
 use std::time::Duration;
@@ -37,7 +37,7 @@ impl RetentionConfig {
 }
 
 impl Config {
-    /// How long a pruned operation's key answers as a live one (SPEC 22).
+    /// How long a pruned operation's key answers as a live one (manual: Retention and the archive).
     pub fn key_horizon(&self) -> Duration {
         let longest = self
             .destinations

@@ -20,11 +20,11 @@ pub enum When {
     Activity,
     /// The Review view (6).
     Review,
-    /// An operation is selected and the operator is a lead (pause and resume, SPEC 17).
+    /// An operation is selected and the operator is a lead (pause and resume, the manual's Running settle for a team).
     Lead,
     /// The detail pane has focus, shows a redacted field, and the operator is a lead.
     Reveal,
-    /// A stalled run is selected in view 1 (SPEC 19).
+    /// A stalled run is selected in view 1 (manual: Runs).
     Run,
 }
 
@@ -38,7 +38,7 @@ pub struct Binding {
     pub footer: bool,
     /// The staff actions this key stands for (`When::Offered`).
     pub offers: &'static [Offer],
-    /// With items marked, the key acts on all of them (SPEC 16's bulk actions).
+    /// With items marked, the key acts on all of them (manual: Incidents's bulk actions).
     pub bulk: bool,
 }
 

@@ -25,7 +25,7 @@ pub use effects::run_effect;
 use effects::spawn;
 use theme::Theme;
 
-/// How often the console asks whether anything changed (SPEC: about once a second).
+/// How often the console asks whether anything changed (the manual: about once a second).
 const POLL: Duration = Duration::from_millis(1000);
 const TICK: Duration = Duration::from_millis(150);
 

@@ -241,7 +241,7 @@ impl Dispatcher {
     }
 
     /// Sends a lookup for each interrupted attempt at a destination with a lookup that nobody has
-    /// looked up yet (SPEC 3), as many as there are free places.
+    /// looked up yet (manual: States), as many as there are free places.
     pub(super) async fn look_up_interrupted(&mut self) -> Result<()> {
         let free = self.concurrency - self.in_flight;
         if self.lookup_names.is_empty() || free == 0 {

@@ -1,4 +1,4 @@
-//! Characters a terminal, a log line or a JSON document must never receive raw (SPEC 8), and
+//! Characters a terminal, a log line or a JSON document must never receive raw (manual: Redaction), and
 //! stored text shown with them escaped.
 
 use std::borrow::Cow;

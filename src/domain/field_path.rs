@@ -1,5 +1,5 @@
 //! What a redaction rule names: a field path (`customer.name`, `items[*].address`, `**.iban`)
-//! and the hint it may keep of a value (SPEC 8).
+//! and the hint it may keep of a value (manual: Redaction).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,7 +80,7 @@ pub(crate) enum PathSeg {
     Index(usize),
 }
 
-/// What a redaction hint keeps of a value (SPEC 8): never enough to be the value.
+/// What a redaction hint keeps of a value (manual: Redaction): never enough to be the value.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Hint {

@@ -1,4 +1,4 @@
-//! The filter syntax of SPEC 12, one parser for `list --where` and the console's `/`:
+//! The filter syntax (manual: The filter), one parser for `list --where` and the console's `/`:
 //! space-separated terms, `state:unknown,failed`, `wf:NAME`, `step:NAME`, `dest:NAME`,
 //! `action:NAME`, `claimed:NAME|me|none|any`, `age>2h`, `age<30m`, `key:PREFIX*`; a leading `-`
 //! negates a term; a bare word matches the key, workflow, step, destination, state or error text
@@ -36,7 +36,7 @@ pub enum Match {
     KeyPrefix(String),
     /// The key is exactly this.
     Key(String),
-    /// The operations of this run (SPEC 19).
+    /// The operations of this run (manual: Runs).
     Run(String),
     /// `state:stalled`: a run's state, never an operation's (the console's view 1 shows the
     /// stalled runs; `settle runs --where state:stalled` lists them).
@@ -231,7 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn every_qualifier_of_spec_12() {
+    fn every_qualifier_of_the_filter() {
         let m = |t: &str| one(t).matches;
         assert_eq!(
             m("state:unknown,failed"),

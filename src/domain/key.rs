@@ -20,7 +20,7 @@ pub fn outside_alphabet(text: &str) -> Option<String> {
     })
 }
 
-/// Checks a key against the SPEC: 1-128 chars of `[A-Za-z0-9._:-]`, holding no card-like number.
+/// Checks a key against the manual: 1-128 chars of `[A-Za-z0-9._:-]`, holding no card-like number.
 /// The error names the rule broken but never echoes a key that holds a card number.
 pub fn validate_key(key: &str) -> Result<(), String> {
     if key.is_empty() {
@@ -44,7 +44,7 @@ pub fn validate_key(key: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A run's id (SPEC 19): the key's alphabet, 1-128 characters, and the key's rule on customer
+/// A run's id (manual: Runs): the key's alphabet, 1-128 characters, and the key's rule on customer
 /// data, said of a run.
 pub fn validate_run(run: &str) -> Result<(), String> {
     validate_key(run).map_err(|e| {

@@ -1,4 +1,4 @@
-//! The safe next step (SPEC section 4): what a person may do about an operation right now.
+//! The safe next step (manual: The safe next step): what a person may do about an operation right now.
 
 use std::time::Duration;
 
@@ -11,14 +11,14 @@ use super::time::format_age;
 use super::transition::Op;
 
 /// What holds an operation's automatic attempts back: its workflow or its destination paused
-/// (SPEC 5).
+/// (manual: Staff actions).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Paused {
     pub workflow: bool,
     pub destination: bool,
 }
 
-/// Which row of the SPEC's table applies; the console colours and the tests key on it.
+/// Which row of the manual's table applies; the console colours and the tests key on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepKind {
@@ -104,7 +104,7 @@ fn step(kind: StepKind, text: String) -> NextStep {
     NextStep { kind, text }
 }
 
-/// An attempt running, or interrupted: an interrupted attempt is an unknown outcome (SPEC 3):
+/// An attempt running, or interrupted: an interrupted attempt is an unknown outcome (manual: States):
 /// where the destination can settle it (a retry with the same key, or a lookup) that is the
 /// step; else a person reconciles.
 fn in_flight(

@@ -1,4 +1,4 @@
-//! The safe next step: one test per row of SPEC section 4.
+//! The safe next step: one test per row of the manual's safe next step.
 
 use super::{StepKind, safe_next_step};
 use crate::domain::transition::test_support::*;
@@ -69,7 +69,7 @@ fn step_in_flight_live() {
     );
 }
 
-/// SPEC 4: an interrupted attempt asks a person to reconcile it only where the destination
+/// The safe next step: an interrupted attempt asks a person to reconcile it only where the destination
 /// neither deduplicates nor can be looked up; elsewhere the destination settles it.
 #[test]
 fn step_in_flight_stuck_or_interrupted() {

@@ -315,7 +315,7 @@ fn find_secret_pairs(text: &str) -> Vec<Range<usize>> {
     out
 }
 
-/// Whether a JSON object key names sensitive data (SPEC section 8), case-insensitively.
+/// Whether a JSON object key names sensitive data (manual: Redaction), case-insensitively.
 pub fn sensitive_key(key: &str) -> bool {
     // Does any of the words start at any position, ignoring ASCII case? One pass, no allocation,
     // the words grouped by first letter: this runs for every key of every payload a page shows.

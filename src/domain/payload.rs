@@ -35,7 +35,7 @@ pub fn check_payload(value: &Value) -> Result<(), String> {
     }
 }
 
-/// The most a payload may hold when the config does not say (SPEC 14: `max_payload`).
+/// The most a payload may hold when the config does not say (manual: Configuration: `max_payload`).
 pub const DEFAULT_MAX_PAYLOAD: usize = 256 * 1024;
 
 /// A payload of `bytes` (its canonical JSON, as it would be stored) within `limit`, or why not:

@@ -49,7 +49,7 @@ pub struct DestinationPolicy {
     /// settle itself can run that lookup (a `lookup_url` is configured): the dispatcher does for
     /// its own unknowns, and a person can ask for it (`settle lookup`, `L`).
     pub can_look_up: bool,
-    /// How long an attempt may take before its outcome is unknown (SPEC 11a `timeout`): after a
+    /// How long an attempt may take before its outcome is unknown (manual: Destinations `timeout`): after a
     /// `409` from a deduplicating destination the next attempt waits at least this long.
     pub timeout: Duration,
     pub retry: RetryPolicy,
@@ -85,7 +85,7 @@ impl RetryBudget {
     pub const RETRY_COST: u32 = 5;
     pub const TIMEOUT_RETRY_COST: u32 = 10;
     pub const SUCCESS_REFUND: u32 = 1;
-    /// Tokens regained per second. The SPEC gives the bucket's size and costs but no rate; without
+    /// Tokens regained per second. The manual gives the bucket's size and costs but no rate; without
     /// one, a destination that had one bad hour would never be retried again.
     pub const REFILL_PER_SECOND: f64 = 5.0;
 

@@ -29,7 +29,7 @@ pub struct FieldRule {
     #[serde(default)]
     pub action: Option<String>,
     pub fields: Vec<String>,
-    /// Keep a fragment of these fields' values that helps find the record (SPEC 8).
+    /// Keep a fragment of these fields' values that helps find the record (manual: Redaction).
     #[serde(default)]
     pub hint: Option<Hint>,
 }
@@ -70,7 +70,7 @@ impl Redactor {
         })
     }
 
-    /// Hints on every redacted field whose value one fits (SPEC 8; off by default).
+    /// Hints on every redacted field whose value one fits (manual: Redaction; off by default).
     pub fn with_hints(mut self, hints: bool) -> Self {
         self.hints = hints;
         self
@@ -228,7 +228,7 @@ fn collect_leaves(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// The marker that replaces a redacted field: `[redacted]`, or with a hint (SPEC 8).
+/// The marker that replaces a redacted field: `[redacted]`, or with a hint (manual: Redaction).
 type Marker<'a> = dyn Fn(&[PathSeg], &str) -> String + 'a;
 
 /// A redacted field's marker: a hint only for a text value (an object or a list under a
@@ -251,7 +251,7 @@ fn redact_value(
         Value::Object(map) => {
             let old = std::mem::take(map);
             // keys that are themselves sensitive (an email used as a key) stay distinct
-            // (SPEC 8): `[redacted 1]`, `[redacted 2]`, so that no field disappears from view
+            // (manual: Redaction): `[redacted 1]`, `[redacted 2]`, so that no field disappears from view
             let mut hidden = 0;
             for (k, mut child) in old {
                 path.push(PathSeg::Key(k.clone()));

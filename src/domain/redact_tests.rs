@@ -95,7 +95,7 @@ fn the_list_scrubber_finds_what_full_redaction_removes() {
     );
 }
 
-/// SPEC 8: object keys that are themselves redacted stay distinct, so no field disappears.
+/// Redaction: object keys that are themselves redacted stay distinct, so no field disappears.
 #[test]
 fn redacted_keys_stay_distinct() {
     let r = Redactor::default();
@@ -133,7 +133,7 @@ fn field_paths_parse_and_match() {
     assert!(!FieldPath::parse("a.iban").unwrap().matches(&deep));
 }
 
-/// SPEC 8's hints: a fragment that helps find the record, never the value; off by default;
+/// the hints (manual: Redaction): a fragment that helps find the record, never the value; off by default;
 /// the marker always starts with `[redacted`; free texts still lose the whole value.
 #[test]
 fn hints_keep_a_fragment_only_where_asked() {

@@ -1,4 +1,4 @@
-//! Who may do what (SPEC 17): a `viewer` reads, an `operator` works items, a `lead` may also
+//! Who may do what (manual: Running settle for a team): a `viewer` reads, an `operator` works items, a `lead` may also
 //! take over a claim, pause and resume, act in bulk without limit and reveal. The rules are
 //! asked by the ledger (`staff_check` reads the role from its `Ctx`), so the console, the CLI and
 //! the SSH server refuse the same way.
@@ -15,7 +15,7 @@ pub enum Role {
     /// The local CLI's role: whoever holds the database credentials may do anything.
     #[default]
     Lead,
-    /// An automation over the HTTP API (SPEC 20): it records, starts, reports attempts and
+    /// An automation over the HTTP API (manual: The HTTP API): it records, starts, reports attempts and
     /// reads its own workflows; it takes no staff action.
     Automation,
 }

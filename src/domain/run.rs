@@ -1,4 +1,4 @@
-//! Runs (SPEC 19): one execution of a workflow for one case, as its operations and the
+//! Runs (manual: Runs): one execution of a workflow for one case, as its operations and the
 //! workflow's declared steps say. A run's state is derived here from those alone, never kept
 //! apart from them: the same operations and steps always give the same state.
 
@@ -159,7 +159,7 @@ pub fn steps(declared: &[String], ops: &[RunOp]) -> Vec<RunStep> {
     out
 }
 
-/// The run's state (SPEC 19) from its operations and its workflow's declared steps, at `now`.
+/// The run's state (manual: Runs) from its operations and its workflow's declared steps, at `now`.
 /// `closed_at` is when a person closed the run, if one did. `ops` is never empty.
 pub fn derive(
     declared: &[String],

@@ -1,4 +1,4 @@
-//! What a person does to a run as a whole (SPEC 19): claim it, release it, note it, close it.
+//! What a person does to a run as a whole (manual: Runs): claim it, release it, note it, close it.
 //! The run's steps are left as they are; each action is one audit event of the run's own.
 
 use std::time::Duration;

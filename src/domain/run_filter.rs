@@ -1,5 +1,5 @@
-//! The filter of `settle runs --where` (SPEC 19): a run's state, its workflow, the run itself.
-//! The same words as the operations' filter (SPEC 12), over what a run has.
+//! The filter of `settle runs --where` (manual: Runs): a run's state, its workflow, the run itself.
+//! The same words as the operations' filter (manual: The filter), over what a run has.
 
 use super::run::RunState;
 

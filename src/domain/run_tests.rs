@@ -1,4 +1,4 @@
-//! The run states of SPEC 19 as a table: the second step's situation, declared steps or none,
+//! The run states of the manual's Runs as a table: the second step's situation, declared steps or none,
 //! inside or past `step_gap`.
 
 use chrono::TimeDelta;

@@ -1,4 +1,4 @@
-//! JSON text that is safe to show on a terminal (SPEC 12): every character a terminal would act
+//! JSON text that is safe to show on a terminal (manual: The command line): every character a terminal would act
 //! on, escaped. The command line's `--json` and the HTTP API's answers are written with it.
 
 use serde::Serialize;
@@ -9,7 +9,7 @@ use super::patterns::is_hostile;
 /// serde_json's formatting, with every character of [`is_hostile`] written as `\uXXXX` as well:
 /// serde_json escapes the C0 controls but leaves C1 controls, DEL, bidi overrides, zero-width
 /// characters and U+2028/U+2029 as they are, and a terminal showing `--json` would act on them
-/// (SPEC 12). The layout is the inner formatter's.
+/// (manual: The command line). The layout is the inner formatter's.
 struct Safe<F>(F);
 
 impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Safe<F> {

@@ -101,7 +101,7 @@ impl Outcome {
         Outcome::Unknown,
     ];
 
-    /// The state this outcome leaves an operation in whatever its destination's policy (SPEC 3):
+    /// The state this outcome leaves an operation in whatever its destination's policy (manual: States):
     /// an accepted answer `succeeded`, a rejection `rejected`; `None` where the retry rules decide
     /// (transient, unknown).
     pub fn settles(self) -> Option<State> {

@@ -1,4 +1,4 @@
-//! The archive a prune writes before it deletes (SPEC 22): JSON lines, one operation a line, or
+//! The archive a prune writes before it deletes (manual: Retention and the archive): JSON lines, one operation a line, or
 //! with a name ending in `.zst` the same lines in zstd frames, one frame a batch. Each append is
 //! synced before the batch is deleted, so a prune killed at any moment leaves at worst a tail
 //! of a batch still stored: [`Archive::open`] cuts that tail before the rerun appends the batch

@@ -1,4 +1,4 @@
-//! The destinations' retry budgets (SPEC 6) as a round or a caller's start draws on them: kept
+//! The destinations' retry budgets (manual: Automatic retries) as a round or a caller's start draws on them: kept
 //! in the database, so every dispatcher draws on the same ones; loaded once a transaction and
 //! topped up for the time since.
 
@@ -20,7 +20,7 @@ pub(super) struct Budget {
 }
 
 impl Ledger {
-    /// A caller's start of `op` (SPEC 11) paying for its retry from its destination's budget, as
+    /// A caller's start of `op` (manual: The protocol) paying for its retry from its destination's budget, as
     /// a round's start does: nothing for a first attempt of the budget; refused, saying so, when
     /// the budget is spent.
     pub(super) async fn pay_for_retry(

@@ -249,7 +249,7 @@ impl Ledger {
             .redactor
             .scrubber_of(&op.destination, &op.action, &payloads);
         let mut detail = redaction.json(&t.detail);
-        // a session's events hold the key it authenticated with (SPEC 17)
+        // a session's events hold the key it authenticated with (manual: Running settle for a team)
         self.sign(&mut detail);
         let detail = detail.to_string();
         Ok(Decided::Change(Box::new(Change {

@@ -60,7 +60,7 @@ pub(super) fn check_report(report: &AttemptReport) -> Result<()> {
 }
 
 impl Ledger {
-    /// This ledger as an automation of the HTTP API (SPEC 20): role `automation`, its events
+    /// This ledger as an automation of the HTTP API (manual: The HTTP API): role `automation`, its events
     /// naming it with its token's fingerprint, and only `workflows` to write and read (`None`:
     /// all).
     pub fn for_automation(
@@ -88,7 +88,7 @@ impl Ledger {
     }
 
     /// An event's detail with the credential this handle acts with: a session's key, an
-    /// automation's token fingerprint (SPEC 17, 20).
+    /// automation's token fingerprint (manual: Running settle for a team, The HTTP API).
     pub(super) fn sign(&self, detail: &mut serde_json::Value) {
         if let (Some(s), Some(d)) = (&self.session, detail.as_object_mut()) {
             d.insert("key".into(), s.fingerprint.clone().into());
@@ -124,7 +124,7 @@ impl Ledger {
         }
     }
 
-    /// Refused unless the actor is a lead: taking `what` is a lead's (SPEC 17).
+    /// Refused unless the actor is a lead: taking `what` is a lead's (manual: Running settle for a team).
     pub(super) fn require_lead(&self, what: &str) -> Result<()> {
         let role = self.role();
         if role.leads() {
@@ -141,7 +141,7 @@ impl Ledger {
         }
     }
 
-    /// Refused when an operator asks a bulk action of more than `bulk_limit` items (SPEC 17).
+    /// Refused when an operator asks a bulk action of more than `bulk_limit` items (manual: Running settle for a team).
     pub(crate) fn check_bulk_size(&self, n: usize) -> Result<()> {
         let limit = self.config.bulk_limit;
         if self.role() == crate::domain::Role::Operator && n > limit {
@@ -169,7 +169,7 @@ impl Ledger {
         } = &action
         {
             validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
-            // SPEC 5: the superseding operation must exist (a made-up key points nowhere)
+            // Staff actions: the superseding operation must exist (a made-up key points nowhere)
             if self.store.load_op(k).await?.is_none() {
                 return Err(Error::Refused(format!(
                     "{key}: no operation {k} to supersede it: record it first"

@@ -20,7 +20,7 @@ impl Ledger {
     }
 
     /// Up to `limit` operations of these destinations whose attempt was interrupted and that
-    /// nobody has looked up since, as the dispatcher sends a lookup for them (SPEC 3: where the
+    /// nobody has looked up since, as the dispatcher sends a lookup for them (manual: States: where the
     /// destination has a lookup, the dispatcher looks it up).
     pub async fn interrupted_to_look_up(
         &self,

@@ -1,4 +1,4 @@
-//! Concurrent writes grouped into shared transactions (SPEC 20), as a dispatcher's round groups
+//! Concurrent writes grouped into shared transactions (manual: The HTTP API), as a dispatcher's round groups
 //! its sends: the HTTP API hands each record, start and attempt report to a [`Writer`], which
 //! runs whatever has queued while the last group committed as one transaction and answers each
 //! only after that commit. Nothing is acknowledged before it is in the ledger (a write handed

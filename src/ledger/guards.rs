@@ -1,4 +1,4 @@
-//! The stopping threshold by count (SPEC 7) as a round and a caller's start apply it: never more
+//! The stopping threshold by count (manual: The stopping threshold) as a round and a caller's start apply it: never more
 //! attempts of a workflow start than could become the exceptions still short of its limit.
 
 use chrono::{DateTime, Utc};
@@ -8,7 +8,7 @@ use crate::domain::State;
 use crate::error::{Error, Result};
 use crate::store::Tx;
 
-/// A workflow with a stopping threshold by count (SPEC 7), as one round sees it: its exceptions
+/// A workflow with a stopping threshold by count (manual: The stopping threshold), as one round sees it: its exceptions
 /// and the attempts of it still running, kept up to date with the round's own changes.
 pub(super) struct Guard {
     pub(super) limit: u64,
@@ -76,7 +76,7 @@ impl Guard {
 }
 
 impl Ledger {
-    /// A caller's start under its workflow's stopping threshold by count (SPEC 7), as a round
+    /// A caller's start under its workflow's stopping threshold by count (manual: The stopping threshold), as a round
     /// applies it: refused when the attempts running could already bring the workflow to its
     /// limit, so that scripts starting one at a time never send more than the limit allows.
     pub(super) async fn threshold_room(

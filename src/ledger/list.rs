@@ -73,7 +73,7 @@ pub struct ListFilter {
     pub workflow: Option<String>,
     /// Only items whose age is at least this.
     pub older_than: Option<Duration>,
-    /// The terms of SPEC 12's filter (`list --where`, the console's `/`), all of which hold.
+    /// The terms of the filter (manual: The filter) (`list --where`, the console's `/`), all of which hold.
     pub query: crate::domain::filter::Filter,
     pub sort: Sort,
     /// The sort's order reversed (newest or last first).
@@ -268,7 +268,7 @@ impl Ledger {
         };
         let query = list_query(filter, self.scope(), viewer, &states, not_after, now);
         let ops = self.store.count_matching(&query).await?;
-        // view 1 shows the stalled runs the filter allows above its operations (SPEC 19)
+        // view 1 shows the stalled runs the filter allows above its operations (manual: Runs)
         Ok(Some(ops + self.stalled_count_for(filter, viewer).await?))
     }
 }

@@ -88,7 +88,7 @@ pub struct Intent {
     pub destination: String,
     pub action: String,
     pub payload: Value,
-    /// The run this step belongs to (SPEC 19): one execution of the workflow for one case.
+    /// The run this step belongs to (manual: Runs): one execution of the workflow for one case.
     pub run: Option<String>,
 }
 
@@ -113,11 +113,11 @@ pub struct Ledger {
     /// What scrubs the texts of operations already shown, by fingerprint (see `read.rs`).
     scrubbers: Arc<view::Scrubbers>,
     clock: Clock,
-    /// Who acts through this handle when it is a session of `settle serve` (SPEC 17): their role
+    /// Who acts through this handle when it is a session of `settle serve` (manual: Running settle for a team): their role
     /// is enforced by the rules, and every event names them and their key. `None`: the local
     /// CLI, console or an automation, acting as `lead` under the name it gives.
     session: Option<Arc<crate::domain::Identity>>,
-    /// The workflows an automation's handle may write and read (SPEC 20); `None`: all.
+    /// The workflows an automation's handle may write and read (manual: The HTTP API); `None`: all.
     scope: Option<Arc<[String]>>,
 }
 
@@ -166,7 +166,7 @@ impl Ledger {
         })
     }
 
-    /// This ledger as a session of `settle serve` acting for `who` (SPEC 17): the rules enforce
+    /// This ledger as a session of `settle serve` acting for `who` (manual: Running settle for a team): the rules enforce
     /// their role, actions must name them, and every event of theirs holds their key's
     /// fingerprint.
     pub fn for_session(&self, who: crate::domain::Identity) -> Ledger {
@@ -176,7 +176,7 @@ impl Ledger {
         }
     }
 
-    /// What the actor of this handle may do: a session's role, else `lead` (SPEC 17: whoever
+    /// What the actor of this handle may do: a session's role, else `lead` (manual: Running settle for a team: whoever
     /// holds the database credentials).
     pub fn role(&self) -> crate::domain::Role {
         self.session

@@ -1,4 +1,4 @@
-//! `settle prune` (SPEC 22): terminal operations past `[retention]` removed in small
+//! `settle prune` (manual: Retention and the archive): terminal operations past `[retention]` removed in small
 //! transactions, each batch written to the archive (and synced) before it is deleted, so a prune
 //! killed at any moment loses nothing: an operation may be archived twice, never zero times.
 //! Their keys stay in `pruned_keys` until the horizon; one `pruned` event says what was done.
@@ -62,7 +62,7 @@ pub struct PruneReport {
 }
 
 impl Ledger {
-    /// Prunes what `[retention]` lets go, as `actor` (a lead's; SPEC 22).
+    /// Prunes what `[retention]` lets go, as `actor` (a lead's; the manual's Retention and the archive).
     pub async fn prune(&self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
         self.check_acting(actor)?;
         self.require_lead("prune")?;
@@ -262,7 +262,7 @@ impl Ledger {
 }
 
 impl Ledger {
-    /// The operation a pruned key still answers for (SPEC 22), until its horizon.
+    /// The operation a pruned key still answers for (manual: Retention and the archive), until its horizon.
     pub(super) async fn pruned_op(&self, key: &str) -> Result<Option<Op>> {
         let now = ms(self.now());
         store::in_tx!(self.store, |tx| tx

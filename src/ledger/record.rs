@@ -107,7 +107,7 @@ impl Ledger {
                 Ok(Tried::Raced) => Tried::Raced,
                 Ok(Tried::Done(a)) if a.kind.is_some() => Tried::Done(Recorded::Conflict),
                 Ok(Tried::Done(_)) => Tried::Done(Recorded::Unchanged),
-                // not stored, and not inserted: a pruned operation's key (SPEC 22), else one
+                // not stored, and not inserted: a pruned operation's key (manual: Retention and the archive), else one
                 // pruned between the two statements
                 Err(Error::NotFound(_)) => match tx.pruned_key(&op.key, store::ms(now)).await? {
                     Some(p) => Tried::Done(self.record_pruned(&op, &p)?),

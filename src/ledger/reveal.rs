@@ -1,4 +1,4 @@
-//! Reveal (SPEC 8 and 17): a `lead` may see one redacted field of one operation after giving a
+//! Reveal (manual: Redaction, Running settle for a team): a `lead` may see one redacted field of one operation after giving a
 //! reason. The reveal is an audit event naming the field and the reason, never the value; the
 //! value is returned to the one screen that asked and goes nowhere else (no event, log or error).
 
@@ -85,7 +85,7 @@ impl Ledger {
         };
         // the reason is the lead's own words, scrubbed of this operation's values all the same
         let mut detail = serde_json::json!({ "field": path, "reason": red.text(reason) });
-        // a session's events hold the key it authenticated with (SPEC 17)
+        // a session's events hold the key it authenticated with (manual: Running settle for a team)
         self.sign(&mut detail);
         let detail = detail.to_string();
         let now = self.now();

@@ -1,4 +1,4 @@
-//! The review after a release (SPEC 18): exception age, opened against resolved per day, each
+//! The review after a release (manual: The review): exception age, opened against resolved per day, each
 //! workflow's and destination's time to resolve and automatic pauses, and the duplicates that
 //! happened, arrived or were prevented. One function computes it for a window; the console's
 //! view 6 and `settle report` both show what it returns.
@@ -15,7 +15,7 @@ use crate::domain::time::percentile;
 use crate::error::{Error, Result};
 use crate::store::review::{AGE_BOUNDS_HOURS, ReviewRows};
 
-/// The age buckets as SPEC 18 names them, youngest first.
+/// The age buckets as the manual's review names them, youngest first.
 pub const AGE_BUCKETS: [&str; 6] = ["<1h", "1h-4h", "4h-24h", "1d-3d", "3d-7d", ">7d"];
 
 /// Which part of the ledger a review covers: everything, or one workflow or destination.
@@ -73,7 +73,7 @@ pub struct Duplicates {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Review {
     pub window_seconds: i64,
-    /// The end of the window (not in SPEC 18's list; a report says when it was made).
+    /// The end of the window (not in the list (manual: The review); a report says when it was made).
     pub at: DateTime<Utc>,
     pub open_exceptions: i64,
     pub age_buckets: Vec<AgeBucket>,
@@ -81,7 +81,7 @@ pub struct Review {
     pub by_workflow: BTreeMap<String, GroupReview>,
     pub by_destination: BTreeMap<String, GroupReview>,
     pub duplicates: Duplicates,
-    /// The runs of the window (SPEC 19); of the scope's workflow (a destination's review counts
+    /// The runs of the window (manual: Runs); of the scope's workflow (a destination's review counts
     /// every run: a run has no destination of its own).
     pub runs: super::run_review::RunsReview,
 }
@@ -90,7 +90,7 @@ pub struct Review {
 pub const MAX_WINDOW: Duration = Duration::from_secs(3650 * 86_400);
 
 impl Ledger {
-    /// The review of the window ending now (SPEC 18), for `scope`.
+    /// The review of the window ending now (manual: The review), for `scope`.
     pub async fn review(&self, window: Duration, scope: &ReviewScope) -> Result<Review> {
         if window.is_zero() || window > MAX_WINDOW {
             return Err(Error::Invalid(

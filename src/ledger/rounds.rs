@@ -1,6 +1,6 @@
 //! The dispatcher's rounds: the outcomes of finished attempts and the starts of new ones, many
 //! operations in one transaction (group commit), each still its own compare-and-set with its own
-//! audit event. The destinations' retry budgets (SPEC 6) live in the database, so every
+//! audit event. The destinations' retry budgets (manual: Automatic retries) live in the database, so every
 //! dispatcher draws on the same ones.
 
 use super::round_steps::RoundWork;
@@ -13,7 +13,7 @@ use crate::store::{self, Tx};
 impl Ledger {
     /// Records `finished` attempts (and their lookups), then starts up to `limit` due operations
     /// of `destinations`, oldest due first, within their destinations' retry budgets: all in one
-    /// transaction, as `actor`. A retry takes its cost from the budget (SPEC 6), a first-try
+    /// transaction, as `actor`. A retry takes its cost from the budget (manual: Automatic retries), a first-try
     /// success refunds one token; retries at a destination whose budget is empty are passed over,
     /// so that first attempts behind them still go. On PostgreSQL the rows to start are taken
     /// with `SKIP LOCKED`: several dispatchers share the work and never start one operation twice.

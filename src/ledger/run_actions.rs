@@ -1,4 +1,4 @@
-//! A person's actions on a run as a whole (SPEC 19): claim, release, note, close. Each is one
+//! A person's actions on a run as a whole (manual: Runs): claim, release, note, close. Each is one
 //! transaction: the run's row held, the rules asked (`domain::run_action`), the row written
 //! with a compare-and-set on its version, and one audit event of the run's own.
 
@@ -81,7 +81,7 @@ impl Ledger {
             .await?;
         }
         let mut detail = made.detail;
-        // a session's events hold the key it authenticated with (SPEC 17)
+        // a session's events hold the key it authenticated with (manual: Running settle for a team)
         self.sign(&mut detail);
         let detail = detail.to_string();
         tx.insert_events(&[NewEvent {

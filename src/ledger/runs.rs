@@ -1,4 +1,4 @@
-//! Runs (SPEC 19) as readers see them: a run's state, derived by `domain::run` from its
+//! Runs (manual: Runs) as readers see them: a run's state, derived by `domain::run` from its
 //! operations and its workflow's declared steps, its safe next step, and its steps in order;
 //! the list of runs (`settle runs`), and the stalled ones, found by the index of waits.
 
@@ -277,7 +277,7 @@ impl Ledger {
         run::derive(declared, gap, ops, closed, self.now())
     }
 
-    /// The safe next step of a run in its state (SPEC 19).
+    /// The safe next step of a run in its state (manual: Runs).
     async fn run_next_step(
         &self,
         run: &str,
@@ -346,7 +346,7 @@ impl Ledger {
         Ok(self.stalled_for(filter, viewer, 1000).await?.len() as i64)
     }
 
-    /// The stalled runs view 1 shows with a list filter (SPEC 19): none when the filter asks for
+    /// The stalled runs view 1 shows with a list filter (manual: Runs): none when the filter asks for
     /// what only an operation has (a state, a destination, a key, words); else the oldest
     /// stalls first, at most `limit`, those the filter's workflow, run, claim and age allow.
     pub async fn stalled_for(

@@ -1,4 +1,4 @@
-//! `start` for a caller that sends the attempt itself (SPEC 11), under the rules a dispatcher's
+//! `start` for a caller that sends the attempt itself (manual: The protocol), under the rules a dispatcher's
 //! round applies; and what scrubs a destination's answer to a started operation.
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use crate::store::{self, Tx};
 
 impl Ledger {
     /// Starts the next attempt of one operation for a caller that sends it itself (`settle
-    /// start`, SPEC 11), under the rules a dispatcher's round applies: only a due `pending` or
+    /// start`, the manual's protocol), under the rules a dispatcher's round applies: only a due `pending` or
     /// `retry_wait` operation, never one claimed by someone else or of a paused workflow or
     /// destination, and a
     /// retry only when its destination's budget pays for it (it takes the cost, as a round does).
@@ -25,7 +25,7 @@ impl Ledger {
         store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await).map(|(a, _)| a)
     }
 
-    /// SPEC 11's `start` for a caller that sends itself: the number of the attempt it may send
+    /// The manual's protocol's `start` for a caller that sends itself: the number of the attempt it may send
     /// now, or `Error::Refused` saying why not (as [`Ledger::start_attempt`] decides).
     pub async fn start(&self, key: &str, actor: &str) -> Result<u32> {
         validate_key(key).map_err(Error::Invalid)?;
@@ -81,7 +81,7 @@ impl Ledger {
         Ok(Tried::Done((change.applied, change.op.attempts)))
     }
 
-    /// The gateway's repeat of a request confirmed not done (SPEC 21): `failed` made `pending`
+    /// The gateway's repeat of a request confirmed not done (manual: The gateway): `failed` made `pending`
     /// again with a fresh attempt budget, so that the repeat's `start` may send it. Refused for
     /// any other state, and while a person holds it.
     pub async fn resend(&self, key: &str, actor: &str) -> Result<Applied> {
@@ -93,7 +93,7 @@ impl Ledger {
 
     /// What scrubs a destination's answer to one started operation before it is stored, logged or
     /// printed: the built-in patterns and the sensitive values of the payload that was sent, which
-    /// a destination may echo back (SPEC 8, 11a).
+    /// a destination may echo back (manual: Redaction, Destinations).
     pub fn answer_scrubber(&self, op: &StartedOp) -> crate::domain::redact::OperationRedaction {
         self.redactor
             .scrubber(&op.destination, &op.action, &op.payload)

@@ -40,8 +40,8 @@ pub(super) fn event_view(
     }
 }
 
-/// SPEC 13: a next step that asks a person to look at the destination gives them something to
-/// search by: when it was sent, the reference if any, and the payload's redaction hints (SPEC 8:
+/// The console: a next step that asks a person to look at the destination gives them something to
+/// search by: when it was sent, the reference if any, and the payload's redaction hints (manual: Redaction:
 /// `email [redacted a…@example.com]`), never a value.
 fn search_by(d: &mut OperationDetail) {
     use crate::domain::next_step::StepKind;
@@ -143,7 +143,7 @@ impl Ledger {
             now,
         );
         let next_step = step.text;
-        // what this viewer may do now: asked of the transition rules (SPEC 13)
+        // what this viewer may do now: asked of the transition rules (manual: The console)
         let actions = crate::domain::offered(
             &op,
             &crate::domain::Ctx {

@@ -34,11 +34,11 @@ pub struct OperationView {
     pub last_error: Option<String>,
     pub resolution: Option<Resolution>,
     pub superseded_by: Option<String>,
-    /// The run it belongs to (SPEC 19).
+    /// The run it belongs to (manual: Runs).
     pub run: Option<String>,
     pub workflow_paused: bool,
     pub destination_paused: bool,
-    /// The staff actions the viewer may take on it now (SPEC 13: what the console offers).
+    /// The staff actions the viewer may take on it now (manual: The console: what the console offers).
     pub actions: crate::domain::Offers,
     /// Where the next page starts after this row.
     #[serde(skip)]
@@ -46,12 +46,12 @@ pub struct OperationView {
 }
 
 impl OperationView {
-    /// Done, as a run and a rerun count it (SPEC 19): succeeded, or closed as done elsewhere.
+    /// Done, as a run and a rerun count it (manual: Runs): succeeded, or closed as done elsewhere.
     pub fn is_done(&self) -> bool {
         self.state == State::Succeeded || self.resolution == Some(Resolution::DoneElsewhere)
     }
 
-    /// What a caller following the protocol reads after record, start or attempt (SPEC 11:
+    /// What a caller following the protocol reads after record, start or attempt (manual: The protocol:
     /// `--json`, and the HTTP API's answers): whether it may send now, and the attempt to report.
     pub fn step(&self, attempt: Option<u32>, send: bool) -> StepView<'_> {
         StepView {
@@ -74,7 +74,7 @@ pub struct StepView<'a> {
     pub state: &'a str,
     pub attempt: Option<u32>,
     pub send: bool,
-    /// Succeeded, or closed as done elsewhere: a rerun goes on to the next step (SPEC 19).
+    /// Succeeded, or closed as done elsewhere: a rerun goes on to the next step (manual: Runs).
     pub done: bool,
     pub reference: Option<&'a str>,
     pub run: Option<&'a str>,
@@ -165,10 +165,10 @@ pub struct OperationDetail {
     pub conflicting_fingerprint: Option<String>,
     pub attempt_log: Vec<AttemptView>,
     pub history: Vec<EventView>,
-    /// The steps of the run it belongs to, in order (SPEC 19; none without a run).
+    /// The steps of the run it belongs to, in order (manual: Runs; none without a run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub run_steps: Vec<crate::domain::run::RunStep>,
-    /// Pruned (SPEC 22): only its key answers, until its horizon; payload, attempts and history
+    /// Pruned (manual: Retention and the archive): only its key answers, until its horizon; payload, attempts and history
     /// are in the prune's archive.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub pruned: bool,
@@ -185,7 +185,7 @@ pub struct PausedWorkflow {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Stats {
     pub by_state: BTreeMap<State, i64>,
-    /// Operations that are exceptions, and stalled runs (SPEC 19: each an exception).
+    /// Operations that are exceptions, and stalled runs (manual: Runs: each an exception).
     pub exceptions: i64,
     /// Runs stalled between steps now.
     pub stalled_runs: i64,

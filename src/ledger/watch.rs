@@ -33,7 +33,7 @@ impl Ledger {
         }
         // an exception is in an exception state, or an attempt in flight past its timeout
         let (stuck, oldest) = self.store.stuck_and_oldest(now).await?;
-        // a stalled run is an exception too (SPEC 19), found by the index of waits
+        // a stalled run is an exception too (manual: Runs), found by the index of waits
         let stalled = self.stalled_counts().await?;
         let stalled_runs: i64 = stalled.iter().map(|(_, n, _)| n).sum();
         let oldest = oldest

@@ -1,4 +1,4 @@
-//! Workflows and destinations: pausing and resuming them (SPEC 5), and the stopping threshold
+//! Workflows and destinations: pausing and resuming them (manual: Staff actions), and the stopping threshold
 //! that pauses a workflow by itself when its unresolved exceptions reach the configured limit.
 
 use serde_json::json;
@@ -21,7 +21,7 @@ impl Ledger {
         self.resume_one(Pausable::Workflow, workflow, actor).await
     }
 
-    /// Pauses a workflow or a destination (SPEC 5): no attempt of it starts, by any dispatcher
+    /// Pauses a workflow or a destination (manual: Staff actions): no attempt of it starts, by any dispatcher
     /// or `settle start`; nothing pending is lost. Returns false when it was already paused.
     pub async fn pause_one(
         &self,
@@ -104,7 +104,7 @@ impl Ledger {
         Ok(Tried::Done(true))
     }
 
-    /// The stopping threshold (SPEC section 7): pause a workflow whose exceptions passed it. A
+    /// The stopping threshold (manual: The stopping threshold): pause a workflow whose exceptions passed it. A
     /// resume holds: after one, only an exception recorded since can pause the workflow again
     /// (a sweep, a restart or a console start never re-pauses by itself).
     pub async fn check_threshold(&self, workflow: &str) -> Result<bool> {
@@ -133,7 +133,7 @@ impl Ledger {
             return Ok(Tried::Done(false));
         }
         let mut summary = tx.exception_summary(Some(workflow), now).await?;
-        // its stalled runs are exceptions too (SPEC 19)
+        // its stalled runs are exceptions too (manual: Runs)
         if let Some(s) = self
             .stalls()
             .await?

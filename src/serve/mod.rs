@@ -1,4 +1,4 @@
-//! `settle serve` (SPEC 17): the console over SSH, so staff need no shell account, no database
+//! `settle serve` (manual: Running settle for a team): the console over SSH, so staff need no shell account, no database
 //! credentials and no copy of the binary.
 //!
 //! Design:

@@ -40,7 +40,7 @@ pub(crate) enum OpCol {
     Resolution,
     SupersededBy,
     Version,
-    /// The run the operation belongs to (SPEC 19), given when it is recorded.
+    /// The run the operation belongs to (manual: Runs), given when it is recorded.
     Run,
 }
 

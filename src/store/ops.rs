@@ -147,7 +147,7 @@ impl Tx {
 
     /// Inserts new operations; returns `(id, key)` of those inserted (a key already stored, or
     /// twice in `ops`, is inserted once; a pruned operation's key is taken until its horizon,
-    /// SPEC 22).
+    /// The manual's Retention and the archive).
     pub(crate) async fn insert_ops(&mut self, ops: &[&Op]) -> Result<Vec<(i64, String)>> {
         let cols = inserted();
         let names: Vec<&str> = cols.iter().map(|c| c.name()).collect();

@@ -1,4 +1,4 @@
-//! Pruning (SPEC 22): finding terminal operations past retention, and removing one batch of them
+//! Pruning (manual: Retention and the archive): finding terminal operations past retention, and removing one batch of them
 //! with their attempts and events, their keys kept in `pruned_keys` until their horizon.
 
 use super::sql::{Cell, Marks, Stmt, corrupt, get, marks, time};

@@ -1,4 +1,4 @@
-//! Runs (SPEC 19): a run's operations, found by the run they were recorded with (index
+//! Runs (manual: Runs): a run's operations, found by the run they were recorded with (index
 //! `operations_run`), and the run's own row (schema 12), kept in the transaction that records or
 //! settles one of its operations: who holds the run, whether a person closed it, and the wait
 //! between declared steps by which the stalled runs are found (partial index `runs_waiting`).

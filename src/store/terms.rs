@@ -1,5 +1,5 @@
 //! The SQL of a list's query: which operations a page shows and in which order (a view's scope
-//! and SPEC 12's filter terms), shared by a page, its count and the keys a bulk action selects;
+//! and the filter (manual: The filter) terms), shared by a page, its count and the keys a bulk action selects;
 //! and the values a statement binds.
 
 use chrono::{DateTime, Utc};
@@ -51,7 +51,7 @@ impl ListQuery<'_> {
 /// Which operations a page shows, in which order, and where it starts.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ListQuery<'a> {
-    /// SPEC 12's filter terms, all of which hold; `now` and `viewer` read ages and `claimed:me`.
+    /// the filter (manual: The filter) terms, all of which hold; `now` and `viewer` read ages and `claimed:me`.
     pub terms: &'a [Term],
     pub now: DateTime<Utc>,
     pub viewer: &'a str,
@@ -59,7 +59,7 @@ pub(crate) struct ListQuery<'a> {
     pub exceptions_only: bool,
     pub states: &'a [State],
     pub workflow: Option<&'a str>,
-    /// Only these workflows (an automation's scope, SPEC 20); `None`: all.
+    /// Only these workflows (an automation's scope, the manual's HTTP API); `None`: all.
     pub within: Option<&'a [String]>,
     pub claimed_by: Option<&'a str>,
     /// Only rows whose ordering time is at or before this.
@@ -103,7 +103,7 @@ pub(super) fn mark(args: &mut Vec<Arg>, a: Arg) -> String {
     format!("${}", args.len())
 }
 
-/// The conditions of a list's scope and options (before SPEC 12's terms).
+/// The conditions of a list's scope and options (before the terms (manual: The command line)).
 fn scope_conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>, cond: &mut Vec<String>) {
     if q.exceptions_only {
         cond.push("exception_since IS NOT NULL".into());
@@ -141,7 +141,7 @@ fn scope_conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>, cond: &m
     }
 }
 
-/// The conditions of a list's filter (scope, states, workflow, claim, SPEC 12's terms),
+/// The conditions of a list's filter (scope, states, workflow, claim, the terms (manual: The command line)),
 /// shared by a page and its count; their values are appended to `args`.
 pub(super) fn conditions(
     q: &ListQuery<'_>,

@@ -1,4 +1,4 @@
-//! PostgreSQL's pages of a filter with bare words (SPEC 12), at SPEC 22's ten million operations.
+//! PostgreSQL's pages of a filter with bare words (manual: The command line), at the ten million operations.
 //!
 //! A word is looked for in each row's text (`terms::EXCEPTION_TEXT`; schema 15 keeps a trigram
 //! index of the exceptions'). The planner cannot know how many rows hold a word. Taking it for a

@@ -195,7 +195,7 @@ impl Store {
 
     /// Keys of `unknown` operations of these destinations whose attempt was interrupted and not
     /// looked up since (their reason is still exactly `interrupted`), not claimed: what the
-    /// dispatcher looks up at a destination with a lookup (SPEC 3). By the exceptions-by-state
+    /// dispatcher looks up at a destination with a lookup (manual: States). By the exceptions-by-state
     /// index.
     pub(crate) async fn interrupted_unknowns(
         &self,

@@ -1,4 +1,4 @@
-//! Workflows and destinations: their pause flags (SPEC 5), and what the workflows' stopping
+//! Workflows and destinations: their pause flags (manual: Staff actions), and what the workflows' stopping
 //! thresholds count.
 
 use chrono::{DateTime, Utc};
@@ -8,7 +8,7 @@ use super::{Db, Store, Tx};
 use crate::error::Result;
 
 /// What can be paused: a workflow (by staff or its stopping threshold) or a destination (by staff
-/// or an `auth` answer, SPEC 11a). Both keep the same row in their own table.
+/// or an `auth` answer, the manual's Destinations). Both keep the same row in their own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pausable {
     Workflow,

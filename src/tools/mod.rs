@@ -1,5 +1,5 @@
 //! The tools beside the product: `settle demo` (the console on a realistic sandbox) and `settle
-//! sim` (a destination written from the SPEC, to try settle and its drills against). Only the
+//! sim` (a destination written from the manual, to try settle and its drills against). Only the
 //! command line and the tools themselves name them: the product never depends on them.
 
 pub mod demo;

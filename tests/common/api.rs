@@ -1,4 +1,4 @@
-//! The real `settle serve --http` for the tests and benches of the HTTP API (SPEC 20): started on
+//! The real `settle serve --http` for the tests and benches of the HTTP API (manual: The HTTP API): started on
 //! a free port with a config of known tokens, its log in a file of its own, killed on `Drop`.
 
 use std::io::BufRead;

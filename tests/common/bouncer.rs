@@ -1,5 +1,5 @@
 //! A real PgBouncer in transaction pooling mode in front of the tests' PostgreSQL server, as
-//! teams run one (SPEC 22): a process of its own on a port of its own, stopped when its guard
+//! teams run one (manual: Retention and the archive): a process of its own on a port of its own, stopped when its guard
 //! drops. It hands each transaction the next server connection in turn (`server_round_robin`),
 //! so a statement that outlives its transaction, or a session setting, breaks at once rather
 //! than now and then. Its ini is otherwise as shipped: no `ignore_startup_parameters`.

@@ -1,4 +1,4 @@
-//! The chaos run of SPEC 23: many faults at once, counted at the destinations.
+//! The chaos run of the manual's Proof under faults: many faults at once, counted at the destinations.
 //!
 //! Three `settle sim` destinations, each with seeded faults on 20% of its requests (reject, drop,
 //! late, unavailable, error) and 5-50 ms of latency: `crm` deduplicates, `projects` does not but
@@ -552,7 +552,7 @@ fn person(env: &Env, sims: &[Sim], seed: u64, stop: &AtomicBool, tally: &Mutex<T
                 None | Some([]) => strings(&["reconcile", key, "--absent"]),
                 Some(_) => continue, // two tasks: the checker will name it
             },
-            // many at once, from the destinations' own records (SPEC 16)
+            // many at once, from the destinations' own records (manual: Incidents)
             3 => {
                 let file = env.dir.join("records.jsonl");
                 std::fs::write(&file, records(&list, sims, &mut rng)).unwrap();

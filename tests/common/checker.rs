@@ -1,4 +1,4 @@
-//! SPEC 23's invariants, checked against the ledger and the destinations' own records (each a
+//! the invariants (manual: Proof under faults), checked against the ledger and the destinations' own records (each a
 //! `settle sim`), for any drill, test or chaos run to call after its run, however faulty:
 //!
 //! 1. at a destination that does not deduplicate, at most one task per key;

@@ -474,7 +474,7 @@ impl Sim {
         on_a_thread(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
     }
 
-    /// The ids of the tasks the simulator really created, per key (SPEC 23's "the destination's
+    /// The ids of the tasks the simulator really created, per key (manual: Proof under faults's "the destination's
     /// own records").
     pub fn ids_by_key(&self) -> std::collections::BTreeMap<String, Vec<String>> {
         let v = self.stats();

@@ -1,4 +1,4 @@
-//! A destination written from the SPEC rather than by settle's simulator: a plain HTTP/1.1
+//! A destination written from the manual rather than by settle's simulator: a plain HTTP/1.1
 //! server on a free port whose every answer the test scripts (status, body, a delay, or a
 //! connection broken before the answer), so that settle meets the answers real APIs give.
 

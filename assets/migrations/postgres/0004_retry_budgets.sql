@@ -1,4 +1,4 @@
--- settle schema 4 (PostgreSQL): the per-destination retry budget (SPEC 6), shared by every dispatcher.
+-- settle schema 4 (PostgreSQL): the per-destination retry budget (manual: Automatic retries), shared by every dispatcher.
 CREATE TABLE retry_budgets (
     destination TEXT PRIMARY KEY,
     tokens      BIGINT NOT NULL,

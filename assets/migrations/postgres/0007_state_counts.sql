@@ -1,6 +1,6 @@
 -- settle schema 7 (PostgreSQL): how many operations are in each state, kept by statement
 -- triggers in the transaction that changes them, so that the console's tab counts, its header
--- and `stats` never count a million rows (SPEC 13: counts never more than a few seconds old).
+-- and `stats` never count a million rows (manual: The console: counts never more than a few seconds old).
 -- Writers only append a row of differences per statement (never update a shared row: concurrent
 -- dispatchers would queue on it); readers sum them, and the dispatcher's heartbeat folds them
 -- into a row per state.

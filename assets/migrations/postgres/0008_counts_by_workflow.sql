@@ -1,5 +1,5 @@
 -- settle schema 8 (PostgreSQL): the state counters of schema 7 kept per workflow as well, so
--- that the metrics' exceptions by workflow and state (SPEC 17) are read from a few rows, never
+-- that the metrics' exceptions by workflow and state (manual: Running settle for a team) are read from a few rows, never
 -- counted from the operations. As before, writers append a row of differences per statement and
 -- the dispatcher's heartbeat folds them; readers of the counts by state sum over the workflows.
 DROP TRIGGER operations_counted_insert ON operations;

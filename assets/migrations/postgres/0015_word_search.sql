@@ -1,5 +1,5 @@
--- settle schema 15 (PostgreSQL): the filter's bare words (SPEC 12) at ten million operations
--- (SPEC 22). A word is looked for in each exception's key, workflow, step, destination, state and
+-- settle schema 15 (PostgreSQL): the filter's bare words (manual: The command line) at ten million operations
+-- (manual: Retention and the archive). A word is looked for in each exception's key, workflow, step, destination, state and
 -- error, joined by spaces (a word holds none, so it is found in the joined text exactly where it
 -- is found in one of them). A trigram index of that text (pg_trgm, shipped with PostgreSQL and
 -- trusted since 13) finds a word of three letters or more without reading every exception. The

@@ -1,4 +1,4 @@
--- settle schema 6: the Activity view (SPEC 13) shows people's actions newest first, without
+-- settle schema 6: the Activity view (manual: The console) shows people's actions newest first, without
 -- automation's (the dispatcher's attempts, workflows' recordings, the sweep) unless asked. This
 -- partial index holds only people's events, so that the view stays one index walk however busy
 -- the dispatcher is. Its condition is `filter::PEOPLE_ONLY`, word for word (the query must

@@ -1,6 +1,6 @@
 -- settle schema 7 (SQLite): how many operations are in each state, kept by triggers in the
 -- transaction that changes them, so that the console's tab counts, its header and `stats` never
--- count a million rows (SPEC 13: counts never more than a few seconds old). SQLite has one
+-- count a million rows (manual: The console: counts never more than a few seconds old). SQLite has one
 -- writer at a time, so a row per state updated in place costs no contention.
 CREATE TABLE state_counts (
     state TEXT PRIMARY KEY,

@@ -1,5 +1,5 @@
 -- settle schema 8 (SQLite): the state counters of schema 7 kept per workflow as well, so that
--- the metrics' exceptions by workflow and state (SPEC 17) are read from a few rows, never
+-- the metrics' exceptions by workflow and state (manual: Running settle for a team) are read from a few rows, never
 -- counted from the operations. Readers of the counts by state sum over the workflows.
 DROP TRIGGER operations_counted_insert;
 DROP TRIGGER operations_counted_update;

@@ -1,4 +1,4 @@
--- settle schema 12: a row for each run (SPEC 19), kept in the transaction that records or
+-- settle schema 12: a row for each run (manual: Runs), kept in the transaction that records or
 -- settles one of its operations. A run's state is still derived from its operations; this row
 -- only finds the runs that may be stalled without reading every run, and holds what is the
 -- run's own: a person's claim and close.

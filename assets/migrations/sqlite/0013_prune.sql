@@ -1,4 +1,4 @@
--- settle schema 13 (SPEC 22): pruning.
+-- settle schema 13 (manual: Retention and the archive): pruning.
 --   pruned_keys: what a pruned operation's key answers with until its horizon (its fingerprint,
 --     terminal state, reference and names): a repeat of the key answers as for the live operation.
 --   prune_gate: events stay append-only, except inside a prune's transaction, which holds a row

@@ -1,9 +1,9 @@
-//! The gateway (SPEC 21): `POST|PUT|PATCH|DELETE /gateway/{destination}/{action}`, where an
+//! The gateway (manual: The gateway): `POST|PUT|PATCH|DELETE /gateway/{destination}/{action}`, where an
 //! automation tool that retries blindly sends its request with an `Idempotency-Key`, and settle
 //! records it, sends it once, keeps the outcome and answers every repeat from the ledger.
 //!
 //! Design:
-//! - One request is the protocol of SPEC 11 in one call: **record** the intent (the body is the
+//! - One request is the protocol of the manual's protocol in one call: **record** the intent (the body is the
 //!   payload; a changed body under the key is a conflict, never sent), **start** an attempt by
 //!   the same compare-and-set a dispatcher's round uses (so the gateway and a dispatcher never
 //!   both send one operation), **send** it exactly as the dispatcher does

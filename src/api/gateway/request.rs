@@ -1,4 +1,4 @@
-//! The gateway's request read as the ledger records it (SPEC 21): the key from
+//! The gateway's request read as the ledger records it (manual: The gateway): the key from
 //! `Idempotency-Key`, the workflow from `Settle-Workflow` or the token's only one, the body as
 //! the payload.
 

@@ -48,7 +48,7 @@ impl App {
         }
         let offered = |o: Offer| row.actions.contains(o);
         let Some((kind, step)) = first_step(c, offered, None) else {
-            // P: the item's workflow or its destination, paused or resumed (a lead's; SPEC 17)
+            // P: the item's workflow or its destination, paused or resumed (a lead's; the manual's Running settle for a team)
             use crate::ledger::Pausable;
             let choices = vec![
                 (
@@ -102,7 +102,7 @@ impl App {
     }
 
     /// `v` in the detail pane: choose one of its redacted fields, give a reason, confirm (a lead
-    /// only; SPEC 8 and 17). The value shows on this pane until it closes, and nowhere else.
+    /// only; the manual's Redaction, Running settle for a team). The value shows on this pane until it closes, and nowhere else.
     pub(super) fn begin_reveal(&mut self) -> Vec<Effect> {
         if !self.role.leads() {
             self.set_status("revealing a redacted field is for a lead", true);

@@ -6,7 +6,7 @@ use tui_input::Input;
 use crate::domain::{Offer, Resolution};
 use crate::ledger::StaffAction;
 
-/// Close's resolutions as a person reads them (SPEC 13: words, not identifiers).
+/// Close's resolutions as a person reads them (manual: The console: words, not identifiers).
 pub(super) const CLOSE_CHOICES: [(char, Resolution, &str); 4] = [
     (
         '1',
@@ -38,9 +38,9 @@ pub enum ActionKind {
     Note,
     Pause,
     Resume,
-    /// Reveal one redacted field of the detail pane (a lead; SPEC 8).
+    /// Reveal one redacted field of the detail pane (a lead; the manual's Redaction).
     Reveal,
-    /// Look the item up at its destination now, then reconcile by its answer (SPEC 16).
+    /// Look the item up at its destination now, then reconcile by its answer (manual: Incidents).
     LookUp,
 }
 
@@ -73,7 +73,7 @@ pub struct Form {
     pub new_key: Option<String>,
     pub text: Option<String>,
     pub hint: Option<String>,
-    /// A bulk action: the marked keys, frozen when the key was pressed (SPEC 16).
+    /// A bulk action: the marked keys, frozen when the key was pressed (manual: Incidents).
     pub bulk: Option<Vec<String>>,
     /// The bulk action's preview, once the ledger answered: confirming acts on its eligible keys.
     pub preview: Option<crate::ledger::BulkPreview>,
@@ -87,7 +87,7 @@ pub struct Form {
     pub pausing: Option<crate::ledger::Pausable>,
     /// A lookup's answers, once they came: (key, destination, what it said).
     pub answers: Vec<(String, String, crate::domain::LookupAnswer)>,
-    /// The target is a run (SPEC 19): its note or close is the run's own.
+    /// The target is a run (manual: Runs): its note or close is the run's own.
     pub run: bool,
 }
 

@@ -61,7 +61,7 @@ impl App {
                 self.quit = true;
                 vec![Effect::Quit]
             }
-            // the review's tables scroll (SPEC 18: at 80x24 they may hold more than fits)
+            // the review's tables scroll (manual: The review: at 80x24 they may hold more than fits)
             KeyCode::Char('j') | KeyCode::Down if self.view == View::Review => {
                 let longest = self
                     .review
@@ -277,7 +277,7 @@ impl App {
         }
     }
 
-    /// Whether this operator's role ever allows the binding (SPEC 17: a viewer is offered no
+    /// Whether this operator's role ever allows the binding (manual: Running settle for a team: a viewer is offered no
     /// action key, an operator no lead's key), whatever is selected.
     pub fn may(&self, b: &crate::console::keymap::Binding) -> bool {
         use crate::console::keymap::When;

@@ -6,7 +6,7 @@ use super::*;
 
 impl App {
     pub fn list_filter(&self) -> ListFilter {
-        // SPEC 12's filter: the terms that are whole narrow the list as they are typed
+        // the filter (manual: The filter): the terms that are whole narrow the list as they are typed
         let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());
         ListFilter {
             scope: self.view.scope(),
@@ -17,7 +17,7 @@ impl App {
         }
     }
 
-    /// The review's scope: the list filter's workflow or destination, when it names one (SPEC 18).
+    /// The review's scope: the list filter's workflow or destination, when it names one (manual: The review).
     pub fn review_scope(&self) -> crate::ledger::ReviewScope {
         use crate::domain::filter::Match;
         let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());

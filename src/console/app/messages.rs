@@ -69,7 +69,7 @@ pub enum Effect {
         stop: StopFlag,
     },
     /// Ask the destinations of these operations whether their work exists, `pace` apart, until
-    /// `stop` (SPEC 16); progress comes back as `Msg::BulkProgress`, the answers as
+    /// `stop` (manual: Incidents); progress comes back as `Msg::BulkProgress`, the answers as
     /// `Msg::LookedUp`.
     LookUp {
         keys: Vec<String>,
@@ -85,7 +85,7 @@ pub enum Effect {
         items: Vec<(String, StaffAction)>,
         stop: StopFlag,
     },
-    /// A lead's reveal of one redacted field (SPEC 8): the event is written, the value returned.
+    /// A lead's reveal of one redacted field (manual: Redaction): the event is written, the value returned.
     Reveal {
         key: String,
         path: String,
@@ -97,7 +97,7 @@ pub enum Effect {
         days: u64,
         scope: crate::ledger::ReviewScope,
     },
-    /// The stalled runs view 1 shows above its operations (SPEC 19), for request `seq`.
+    /// The stalled runs view 1 shows above its operations (manual: Runs), for request `seq`.
     Stalled {
         seq: u64,
         filter: ListFilter,

@@ -55,7 +55,7 @@ pub enum View {
     InProgress,
     Closed,
     Activity,
-    /// The review after a release (SPEC 18): exception age, opened against resolved, time to
+    /// The review after a release (manual: The review): exception age, opened against resolved, time to
     /// resolve, duplicates.
     Review,
 }
@@ -131,7 +131,7 @@ fn seen(v: &OperationView) -> impl PartialEq + use<'_> {
 pub struct App {
     pub database: String,
     pub operator: String,
-    /// What the operator may do (SPEC 17): the footer and help offer only that.
+    /// What the operator may do (manual: Running settle for a team): the footer and help offer only that.
     pub role: crate::domain::Role,
     pub view: View,
     pub sort: Sort,
@@ -163,7 +163,7 @@ pub struct App {
     /// How many rows the review's tables are scrolled (`j`/`k` in view 6).
     pub review_scroll: usize,
     pub detail: Option<OperationDetail>,
-    /// View 1's stalled runs (SPEC 19), shown above its operations, oldest stall first.
+    /// View 1's stalled runs (manual: Runs), shown above its operations, oldest stall first.
     pub stalled: Vec<crate::ledger::RunSummary>,
     /// The selection is on this stalled run (not on an operation).
     pub on_run: Option<usize>,
@@ -176,7 +176,7 @@ pub struct App {
     pub filter_count: Option<i64>,
     count_seq: u64,
     pub detail_scroll: u16,
-    /// Marked keys (`Space`, `A`): the action keys act on all of them (SPEC 16).
+    /// Marked keys (`Space`, `A`): the action keys act on all of them (manual: Incidents).
     pub marks: std::collections::BTreeSet<String>,
     /// `A` was asked for (request `seq`) and its answer has not come yet.
     pub(super) marking: Option<u64>,
@@ -188,7 +188,7 @@ pub struct App {
     pub changed: std::collections::HashMap<String, DateTime<Utc>>,
     pub header: Header,
     pub status: Option<(String, bool)>,
-    /// When the status line was set: it clears itself after a while (SPEC 13), an error later.
+    /// When the status line was set: it clears itself after a while (manual: The console), an error later.
     status_at: Option<DateTime<Utc>>,
     /// The database answered the last poll.
     pub online: bool,

@@ -1,4 +1,4 @@
-//! Stalled runs in view 1 (SPEC 19): rows above the operations, oldest stall first; `Enter`
+//! Stalled runs in view 1 (manual: Runs): rows above the operations, oldest stall first; `Enter`
 //! opens one in the detail pane with its steps; `c` `u` `n` `x` claim, release, note and close
 //! the run as a whole. The selection is on a run (`on_run`) or on an operation, never both.
 

@@ -59,7 +59,7 @@ pub(super) fn label<'a>(theme: &Theme, s: &'static str) -> Span<'a> {
     Span::styled(format!("{s:<9}"), theme.style(Meaning::Muted))
 }
 
-/// What a person acts on first (SPEC 13): the next step, a reveal, the state, the claim, the
+/// What a person acts on first (manual: The console): the next step, a reveal, the state, the claim, the
 /// error, the resolution, the reference.
 pub(super) fn summary_lines<'a>(app: &App, theme: &Theme, row: &OperationView) -> Vec<Line<'a>> {
     let mut lines: Vec<Line> = Vec::new();
@@ -73,7 +73,7 @@ pub(super) fn summary_lines<'a>(app: &App, theme: &Theme, row: &OperationView) -
         label(theme, "next"),
         Span::styled(esc(next), theme.style(Meaning::Title)),
     ]));
-    // a lead's reveal: on this pane only, until it closes (SPEC 8)
+    // a lead's reveal: on this pane only, until it closes (manual: Redaction)
     if let Some((key, path, value)) = &app.revealed
         && *key == row.key
     {
@@ -117,7 +117,7 @@ pub(super) fn summary_lines<'a>(app: &App, theme: &Theme, row: &OperationView) -
             Span::raw(format!("{} until {until}", esc(by))),
         ]));
     }
-    // SPEC 13: what a person acts on first: the error, the claim, the latest notes, the
+    // The console: what a person acts on first: the error, the claim, the latest notes, the
     // resolution; then the attempts, the payload and the history
     if let Some(e) = row
         .last_error
@@ -149,7 +149,7 @@ pub(super) fn loaded_lines<'a>(
     theme: &Theme,
     lines: &mut Vec<Line<'a>>,
 ) {
-    // the run it belongs to, its steps in order (SPEC 19)
+    // the run it belongs to, its steps in order (manual: Runs)
     if let Some(run) = &d.op.run {
         lines.push(Line::from(vec![label(theme, "run"), Span::raw(esc(run))]));
         step_lines(&d.run_steps, theme, lines);

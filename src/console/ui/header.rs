@@ -13,7 +13,7 @@ use crate::domain::{State, format_age};
 use super::*;
 
 /// The header's right side at `level` 0 (words in full) to 3 (shortest): it abbreviates before it
-/// drops anything (SPEC 13: at 80 columns it still holds the filter and its count, the
+/// drops anything (manual: The console: at 80 columns it still holds the filter and its count, the
 /// exceptions, the unknown ones, the oldest age, what is paused and the dispatcher's health).
 /// The filter's text is cut last: to `filter_room` characters when given (with `…`).
 pub(super) fn header_right<'a>(
@@ -126,7 +126,7 @@ pub(super) fn stats_spans<'a>(
     }
 }
 
-/// Whether the dispatcher was seen lately (SPEC 13's header).
+/// Whether the dispatcher was seen lately (manual: The console's header).
 pub(super) fn dispatcher_spans<'a>(
     app: &App,
     theme: &Theme,

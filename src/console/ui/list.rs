@@ -13,7 +13,7 @@ use crate::ledger::OperationView;
 
 use super::*;
 
-/// Which columns fit: age, state, destination and key always (SPEC 13: every row at 80
+/// Which columns fit: age, state, destination and key always (manual: The console: every row at 80
 /// columns), then the claim and the workflow while the next step keeps 30 columns.
 pub(super) fn columns(width: u16, marking: bool) -> Vec<(&'static str, u16)> {
     let mut essential = vec![("AGE", 7), ("STATE", 10), ("DEST", 9), ("KEY", 16)];
@@ -29,7 +29,7 @@ pub(super) fn columns(width: u16, marking: bool) -> Vec<(&'static str, u16)> {
             chosen.push(o);
         }
     }
-    // keep the SPEC's order: AGE STATE WORKFLOW/STEP DEST KEY CLAIM
+    // keep the manual's order: AGE STATE WORKFLOW/STEP DEST KEY CLAIM
     let order = ["", "AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"];
     chosen.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
     let next = width.saturating_sub(used(&chosen));
@@ -55,7 +55,7 @@ pub(super) fn cell(v: &OperationView, name: &str, app: &App) -> String {
     }
 }
 
-/// A stalled run's cell (SPEC 19): KEY the run, DEST the step never recorded, age since it
+/// A stalled run's cell (manual: Runs): KEY the run, DEST the step never recorded, age since it
 /// stalled.
 fn run_cell(r: &crate::ledger::RunSummary, name: &str, app: &App) -> String {
     match name {
@@ -100,7 +100,7 @@ pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     }))
     .style(theme.style(Meaning::Muted));
     let body_height = area.height.saturating_sub(1) as usize;
-    // view 1's stalled runs stand above its operations (SPEC 19)
+    // view 1's stalled runs stand above its operations (manual: Runs)
     let runs: &[crate::ledger::RunSummary] = if app.view == View::Exceptions {
         &app.stalled
     } else {

@@ -38,7 +38,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         (area.height.saturating_sub(6)) / 2
     };
     // a status too long for its line (a refusal, a lookup's answer) is shown whole: it wraps
-    // onto the footer's line until it clears (SPEC 13)
+    // onto the footer's line until it clears (manual: The console)
     let long_status = app.bulk.is_none()
         && !matches!(app.mode, Mode::Filter)
         && app

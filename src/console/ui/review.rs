@@ -1,4 +1,4 @@
-//! View 6, Review (SPEC 18): open exceptions by age as a bar chart (the buckets past
+//! View 6, Review (manual: The review): open exceptions by age as a bar chart (the buckets past
 //! `warn_after` and `critical_after` in their colours), opened against resolved per day, a table
 //! per workflow and per destination, and the duplicates. Drawn from the last review the ledger
 //! answered; a spinner in the title while the next loads, never a wait.
@@ -69,7 +69,7 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     draw_duplicates(f, theme, r, dupes);
 }
 
-/// The runs line (SPEC 19): started, done, stalled (now), closed, then the step transitions'
+/// The runs line (manual: Runs): started, done, stalled (now), closed, then the step transitions'
 /// times, the slowest first, as many as the width holds.
 fn draw_runs(f: &mut Frame, theme: &Theme, r: &Review, area: Rect) {
     let runs = &r.runs;

@@ -1,4 +1,4 @@
-//! A run in the detail pane (SPEC 19): its safe next step, state and claim, its steps one line
+//! A run in the detail pane (manual: Runs): its safe next step, state and claim, its steps one line
 //! each (`✓ create-customer  CUST-77`, `✗ create-task  unknown`, `○ welcome-sms  not recorded`),
 //! and its own history; and the steps of an operation's run in the operation's pane.
 

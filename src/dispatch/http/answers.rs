@@ -1,4 +1,4 @@
-//! What an answer means: its class, its reference, when to retry (SPEC 11a).
+//! What an answer means: its class, its reference, when to retry (manual: Destinations).
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use crate::domain::Outcome;
 
 use super::*;
 
-/// The outcome of one HTTP exchange (SPEC 3 and 11a).
+/// The outcome of one HTTP exchange (manual: States, Destinations).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     pub outcome: Outcome,
@@ -42,7 +42,7 @@ impl Observed {
     }
 }
 
-/// A destination's answer as it came: what the gateway hands back to its caller (SPEC 21).
+/// A destination's answer as it came: what the gateway hands back to its caller (manual: The gateway).
 #[derive(Clone, Debug)]
 pub struct Raw {
     pub status: u16,
@@ -58,7 +58,7 @@ pub struct Answer<'a> {
     pub body: Option<&'a [u8]>,
 }
 
-/// The class of a status by SPEC 11a's defaults.
+/// The class of a status by the defaults (manual: Destinations).
 pub(super) fn default_class(status: u16) -> AnswerClass {
     match status {
         200..=299 => AnswerClass::Accepted,

@@ -1,4 +1,4 @@
-//! The classification of SPEC 11a as a table, the settings' resolution, and the request bodies.
+//! The classification of the manual's Destinations as a table, the settings' resolution, and the request bodies.
 
 use super::*;
 use crate::config::Config;
@@ -79,7 +79,7 @@ fn check(e: &Endpoint, rows: &[Row]) {
 }
 
 #[test]
-fn the_default_classes_of_spec_11a() {
+fn the_default_classes_of_a_destination() {
     use Outcome::*;
     let e = crm("");
     check(

@@ -1,4 +1,4 @@
-//! The rules of the automation's own commands (SPEC 3, 6, 11): the key recorded again, an
+//! The rules of the automation's own commands (manual: States, Automatic retries, The protocol): the key recorded again, an
 //! attempt started, an attempt's outcome.
 
 use std::time::Duration;
@@ -150,7 +150,7 @@ pub(super) struct Answered {
     pub(super) retry_after: Option<Duration>,
 }
 
-/// The automatic rules for an attempt's outcome (SPEC section 3 and 6).
+/// The automatic rules for an attempt's outcome (manual: States, Automatic retries).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn finish_attempt(
     op: &Op,
@@ -166,7 +166,7 @@ pub(super) fn finish_attempt(
     let used = n.saturating_sub(op.budget_start);
     let spent = used >= policy.retry.max_attempts;
     let retry_after = answered.retry_after;
-    // SPEC 6: a 409 from a deduplicating destination says its first request with this key is
+    // Automatic retries: a 409 from a deduplicating destination says its first request with this key is
     // still running: the next attempt waits at least the destination's timeout (or its
     // Retry-After, if longer), so that the attempts are not spent before that request's own
     // answer could have arrived. Not capped: the wait is the point.

@@ -1,4 +1,4 @@
-//! The table tests of the automation's own commands (SPEC 3, 6, 11).
+//! The table tests of the automation's own commands (manual: States, Automatic retries, The protocol).
 
 use super::super::test_support::*;
 
@@ -124,7 +124,7 @@ fn outcomes_follow_the_retry_rules() {
     );
 }
 
-/// SPEC 6: a 409 from a deduplicating destination (its first request with this key still runs)
+/// Automatic retries: a 409 from a deduplicating destination (its first request with this key still runs)
 /// makes the next attempt wait at least the destination's timeout, or its Retry-After if longer,
 /// and not capped by the backoff's cap; elsewhere a 409 is a plain transient answer.
 #[test]
@@ -228,7 +228,7 @@ fn a_conflict_keeps_both_contents_and_its_exception_age() {
     );
 }
 
-/// SPEC 19: an operation's run is the one it was recorded with, in every state; naming none
+/// Runs: an operation's run is the one it was recorded with, in every state; naming none
 /// leaves it as it is.
 #[test]
 fn a_record_keeps_its_run() {

@@ -44,7 +44,7 @@ pub enum Command {
     Record {
         payload: String,
         fingerprint: String,
-        /// The run it names (SPEC 19): an operation's run is the one it was recorded with.
+        /// The run it names (manual: Runs): an operation's run is the one it was recorded with.
         run: Option<String>,
     },
     /// The dispatcher starts the next attempt.
@@ -63,10 +63,10 @@ pub enum Command {
     /// The dispatcher asked a destination with lookup whether the work for the key exists.
     Lookup { answer: LookupAnswer },
     /// The gateway's repeat of a request confirmed not done (`failed`): sent again, with the
-    /// same key and payload and a fresh attempt budget (SPEC 21: after a reconcile absent, the
+    /// same key and payload and a fresh attempt budget (manual: The gateway: after a reconcile absent, the
     /// next repeat is sent).
     Resend,
-    /// A person works the item (SPEC section 5).
+    /// A person works the item (manual: Staff actions).
     Staff(StaffAction),
 }
 
@@ -84,7 +84,7 @@ impl Command {
     }
 }
 
-/// A staff action on one operation (SPEC section 5).
+/// A staff action on one operation (manual: Staff actions).
 #[derive(Clone, Debug, PartialEq)]
 pub enum StaffAction {
     Claim {
@@ -110,7 +110,7 @@ pub enum StaffAction {
     Note {
         text: String,
     },
-    /// Reconcile by what the destination's lookup, run at a person's request, answered (SPEC
+    /// Reconcile by what the destination's lookup, run at a person's request, answered (the manual
     /// 16): found or absent, with the lookup named as the evidence. No answer reconciles nothing.
     LookUp {
         answer: LookupAnswer,
@@ -129,7 +129,7 @@ pub struct Ctx<'a> {
     pub paused: bool,
     /// A uniform sample in [0, 1) for the backoff's jitter; passed in so the rules stay pure.
     pub jitter: f64,
-    /// What the actor may do (SPEC 17); the local CLI and automation act as `lead`.
+    /// What the actor may do (manual: Running settle for a team); the local CLI and automation act as `lead`.
     pub role: super::Role,
 }
 

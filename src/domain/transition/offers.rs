@@ -1,4 +1,4 @@
-//! What the console offers (SPEC 13): the staff actions a person may take on an operation now,
+//! What the console offers (manual: The console): the staff actions a person may take on an operation now,
 //! exactly those [`staff_check`] passes with well-formed details.
 
 use serde::Serialize;
@@ -21,7 +21,7 @@ pub enum Offer {
     Retry,
     Close,
     Note,
-    /// Look the item up at its destination now, then reconcile by the answer (SPEC 16).
+    /// Look the item up at its destination now, then reconcile by the answer (manual: Incidents).
     LookUp,
 }
 
@@ -108,7 +108,7 @@ impl Serialize for Offers {
 static SAMPLES: std::sync::LazyLock<[StaffAction; 9]> =
     std::sync::LazyLock::new(|| Offer::ALL.map(Offer::sample));
 
-/// The staff actions `ctx.actor` may take on `op` now (SPEC 5 and 13): exactly those
+/// The staff actions `ctx.actor` may take on `op` now (manual: Staff actions, The console): exactly those
 /// [`staff_check`] (the rules `apply` enforces) passes with well-formed details, so that what the
 /// console offers can never disagree with what the ledger does. A claim is offered only where it changes
 /// something (not to its holder), a take-over only over another's live claim.

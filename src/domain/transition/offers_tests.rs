@@ -1,4 +1,4 @@
-//! What the console offers equals what the ledger accepts (SPEC 13).
+//! What the console offers equals what the ledger accepts (manual: The console).
 
 use super::super::test_support::*;
 

@@ -56,7 +56,7 @@ pub struct Op {
     pub resolution: Option<Resolution>,
     pub superseded_by: Option<String>,
     pub version: i64,
-    /// The run it belongs to (SPEC 19), named when it is recorded and never changed after.
+    /// The run it belongs to (manual: Runs), named when it is recorded and never changed after.
     pub run: Option<String>,
 }
 

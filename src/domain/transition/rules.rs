@@ -1,4 +1,4 @@
-//! What a staff action must pass on an operation now (SPEC 5 and 17), and nothing else: the one
+//! What a staff action must pass on an operation now (manual: Staff actions, Running settle for a team), and nothing else: the one
 //! place these rules are written. `apply` asks [`staff_check`] before it changes anything, and
 //! the console's offers ask it for each action, so what is offered is what the ledger accepts.
 
@@ -51,7 +51,7 @@ fn deny<'a, T, R: Reason<'a>>(
     Err(R::new(class, why))
 }
 
-/// Every rule a staff action must pass on this operation now (SPEC 5), and nothing else.
+/// Every rule a staff action must pass on this operation now (manual: Staff actions), and nothing else.
 /// `Ok(true)`: the action claims the item for the actor (nobody holds a live claim).
 pub fn staff_check<'a, R: Reason<'a>>(
     op: &'a Op,
@@ -59,7 +59,7 @@ pub fn staff_check<'a, R: Reason<'a>>(
     ctx: &'a Ctx,
 ) -> Result<bool, R> {
     let key = &op.key;
-    // SPEC 17's roles come first: a viewer takes no action, taking over a claim is a lead's
+    // the roles (manual: Running settle for a team) come first: a viewer takes no action, taking over a claim is a lead's
     if !ctx.role.acts() {
         return deny("not for a viewer", move || {
             format!(

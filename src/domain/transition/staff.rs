@@ -1,4 +1,4 @@
-//! What a person does to an operation (SPEC 5): each staff action once [`staff_check`] has let
+//! What a person does to an operation (manual: Staff actions): each staff action once [`staff_check`] has let
 //! it through (the one place its rules are written), and what is left to do to a terminal one.
 
 use serde_json::json;

@@ -1,8 +1,8 @@
-//! The staff actions and their rules (SPEC 5, 16, 17).
+//! The staff actions and their rules (manual: Staff actions, Incidents, Running settle for a team).
 
 use super::super::test_support::*;
 
-/// SPEC 5: an action on an item nobody holds claims it in the same transition (one event whose
+/// Staff actions: an action on an item nobody holds claims it in the same transition (one event whose
 /// detail says so); a live claim of another refuses it; an expired one does not.
 #[test]
 fn acting_on_an_unclaimed_item_claims_it() {
@@ -132,7 +132,7 @@ fn claims_exclude_automation_and_other_people() {
         .is_err()
     );
     // an expired claim can be taken without force; its old holder acting claims it afresh
-    // (SPEC 5: nobody holds a live claim), and the event says so
+    // (manual: Staff actions: nobody holds a live claim), and the event says so
     let mut expired = op.clone();
     expired.claim.as_mut().unwrap().expires = t0() - TimeDelta::seconds(1);
     assert!(
@@ -267,7 +267,7 @@ fn staff_retry_and_close_rules() {
     );
 }
 
-/// A lookup a person asks for (SPEC 16) reconciles by its answer, names the lookup as the
+/// A lookup a person asks for (manual: Incidents) reconciles by its answer, names the lookup as the
 /// evidence, and needs what a reconcile needs; no answer reconciles nothing and says why.
 #[test]
 fn a_lookup_a_person_asks_for_reconciles_by_its_answer() {

@@ -1,6 +1,6 @@
-//! What happens to an attempt nobody answered (SPEC 3): past its timeout it is swept as an
+//! What happens to an attempt nobody answered (manual: States): past its timeout it is swept as an
 //! unknown outcome; and the dispatcher's lookup, which settles an unknown outcome by what the
-//! destination says (SPEC 11a).
+//! destination says (manual: Destinations).
 
 use serde_json::json;
 

@@ -1,8 +1,8 @@
-//! The sweep and the dispatcher's lookup (SPEC 3, 11a).
+//! The sweep and the dispatcher's lookup (manual: States, Destinations).
 
 use super::super::test_support::*;
 
-/// SPEC 3: an interrupted attempt is swept by the rule of any unknown outcome: at a destination
+/// States: an interrupted attempt is swept by the rule of any unknown outcome: at a destination
 /// that deduplicates, inside its horizon and with attempts left, to `retry_wait` (the next attempt
 /// with the same key settles it); elsewhere to `unknown`, reason interrupted.
 #[test]
@@ -67,7 +67,7 @@ fn sweep_turns_a_stuck_attempt_into_an_interrupted_unknown() {
 }
 
 /// The dispatcher's lookup, against every state: only an unknown outcome is settled by it, and
-/// only a real answer settles it (SPEC 11a: no answer leaves it unknown, saying why).
+/// only a real answer settles it (manual: Destinations: no answer leaves it unknown, saying why).
 #[test]
 fn a_lookup_settles_only_an_unknown_outcome() {
     let policy = DestinationPolicy {

@@ -1,8 +1,8 @@
-//! Every state against every command: the SPEC's result, or a refusal.
+//! Every state against every command: the manual's result, or a refusal.
 
 use super::test_support::*;
 
-/// Every state against every event and staff action: the SPEC's result, or a refusal.
+/// Every state against every event and staff action: the manual's result, or a refusal.
 #[test]
 fn the_whole_transition_table() {
     use State::*;

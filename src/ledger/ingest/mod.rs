@@ -1,4 +1,4 @@
-//! `settle ingest`: JSON lines of intents, starts and attempts (SPEC 11), idempotent, batched in
+//! `settle ingest`: JSON lines of intents, starts and attempts (manual: The protocol), idempotent, batched in
 //! transactions.
 
 use std::collections::BTreeSet;

@@ -59,7 +59,7 @@ fn demo_config(mut config: Config) -> Config {
         config.destinations = example.destinations;
         config.workflows = example.workflows;
         config.redaction = example.redaction;
-        // hints on, so that "check sms for this request" has something to search by (SPEC 8)
+        // hints on, so that "check sms for this request" has something to search by (manual: Redaction)
         config.redaction.hints = true;
     }
     config

@@ -1,4 +1,4 @@
-//! The demo's runs (SPEC 19): customer onboardings of three steps (the customer in the CRM, the
+//! The demo's runs (manual: Runs): customer onboardings of three steps (the customer in the CRM, the
 //! kickoff task with the customer's reference, the welcome SMS with the task's), most of them
 //! done, a few stalled between two steps, one blocked on the unknown outcome of its SMS.
 
