@@ -1,7 +1,7 @@
 //! `cargo bench --bench chaos`: the chaos run of the manual's Proof under faults (see `tests/common/chaos.rs`).
 //!
 //! SETTLE_CHAOS_SEED (default 1), SETTLE_CHAOS_OPS (default 10,000 operations at least, a run of the
-//! README's script for every 30), SETTLE_CHAOS_DB=sqlite|postgres (default sqlite;
+//! manual's onboard.sh for every 30), SETTLE_CHAOS_DB=sqlite|postgres (default sqlite;
 //! postgres runs a cluster of its own, restarted twice, its connections cut once). Prints the
 //! seed, what was injected and each invariant's count of violations; exits 1 on any violation.
 

@@ -6,7 +6,7 @@
 //! Reports: start to first frame and to first data frame; p50/p99 from keystroke to the redrawn
 //! frame (target p99 within one 60 Hz frame, 16.7 ms) and to the frame with the key's data, for
 //! `j`, `G`, `/` filter typing (a word, and three of the qualifiers (manual: The filter)), view 6's review and its windows
-//! (manual: The review: its data within 1 s) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
+//! (manual: The review after a release: its data within 1 s) and a view switch; peak memory at both sizes (target ratio <= 1.2x).
 
 use std::time::{Duration, Instant};
 
@@ -85,7 +85,7 @@ async fn child(url: &str, started: Instant) {
         ),
         ("/typing", typing),
         ("/3-qualifiers", qualifiers),
-        // view 6 (manual: The review): its frame at once, its data (the review) within a second
+        // view 6 (manual: The review after a release): its frame at once, its data (the review) within a second
         (
             "review-6]]]",
             (0..5)

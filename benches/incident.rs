@@ -1,4 +1,4 @@
-//! `cargo bench --bench incident`: incident mode (manual: Incidents) at SETTLE_BENCH_OPS operations
+//! `cargo bench --bench incident`: incident mode (manual: Many at once) at SETTLE_BENCH_OPS operations
 //! (default 1,000,000; a tenth of them exceptions, half of those unknown) on SQLite, or on
 //! PostgreSQL with SETTLE_BENCH_DB=postgres://... (a fresh database, dropped afterwards).
 //!
@@ -9,7 +9,7 @@
 //!      UPDATE and an event INSERT, 200 items a transaction): throughput ratio (target >= 0.5x);
 //!   3. the tab counts and the header's numbers (target <= 50 ms);
 //!   4. a metrics scrape (manual: Running settle for a team; target <= 100 ms);
-//!   5. the review after a release (manual: The review: `settle report` and view 6's data) over 7 and 30
+//!   5. the review after a release (manual: The review after a release: `settle report` and view 6's data) over 7 and 30
 //!      days, with the 60,000 closed by 2. resolved in the window (target <= 1 s).
 
 use std::time::{Duration, Instant};
@@ -236,7 +236,7 @@ async fn main() {
         ms(median(scrapes))
     );
 
-    // 5. the review (manual: The review: the report and view 6's data within a second)
+    // 5. the review (manual: The review after a release: the report and view 6's data within a second)
     for days in [7u64, 30] {
         let mut runs = Vec::new();
         let mut review = None;

@@ -1,4 +1,4 @@
-//! Clients of the HTTP API that are not ours (manual: The HTTP API): the README's Python (standard library
+//! Clients of the HTTP API that are not ours (manual: The HTTP API): the manual's Python (standard library
 //! only) and `curl` recipes run as they stand against the real `settle serve --http` and `settle
 //! sim` destinations, counted at the destinations; the OpenAPI document checked by the
 //! `openapi-spec-validator` package and probed route by route; HTTPS with a certificate of its
@@ -13,13 +13,13 @@ use common::api::{ApiServer, BOT, config_text, sha256};
 use common::{Sim, TestDb};
 use serde_json::{Value, json};
 
-/// A fenced block of the README that starts with `first`.
+/// A fenced block of the manual (docs/automations.md) that starts with `first`.
 fn readme_block(fence: &str, first: &str) -> String {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/automations.md");
     let open = format!("```{fence}\n{first}");
     let start = readme
         .find(&open)
-        .unwrap_or_else(|| panic!("the README's block starting {first:?}"));
+        .unwrap_or_else(|| panic!("the manual's block starting {first:?}"));
     let body = &readme[start + fence.len() + 4..];
     body[..body.find("```").unwrap()].to_string()
 }
@@ -42,7 +42,7 @@ const STEPS: &str = r#"[destinations.projects]
 steps = ["create-customer", "create-task", "welcome-sms"]
 "#;
 
-/// The README's three-step Python automation over HTTP, twice and rerun: one task per step at
+/// The manual's three-step Python automation over HTTP, twice and rerun: one task per step at
 /// each destination (none deduplicates), every run done.
 async fn the_readme_python_over_http(db: &TestDb) {
     let sims: Vec<Sim> = (0..3).map(|_| Sim::start(&["--no-dedupe"])).collect();
@@ -92,7 +92,7 @@ async fn the_readme_python_over_http(db: &TestDb) {
     }
 }
 
-/// The README's `curl` step, run and rerun: one task, succeeded with its reference.
+/// The manual's `curl` step, run and rerun: one task, succeeded with its reference.
 async fn the_readme_curl_over_http(db: &TestDb) {
     let sim = Sim::start(&["--no-dedupe"]);
     let s = ApiServer::start(&db.url, "[destinations.projects]\n");

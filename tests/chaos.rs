@@ -1,6 +1,6 @@
 //! The short chaos run of the manual's Proof under faults in CI, on both backends: a few hundred operations
 //! under every fault at once (see `common/chaos.rs`), then every invariant checked against the
-//! destinations' own records. The long run is `cargo bench --bench chaos` (README).
+//! destinations' own records. The long run is `cargo bench --bench chaos` (docs/development.md).
 
 mod common;
 

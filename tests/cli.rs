@@ -598,7 +598,7 @@ fn ingest_reports_lines_and_is_idempotent_through_the_binary() {
     }
 }
 
-/// The manual's Incidents through the binary: `--where` chooses the set, `--dry-run --json` previews it and
+/// The manual's Many at once through the binary: `--where` chooses the set, `--dry-run --json` previews it and
 /// changes nothing, a bulk action without a terminal needs `--yes`, and with it each eligible
 /// item is acted on while one held by another is left alone (exit 3, said in the summary).
 #[test]
@@ -783,7 +783,7 @@ fn a_claim_filter_finds_claims_on_items_that_are_not_exceptions() {
     assert!(keys(&["list", "--json", "--where", "claimed:any"]).is_empty());
 }
 
-/// `list --csv` (manual: Incidents): a header, a row per operation, quoted where needed, and no cell a
+/// `list --csv` (manual: Many at once): a header, a row per operation, quoted where needed, and no cell a
 /// spreadsheet would run as a formula.
 #[test]
 fn list_as_csv() {
@@ -840,7 +840,7 @@ fn list_as_csv() {
     );
 }
 
-/// `reconcile --from FILE` (manual: Incidents): the destination's records as CSV or JSON lines; the preview
+/// `reconcile --from FILE` (manual: Many at once): the destination's records as CSV or JSON lines; the preview
 /// says per line what will happen; unknown keys and items in the wrong state are reported, not
 /// applied; a malformed line is named and left out (exit 2), the rest applied.
 #[test]
@@ -944,7 +944,7 @@ fn reconcile_from_the_destinations_records() {
     assert!(r.stdout.contains("reconcile: 1 done"), "{}", r.stdout);
 }
 
-/// `settle report` (manual: The review): the JSON document's fields, the text a person pastes, and a bad
+/// `settle report` (manual: The review after a release): the JSON document's fields, the text a person pastes, and a bad
 /// window refused in one line.
 #[test]
 fn the_report_says_what_the_review_holds() {

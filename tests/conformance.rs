@@ -1355,7 +1355,7 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
     assert_eq!(state(&l, "b-1").await, State::Pending);
 }
 
-/// the paced (manual: Incidents) retry: `retry --rate 10/s` spaces the items' next attempts 100 ms apart,
+/// the paced (manual: Many at once) retry: `retry --rate 10/s` spaces the items' next attempts 100 ms apart,
 /// the first at once, each noted in its event.
 async fn a_paced_bulk_retry_spaces_the_next_attempts(db: &TestDb) {
     use std::sync::atomic::AtomicBool;

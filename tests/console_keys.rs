@@ -216,7 +216,7 @@ fn number_keys_switch_views() {
     }
 }
 
-/// The filter the console's `/` text stands for (manual: The command line's parser).
+/// The filter the console's `/` text stands for (manual: The filter).
 fn parsed(text: &str) -> settle::domain::filter::Filter {
     settle::domain::filter::Filter::parse(text).unwrap()
 }

@@ -624,7 +624,7 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
     }
 }
 
-/// A paused destination (manual: Destinations: paused by an `auth` answer, or by hand) shows in the header
+/// A paused destination (manual: Destinations and the dispatcher: paused by an `auth` answer, or by hand) shows in the header
 /// beside the paused workflows, spelled as the filter spells it, and its pause in Activity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_destination_shows_in_the_header_and_the_activity() {
@@ -827,7 +827,7 @@ async fn snapshots_of_the_full_screen_detail_and_an_active_filter() {
     insta::assert_snapshot!("filter_active_80x24", render(&app, 80, 24));
 }
 
-/// The manual's Incidents in the console: `A` marks the whole matching set, an action key freezes it and shows
+/// The manual's Many at once in the console: `A` marks the whole matching set, an action key freezes it and shows
 /// the ledger's preview grouped by reason; `y` acts on each eligible item (one event each, one
 /// batch id), a progress bar counts, and what another holds is left alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1214,7 +1214,7 @@ async fn snapshots_of_the_review() {
     let colours = render_colours(&app, 80, 24);
     assert!(!colours.is_empty(), "the bars and tables have colours");
     insta::assert_snapshot!("review_80x24_colours", colours);
-    // j scrolls the tables (manual: The review: they may hold more than 80x24 fits), k back
+    // j scrolls the tables (manual: The review after a release: they may hold more than 80x24 fits), k back
     press(&mut app, &f, key('j')).await;
     let scrolled = render(&app, 80, 24);
     assert!(scrolled.contains("workflow (↑1)"), "{scrolled}");

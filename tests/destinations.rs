@@ -1,4 +1,4 @@
-//! The example destinations of `assets/destinations/` (manual: Destinations), each drilled against `settle
+//! The example destinations of `assets/destinations/` (manual: Destinations and the dispatcher), each drilled against `settle
 //! sim` through the real binary on both backends: the header
 //! secret is sent and never kept, a wrong one pauses the destination without losing anything, a
 //! form body arrives as Stripe would read it, the reference comes from the configured pointer,
@@ -385,7 +385,7 @@ on_both!(
 );
 on_both!(twilio_like, twilio_like_on_sqlite, twilio_like_on_postgres);
 
-/// A create answered `204 No Content` (manual: Destinations: any 2xx is accepted; with no body there is no
+/// A create answered `204 No Content` (manual: Destinations and the dispatcher: any 2xx is accepted; with no body there is no
 /// reference): done, sent once, through the real binary.
 #[test]
 fn a_204_answer_is_accepted_without_a_reference() {

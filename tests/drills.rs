@@ -637,7 +637,7 @@ async fn drill_6b_soak_without_dedupe_on_postgres() {
     .unwrap();
 }
 
-/// Drill 7 (manual: The protocol, b): a script that follows the protocol is killed
+/// Drill 7 (manual: The protocol): a script that follows the protocol is killed
 /// with -9 after `start` and after the destination received its request, before `attempt`. The
 /// operation is not left `pending` (which a dispatcher would send again): past the attempt
 /// timeout it is an exception, swept to `unknown` (interrupted), listed, and never sent again at a
@@ -712,12 +712,12 @@ async fn drill_7_a_script_killed_between_start_and_attempt_on_postgres() {
         .unwrap();
 }
 
-/// The README's three-step Python automation, as it stands in the README.
+/// The manual's three-step Python automation (docs/automations.md), as it stands.
 fn readme_python() -> String {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/automations.md");
     let start = readme
         .find("```python\nimport json, os, subprocess")
-        .expect("the README's three-step Python recipe");
+        .expect("the manual's three-step Python recipe");
     let body = &readme[start + "```python\n".len()..];
     body[..body.find("```").unwrap()].to_string()
 }
@@ -738,7 +738,7 @@ const STEPS: [(&str, &str); 3] = [
     ("welcome-sms", "sms"),
 ];
 
-/// Drill 9 (manual: Runs): the README's three-step Python automation killed with SIGKILL at every
+/// Drill 9 (manual: Runs): the manual's three-step Python automation killed with SIGKILL at every
 /// call to settle in turn (before it and after it: every protocol line), then rerun, against
 /// three `settle sim --no-dedupe` destinations (none deduplicates, none can be looked up). A kill
 /// outside an attempt: the rerun finishes the run. A kill between start and report: the rerun

@@ -1,4 +1,4 @@
-//! Lookups (the manual's Destinations, Incidents): a lookup is evidence only when it names the operation,
+//! Lookups (the manual's Destinations and the dispatcher, Incidents): a lookup is evidence only when it names the operation,
 //! "absent" only from a 404 or a 2xx without the value, and `failed` ("confirmed not done") only
 //! from a real absent. Against a destination written from the manual (every answer scripted) and
 //! against `settle sim`, on both backends.
@@ -76,7 +76,7 @@ fn record(d: &common::Drill, key: &str) {
     ]);
 }
 
-/// For every kind of lookup answer the state the manual's Destinations gives.
+/// For every kind of lookup answer the state the manual's Destinations and the dispatcher gives.
 fn every_kind_of_lookup_answer(db: &TestDb) {
     let crm = scripted_crm();
     let d = common::drill_with(&db.url, &crm_config(&crm.base));

@@ -11,7 +11,7 @@
 //! single steps, removed while it still fails) and printed with its seed.
 //!
 //! `SETTLE_MODEL_SEQUENCES` (default 300) and `SETTLE_MODEL_SEED` (default 1) choose the run; the
-//! long run is `SETTLE_MODEL_SEQUENCES=10000 cargo test --release --test model` (README).
+//! long run is `SETTLE_MODEL_SEQUENCES=10000 cargo test --release --test model` (docs/development.md).
 //!
 //! The model leaves out what other tests cover and a sequence of a few dozen steps cannot reach:
 //! the retry budget (500 tokens, refilled 5 a second: every sequence starts two days after the

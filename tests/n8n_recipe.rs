@@ -1,4 +1,4 @@
-//! The README's n8n recipe as n8n behaves. n8n's HTTP Request node (1.123, read from its source
+//! the manual's n8n recipe as n8n behaves. n8n's HTTP Request node (1.123, read from its source
 //! and tried with it) sends the items of one run at once; with *Retry On Fail* and *On Error*
 //! left at stopping the workflow, one failed item fails the node and a retry runs the node again
 //! with every item, up to five tries. A client that does exactly that sends 100 items and then
@@ -6,7 +6,7 @@
 //! unavailable, reject). Counted at the destination: sent straight, keys get several tasks;
 //! through the gateway, none gets two. With the destination's lookup configured, no unknown
 //! outcome is left for a person; without it, each one left is done at the destination (what the
-//! README says a person reconciles). On both backends.
+//! manual says a person reconciles). On both backends.
 
 mod common;
 

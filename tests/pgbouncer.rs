@@ -19,7 +19,7 @@ async fn through_pgbouncer(body: impl FnOnce(&TestDb) + Send + 'static) {
         .unwrap();
 }
 
-/// One script following the README's protocol: record, start, send (here: nothing), attempt.
+/// One script following the manual's protocol: record, start, send (here: nothing), attempt.
 fn script(d: &Drill, key: &str, outcome: &str) {
     d.record(key);
     let started: Value = serde_json::from_str(&d.run(&["start", "--key", key, "--json"])).unwrap();

@@ -317,7 +317,7 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
     ));
 }
 
-/// The manual's Runs in the review (manual: The review): a known ledger's runs as `review` counts them, as
+/// The manual's Runs in the review (manual: The review after a release): a known ledger's runs as `review` counts them, as
 /// `settle report --json` gives them, and as view 6 draws them at 80x24.
 async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
     let t0 = Utc::now() - TimeDelta::hours(3);

@@ -1,4 +1,4 @@
-//! A staff action on many operations (manual: Incidents): chosen, previewed, confirmed, applied item by item.
+//! A staff action on many operations (manual: Many at once): chosen, previewed, confirmed, applied item by item.
 use std::time::Duration;
 
 use super::args::Many;
@@ -7,7 +7,7 @@ use super::output;
 use crate::error::Result;
 use crate::ledger::{Ledger, ListFilter, Scope, StaffAction};
 
-/// A staff action on one operation (`what` says what it did), or on many (manual: Incidents): the set is
+/// A staff action on one operation (`what` says what it did), or on many (manual: Many at once): the set is
 /// chosen, frozen at a preview grouped by reason, confirmed (`--yes`, or `y` on a terminal), then
 /// acted on item by item with one batch id; Ctrl-C stops between items. Exit 3 when any chosen
 /// item was left alone.
@@ -130,7 +130,7 @@ pub(super) async fn confirm_and_apply(
     Ok(if all && left_alone == 0 { 0 } else { 3 })
 }
 
-/// `reconcile --from FILE` (manual: Incidents): what the destination's own records say, as CSV
+/// `reconcile --from FILE` (manual: Many at once): what the destination's own records say, as CSV
 /// (`key,outcome,reference` with a header) or JSON lines (`{"key":..,"outcome":"found"|"absent",
 /// "reference":..}`). A malformed line is reported and left out; the preview says per line what
 /// will happen (an unknown key or an item in the wrong state is reported, not applied).

@@ -1,4 +1,4 @@
-//! `settle lookup KEY... | --where FILTER` (manual: Incidents): the lookup a safe next step asks for, run
+//! `settle lookup KEY... | --where FILTER` (manual: Many at once): the lookup a safe next step asks for, run
 //! now. The set is chosen and frozen at a preview; each eligible item's destination is asked
 //! (paced by `--rate`), and what it answered is shown; then, with the person's confirmation, each
 //! found or absent item is reconciled in one audited action that names the lookup as its

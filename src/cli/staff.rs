@@ -1,5 +1,5 @@
 //! The staff's actions on the command line: claim, release, reconcile, retry, close, note, pause
-//! and resume, on one operation or many (manual: Incidents).
+//! and resume, on one operation or many (manual: Many at once).
 
 use super::args::Cmd;
 use super::bulk::{Confirm, act_on, reconcile_from};

@@ -1,4 +1,4 @@
-//! What a staff command acts on: one key, many keys, or a filter (manual: Incidents); what a pause names.
+//! What a staff command acts on: one key, many keys, or a filter (manual: Many at once); what a pause names.
 
 use clap::Args;
 

@@ -1,4 +1,4 @@
-//! A destination's table: its retry policy, its HTTP settings (manual: Destinations) and each action's overrides.
+//! A destination's table: its retry policy, its HTTP settings (manual: Destinations and the dispatcher) and each action's overrides.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::*;
 
-/// Declares a config table with the HTTP settings of the manual's Destinations beside its own fields: a
+/// Declares a config table with the HTTP settings of the manual's Destinations and the dispatcher beside its own fields: a
 /// destination has them, and each of its `actions` overrides any of them (unset inherits).
 /// One list, so the two can never drift apart.
 macro_rules! with_http_settings {
@@ -99,7 +99,7 @@ with_http_settings! {
 }
 
 with_http_settings! {
-    /// The HTTP settings of a destination, or one action's overrides of them (manual: Destinations).
+    /// The HTTP settings of a destination, or one action's overrides of them (manual: Destinations and the dispatcher).
     #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]
     pub struct HttpSettings {}
@@ -111,7 +111,7 @@ fn names_the_operation(text: &str) -> bool {
 }
 
 impl HttpSettings {
-    /// Whether the lookup's request names the operation (manual: Destinations): its URL, or a string of its
+    /// Whether the lookup's request names the operation (manual: Destinations and the dispatcher): its URL, or a string of its
     /// body, holds `{key}` or a `{payload...}` placeholder. A lookup that names nothing would
     /// get the same answer for every key, so its "absent" would prove nothing.
     pub fn lookup_names_the_operation(&self) -> bool {
@@ -212,7 +212,7 @@ pub enum Method {
     Delete,
 }
 
-/// How a payload travels (manual: Destinations).
+/// How a payload travels (manual: Destinations and the dispatcher).
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum BodyKind {
@@ -223,7 +223,7 @@ pub enum BodyKind {
     None,
 }
 
-/// What an answer means (manual: Destinations): the outcome classes, and `auth` (credentials refused:
+/// What an answer means (manual: Destinations and the dispatcher): the outcome classes, and `auth` (credentials refused:
 /// provably not done, and the destination is paused).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

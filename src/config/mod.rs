@@ -20,7 +20,7 @@ pub use retention::*;
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
-/// How long a request to a destination may take when its `timeout` is not set (manual: Destinations).
+/// How long a request to a destination may take when its `timeout` is not set (manual: Destinations and the dispatcher).
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 const SECOND: Duration = Duration::from_secs(1);

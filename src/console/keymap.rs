@@ -38,7 +38,7 @@ pub struct Binding {
     pub footer: bool,
     /// The staff actions this key stands for (`When::Offered`).
     pub offers: &'static [Offer],
-    /// With items marked, the key acts on all of them (manual: Incidents's bulk actions).
+    /// With items marked, the key acts on all of them (bulk actions, manual: Many at once).
     pub bulk: bool,
 }
 

@@ -1,4 +1,4 @@
-//! Looking up at a destination on a person's request (manual: Incidents: `settle lookup`, `L` in the
+//! Looking up at a destination on a person's request (manual: Many at once: `settle lookup`, `L` in the
 //! console): the destinations' configured lookups made ready once (their `${NAME}`s read from
 //! this process's environment), asked one operation at a time. What a destination answers is
 //! kept only scrubbed, as the dispatcher keeps it.

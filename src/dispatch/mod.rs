@@ -1,7 +1,7 @@
 //! `settle dispatch`: runs due operations of the HTTP destinations in the config.
 //!
 //! In rounds (see [`Ledger::round`]): record the attempts that finished and start due ones in one
-//! transaction; then send each started payload as its destination's settings say (manual: Destinations,
+//! transaction; then send each started payload as its destination's settings say (manual: Destinations and the dispatcher;
 //! [`http`]), the key in the idempotency header, and classify the answer; where the outcome is
 //! unknown at a destination with a lookup, look the key up, and the next round settles it
 //! (audited as `settle`). An `auth` answer pauses its destination in that round. Claimed items
@@ -129,7 +129,7 @@ async fn send(
     }
 }
 
-/// One started attempt sent as the dispatcher sends it (manual: Destinations), and looked up where its
+/// One started attempt sent as the dispatcher sends it (manual: Destinations and the dispatcher), and looked up where its
 /// outcome is unknown and the destination has a lookup: the attempt's report for the ledger,
 /// kept only scrubbed, and the answer as it came (the gateway hands it to its caller).
 pub async fn attempt(

@@ -1,4 +1,4 @@
-//! What a destination's lookup said (manual: Destinations): the work exists (with its reference), it does
+//! What a destination's lookup said (manual: Destinations and the dispatcher): the work exists (with its reference), it does
 //! not, or the lookup gave no answer that proves either.
 
 use serde_json::{Value, json};

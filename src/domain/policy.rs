@@ -49,7 +49,7 @@ pub struct DestinationPolicy {
     /// settle itself can run that lookup (a `lookup_url` is configured): the dispatcher does for
     /// its own unknowns, and a person can ask for it (`settle lookup`, `L`).
     pub can_look_up: bool,
-    /// How long an attempt may take before its outcome is unknown (manual: Destinations `timeout`): after a
+    /// How long an attempt may take before its outcome is unknown (`timeout`, manual: Destinations and the dispatcher): after a
     /// `409` from a deduplicating destination the next attempt waits at least this long.
     pub timeout: Duration,
     pub retry: RetryPolicy,

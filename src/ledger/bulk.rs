@@ -1,4 +1,4 @@
-//! Incident mode (manual: Incidents): one staff action on many operations, as safely as on one. The set is
+//! Incident mode (manual: Many at once): one staff action on many operations, as safely as on one. The set is
 //! chosen (keys, or every operation a filter matches) and frozen at a preview that says, grouped
 //! by reason, what will be done and what left alone; then each item is re-checked and acted on in
 //! its own transaction (one compare-and-set, one audit event carrying the batch id), so a stop
@@ -62,7 +62,7 @@ impl BulkPreview {
 }
 
 impl BulkReport {
-    /// The summary line: done, changed meanwhile, not reached (manual: Incidents).
+    /// The summary line: done, changed meanwhile, not reached (manual: Many at once).
     pub fn summary(&self, verb: &str) -> String {
         let mut line = format!("{verb}: {} done (batch {})", self.done.len(), self.batch);
         let changed: usize = self.changed_meanwhile.values().map(Vec::len).sum();
@@ -183,7 +183,7 @@ impl Ledger {
     /// items not yet reached are left alone. `progress` is told after each item (done so far, of
     /// how many), once its chunk is written. `pace` (retries only)
     /// spaces the items' next attempts this far apart, the first at once, so that a recovering
-    /// destination is not flooded (manual: Incidents's paced retries; the retry budget still applies).
+    /// destination is not flooded (paced retries, manual: Many at once; the retry budget still applies).
     pub async fn bulk_apply(
         &self,
         eligible: &[String],

@@ -1,4 +1,4 @@
-//! The review after a release (manual: The review): exception age, opened against resolved per day, each
+//! The review after a release (manual: The review after a release): exception age, opened against resolved per day, each
 //! workflow's and destination's time to resolve and automatic pauses, and the duplicates that
 //! happened, arrived or were prevented. One function computes it for a window; the console's
 //! view 6 and `settle report` both show what it returns.
@@ -73,7 +73,7 @@ pub struct Duplicates {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Review {
     pub window_seconds: i64,
-    /// The end of the window (not in the list (manual: The review); a report says when it was made).
+    /// The end of the window (not in the list (manual: The review after a release); a report says when it was made).
     pub at: DateTime<Utc>,
     pub open_exceptions: i64,
     pub age_buckets: Vec<AgeBucket>,
@@ -90,7 +90,7 @@ pub struct Review {
 pub const MAX_WINDOW: Duration = Duration::from_secs(3650 * 86_400);
 
 impl Ledger {
-    /// The review of the window ending now (manual: The review), for `scope`.
+    /// The review of the window ending now (manual: The review after a release), for `scope`.
     pub async fn review(&self, window: Duration, scope: &ReviewScope) -> Result<Review> {
         if window.is_zero() || window > MAX_WINDOW {
             return Err(Error::Invalid(

@@ -10,7 +10,7 @@ pub struct Finished {
     pub report: AttemptReport,
     /// Where the outcome was unknown and the destination has a lookup: what the lookup said.
     pub lookup: Option<crate::domain::LookupAnswer>,
-    /// The destination refused the credentials (an `auth` answer, the manual's Destinations): the round pauses
+    /// The destination refused the credentials (an `auth` answer, the manual's Destinations and the dispatcher): the round pauses
     /// the destination, with this reason, and starts nothing more there.
     pub pause_destination: Option<String>,
 }

@@ -1,4 +1,4 @@
-//! The review's runs (manual: Runs, The review): how many started, were done, stalled and were closed
+//! The review's runs (manual: Runs, The review after a release): how many started, were done, stalled and were closed
 //! in the window, how many are stalled now, and per declared step transition the time from one
 //! step settling to the next being recorded (p50, p90) over the latest runs started in it.
 

@@ -93,7 +93,7 @@ impl Ledger {
 
     /// What scrubs a destination's answer to one started operation before it is stored, logged or
     /// printed: the built-in patterns and the sensitive values of the payload that was sent, which
-    /// a destination may echo back (manual: Redaction, Destinations).
+    /// a destination may echo back (manual: Redaction, Destinations and the dispatcher).
     pub fn answer_scrubber(&self, op: &StartedOp) -> crate::domain::redact::OperationRedaction {
         self.redactor
             .scrubber(&op.destination, &op.action, &op.payload)

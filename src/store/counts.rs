@@ -44,7 +44,7 @@ impl Store {
         .await
     }
 
-    /// The exceptions now by workflow and state (manual: Running settle for a team's metrics): the counters of the
+    /// The exceptions now by workflow and state (manual: Metrics): the counters of the
     /// exception states (schema 8) and the attempts in flight past their timeout (a range of the
     /// exceptions' index by state); and each workflow's oldest exception (the first entry of its
     /// range of the exceptions' index by workflow). Nothing reads the operations at large.

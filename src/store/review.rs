@@ -1,4 +1,4 @@
-//! The review's rows (manual: The review), each from a range of an index: the exceptions open now grouped
+//! The review's rows (manual: The review after a release), each from a range of an index: the exceptions open now grouped
 //! by workflow, destination, state and age bucket (the exceptions' index); the exception spans
 //! opened in the window per day, and those resolved in it (schema 9's spans, by their times); the
 //! conflicts and automatic pauses in the window (the events' review index). The ledger folds

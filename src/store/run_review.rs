@@ -1,4 +1,4 @@
-//! The review's rows of runs (manual: Runs, The review's review): how many runs started, were done,
+//! The review's rows of runs (manual: Runs, The review after a release): how many runs started, were done,
 //! were closed and stalled (then rerun) in a window, each a range of an index of the runs' row;
 //! and the steps of the latest runs started in it, for the time from one step settling to the
 //! next being recorded.

@@ -59,7 +59,7 @@ pub(crate) struct ListQuery<'a> {
     pub exceptions_only: bool,
     pub states: &'a [State],
     pub workflow: Option<&'a str>,
-    /// Only these workflows (an automation's scope, the manual's HTTP API); `None`: all.
+    /// Only these workflows (an automation's scope, the manual's The HTTP API); `None`: all.
     pub within: Option<&'a [String]>,
     pub claimed_by: Option<&'a str>,
     /// Only rows whose ordering time is at or before this.

@@ -8,7 +8,7 @@ use super::{Db, Store, Tx};
 use crate::error::Result;
 
 /// What can be paused: a workflow (by staff or its stopping threshold) or a destination (by staff
-/// or an `auth` answer, the manual's Destinations). Both keep the same row in their own table.
+/// or an `auth` answer, the manual's Destinations and the dispatcher). Both keep the same row in their own table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pausable {
     Workflow,

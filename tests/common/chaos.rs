@@ -7,7 +7,7 @@
 //! - the automation: `settle ingest` of the operations, in chunks, at a steady pace;
 //! - two `settle dispatch` processes, one of them killed with SIGKILL at a random moment every few
 //!   seconds and started again (and any that exits by itself, as in an outage, started again);
-//! - the README's `onboard.sh` (the three-step protocol script, as it stands in the README),
+//! - the manual's `onboard.sh` (the three-step protocol script, as it stands in docs/automations.md),
 //!   killed with SIGKILL before or after a random one of its calls to settle and rerun;
 //! - a person at the command line (`pat`): claim, release, reconcile from the destination's own
 //!   records (found with the task's id, or absent), retry, close as abandoned, at random;
@@ -44,7 +44,7 @@ pub struct Plan {
     pub total: usize,
     /// Operations the automation ingests (each run of the script adds three more).
     pub ops: usize,
-    /// Runs of the README's `onboard.sh`.
+    /// Runs of the manual's `onboard.sh`.
     pub runs: usize,
     /// Operations ingested a second.
     pub rate: usize,
@@ -53,7 +53,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// About `total` operations, at least: a run of the README's script for every 30, each
+    /// About `total` operations, at least: a run of the manual's script for every 30, each
     /// counted as one (a run stopped for a person records no later step; one that goes through
     /// records three), the rest ingested by the automation, 80 a second.
     pub fn of(seed: u64, total: usize, postgres: bool) -> Plan {
@@ -430,12 +430,12 @@ fn dispatchers(env: &Env, seed: u64, stop: &AtomicBool, tally: &Mutex<Tally>) {
     }
 }
 
-/// The README's `onboard.sh`, as it stands in the README.
+/// The manual's `onboard.sh` (docs/automations.md), as it stands.
 fn readme_script() -> String {
-    let readme = include_str!("../../README.md");
+    let readme = include_str!("../../docs/automations.md");
     let start = readme
         .find("# onboard.sh RUN")
-        .expect("the README's onboard.sh");
+        .expect("the manual's onboard.sh");
     let body = &readme[start..];
     body[..body.find("```").unwrap()].to_string()
 }
@@ -452,7 +452,7 @@ if [ "$SHIM_KILL" = "after-$n" ]; then kill -9 -$group; fi
 exit $rc
 "#;
 
-/// Runs of the README's script (`k`-th of two threads takes every other run): each may be killed
+/// Runs of the manual's script (`k`-th of two threads takes every other run): each may be killed
 /// at a random call to settle, and is rerun until it ends (0), stops for a person (3), or has
 /// been tried five times.
 fn scripts(env: &Env, sims: &[Sim], plan: &Plan, k: usize, tally: &Mutex<Tally>) {
@@ -552,7 +552,7 @@ fn person(env: &Env, sims: &[Sim], seed: u64, stop: &AtomicBool, tally: &Mutex<T
                 None | Some([]) => strings(&["reconcile", key, "--absent"]),
                 Some(_) => continue, // two tasks: the checker will name it
             },
-            // many at once, from the destinations' own records (manual: Incidents)
+            // many at once, from the destinations' own records (manual: Many at once)
             3 => {
                 let file = env.dir.join("records.jsonl");
                 std::fs::write(&file, records(&list, sims, &mut rng)).unwrap();

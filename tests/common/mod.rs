@@ -474,8 +474,8 @@ impl Sim {
         on_a_thread(async { reqwest::get(url).await.unwrap().json().await.unwrap() })
     }
 
-    /// The ids of the tasks the simulator really created, per key (manual: Proof under faults's "the destination's
-    /// own records").
+    /// The ids of the tasks the simulator really created, per key ("the destination's
+    /// own records", manual: Proof under faults).
     pub fn ids_by_key(&self) -> std::collections::BTreeMap<String, Vec<String>> {
         let v = self.stats();
         serde_json::from_value(v["ids_by_key"].clone())

@@ -1,6 +1,6 @@
 -- settle schema 9 (PostgreSQL): each exception's span, from when its operation entered an
 -- exception state (its exception_since) to when it reached succeeded or closed, kept by statement
--- triggers in the transaction of the change, so that the review (manual: The review: opened and resolved per
+-- triggers in the transaction of the change, so that the review (manual: The review after a release: opened and resolved per
 -- day, time to resolve, duplicates prevented and cleaned up) reads a range of an index, never the
 -- history. An operation has at most one open span: a retry that leaves the exception states and
 -- fails again stays in the same span, resolved when the operation finally succeeds or is closed.

@@ -1,4 +1,4 @@
--- settle schema 15 (PostgreSQL): the filter's bare words (manual: The command line) at ten million operations
+-- settle schema 15 (PostgreSQL): the filter's bare words (manual: The filter) at ten million operations
 -- (manual: Retention and the archive). A word is looked for in each exception's key, workflow, step, destination, state and
 -- error, joined by spaces (a word holds none, so it is found in the joined text exactly where it
 -- is found in one of them). A trigram index of that text (pg_trgm, shipped with PostgreSQL and

@@ -1,4 +1,4 @@
--- settle schema 5 (SQLite): destinations paused for dispatch (manual: Staff actions, Destinations), by staff or by an
+-- settle schema 5 (SQLite): destinations paused for dispatch (manual: Staff actions, Destinations and the dispatcher), by staff or by an
 -- `auth` answer; the same shape as `workflows`. A destination never paused has no row.
 CREATE TABLE destinations (
     name          TEXT PRIMARY KEY,

@@ -1,4 +1,4 @@
--- settle schema 14 (SQLite): the review (manual: The review) at ten million operations (manual: Retention and the archive).
+-- settle schema 14 (SQLite): the review (manual: The review after a release) at ten million operations (manual: Retention and the archive).
 -- The open exceptions grouped by workflow, destination and state read one narrow index instead
 -- of every exception's row (at 1,000,000 exceptions: 3.8 s -> 0.28 s on this machine); the same
 -- index answers the console's "N of M" for any mix of workflow, destination and state.

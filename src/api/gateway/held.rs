@@ -1,4 +1,4 @@
-//! The gateway's answers to a request it does not send (manual: The gateway's table): what the ledger holds
+//! The gateway's answers to a request it does not send (manual: The gateway): what the ledger holds
 //! for the key, as the caller's retry must read it.
 
 use axum::http::{HeaderValue, StatusCode, header};

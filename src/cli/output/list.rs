@@ -35,7 +35,7 @@ fn row(v: &OperationView) -> String {
 pub enum ListFormat {
     Text,
     Json,
-    /// For a spreadsheet or a destination's support team (manual: Incidents): one header line, then a row
+    /// For a spreadsheet or a destination's support team (manual: Many at once): one header line, then a row
     /// per operation.
     Csv,
 }

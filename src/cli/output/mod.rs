@@ -87,7 +87,7 @@ pub fn stats(s: &Stats) {
     say!("paused dest {}", listed(&s.paused_destinations));
 }
 
-/// A bulk action's preview (manual: Incidents): "retry 212: 180 to do; left alone: 12 claimed by another,
+/// A bulk action's preview (manual: Many at once): "retry 212: 180 to do; left alone: 12 claimed by another,
 /// 8 unknown at a destination that does not deduplicate". `json`: `matched`, `eligible`, `refused`.
 pub fn bulk_preview(verb: &str, p: &crate::ledger::BulkPreview, as_json: bool) {
     if as_json {
@@ -97,7 +97,7 @@ pub fn bulk_preview(verb: &str, p: &crate::ledger::BulkPreview, as_json: bool) {
     say!("{}", esc(&p.summary(verb)));
 }
 
-/// A bulk action's summary line (manual: Incidents), or with `json` the whole report.
+/// A bulk action's summary line (manual: Many at once), or with `json` the whole report.
 pub fn bulk_report(verb: &str, r: &crate::ledger::BulkReport, as_json: bool) {
     if as_json {
         json(r);
@@ -109,7 +109,7 @@ pub fn bulk_report(verb: &str, r: &crate::ledger::BulkReport, as_json: bool) {
     }
 }
 
-/// `settle report` as text (manual: The review): what a person pastes into a post-release review.
+/// `settle report` as text (manual: The review after a release): what a person pastes into a post-release review.
 pub fn review(r: &crate::ledger::Review, scope: &crate::ledger::ReviewScope) {
     let age = |s: Option<i64>| {
         s.map_or("-".to_string(), |s| {

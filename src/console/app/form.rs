@@ -40,7 +40,7 @@ pub enum ActionKind {
     Resume,
     /// Reveal one redacted field of the detail pane (a lead; the manual's Redaction).
     Reveal,
-    /// Look the item up at its destination now, then reconcile by its answer (manual: Incidents).
+    /// Look the item up at its destination now, then reconcile by its answer (manual: Many at once).
     LookUp,
 }
 
@@ -73,7 +73,7 @@ pub struct Form {
     pub new_key: Option<String>,
     pub text: Option<String>,
     pub hint: Option<String>,
-    /// A bulk action: the marked keys, frozen when the key was pressed (manual: Incidents).
+    /// A bulk action: the marked keys, frozen when the key was pressed (manual: Many at once).
     pub bulk: Option<Vec<String>>,
     /// The bulk action's preview, once the ledger answered: confirming acts on its eligible keys.
     pub preview: Option<crate::ledger::BulkPreview>,

@@ -1,4 +1,4 @@
-//! Incident mode in the console (manual: Incidents): `Space` marks rows, `A` marks everything the view and
+//! Incident mode in the console (manual: Many at once): `Space` marks rows, `A` marks everything the view and
 //! filter match (the whole set in the database), and the action keys then act on every marked
 //! item: the set is frozen when the key is pressed, the ledger's preview says what will be done
 //! and what left alone, `y` starts it, a progress bar counts, `Esc` stops between two items.

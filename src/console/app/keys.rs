@@ -61,7 +61,7 @@ impl App {
                 self.quit = true;
                 vec![Effect::Quit]
             }
-            // the review's tables scroll (manual: The review: at 80x24 they may hold more than fits)
+            // the review's tables scroll (manual: The review after a release: at 80x24 they may hold more than fits)
             KeyCode::Char('j') | KeyCode::Down if self.view == View::Review => {
                 let longest = self
                     .review

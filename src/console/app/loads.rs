@@ -17,7 +17,7 @@ impl App {
         }
     }
 
-    /// The review's scope: the list filter's workflow or destination, when it names one (manual: The review).
+    /// The review's scope: the list filter's workflow or destination, when it names one (manual: The review after a release).
     pub fn review_scope(&self) -> crate::ledger::ReviewScope {
         use crate::domain::filter::Match;
         let (query, _) = crate::domain::filter::Filter::lenient(self.filter.value());

@@ -1,4 +1,4 @@
-//! `L` in the console (manual: Incidents): the lookup a safe next step asks for, run now. One item: its
+//! `L` in the console (manual: Many at once): the lookup a safe next step asks for, run now. One item: its
 //! destination is asked at once and its answer shown for the person to confirm; marked items: a
 //! frozen preview, the lookups paced with a progress bar (`Esc` stops), then the answers grouped
 //! and, confirmed, one reconcile per found or absent item. No answer changes nothing.

@@ -69,7 +69,7 @@ pub enum Effect {
         stop: StopFlag,
     },
     /// Ask the destinations of these operations whether their work exists, `pace` apart, until
-    /// `stop` (manual: Incidents); progress comes back as `Msg::BulkProgress`, the answers as
+    /// `stop` (manual: Many at once); progress comes back as `Msg::BulkProgress`, the answers as
     /// `Msg::LookedUp`.
     LookUp {
         keys: Vec<String>,

@@ -55,7 +55,7 @@ pub enum View {
     InProgress,
     Closed,
     Activity,
-    /// The review after a release (manual: The review): exception age, opened against resolved, time to
+    /// The review after a release (manual: The review after a release): exception age, opened against resolved, time to
     /// resolve, duplicates.
     Review,
 }
@@ -176,7 +176,7 @@ pub struct App {
     pub filter_count: Option<i64>,
     count_seq: u64,
     pub detail_scroll: u16,
-    /// Marked keys (`Space`, `A`): the action keys act on all of them (manual: Incidents).
+    /// Marked keys (`Space`, `A`): the action keys act on all of them (manual: Many at once).
     pub marks: std::collections::BTreeSet<String>,
     /// `A` was asked for (request `seq`) and its answer has not come yet.
     pub(super) marking: Option<u64>,

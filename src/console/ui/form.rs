@@ -10,7 +10,7 @@ use crate::console::theme::{Meaning, Theme};
 
 use super::*;
 
-/// A bulk preview, grouped (manual: Incidents): what will be done, then what is left alone and why.
+/// A bulk preview, grouped (manual: Many at once): what will be done, then what is left alone and why.
 pub(super) fn preview_lines<'a>(
     p: &crate::ledger::BulkPreview,
     verb: &str,
@@ -33,7 +33,7 @@ pub(super) fn preview_lines<'a>(
 }
 
 /// What a lookup answered, for its confirmation: one item's answer and what confirming does, or
-/// marked items' answers in a tally (manual: Incidents).
+/// marked items' answers in a tally (manual: Many at once).
 pub(super) fn answer_lines<'a>(form: &crate::console::app::Form, theme: &Theme) -> Vec<Line<'a>> {
     use crate::domain::LookupAnswer;
     match form.answers.as_slice() {

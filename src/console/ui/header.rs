@@ -126,7 +126,7 @@ pub(super) fn stats_spans<'a>(
     }
 }
 
-/// Whether the dispatcher was seen lately (manual: The console's header).
+/// Whether the dispatcher was seen lately (manual: The console).
 pub(super) fn dispatcher_spans<'a>(
     app: &App,
     theme: &Theme,

@@ -1,4 +1,4 @@
-//! View 6, Review (manual: The review): open exceptions by age as a bar chart (the buckets past
+//! View 6, Review (manual: The review after a release): open exceptions by age as a bar chart (the buckets past
 //! `warn_after` and `critical_after` in their colours), opened against resolved per day, a table
 //! per workflow and per destination, and the duplicates. Drawn from the last review the ledger
 //! answered; a spinner in the title while the next loads, never a wait.

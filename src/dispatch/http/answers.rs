@@ -1,4 +1,4 @@
-//! What an answer means: its class, its reference, when to retry (manual: Destinations).
+//! What an answer means: its class, its reference, when to retry (manual: Destinations and the dispatcher).
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use crate::domain::Outcome;
 
 use super::*;
 
-/// The outcome of one HTTP exchange (manual: States, Destinations).
+/// The outcome of one HTTP exchange (manual: States, Destinations and the dispatcher).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observed {
     pub outcome: Outcome,
@@ -58,7 +58,7 @@ pub struct Answer<'a> {
     pub body: Option<&'a [u8]>,
 }
 
-/// The class of a status by the defaults (manual: Destinations).
+/// The class of a status by the defaults (manual: Destinations and the dispatcher).
 pub(super) fn default_class(status: u16) -> AnswerClass {
     match status {
         200..=299 => AnswerClass::Accepted,

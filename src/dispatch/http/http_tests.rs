@@ -1,4 +1,4 @@
-//! The classification of the manual's Destinations as a table, the settings' resolution, and the request bodies.
+//! The classification of the manual's Destinations and the dispatcher as a table, the settings' resolution, and the request bodies.
 
 use super::*;
 use crate::config::Config;

@@ -1,4 +1,4 @@
-//! How the dispatcher speaks HTTP to a destination (manual: Destinations): the settings of the config made
+//! How the dispatcher speaks HTTP to a destination (manual: Destinations and the dispatcher): the settings of the config made
 //! ready to send (environment read once, at start), the request built from a started operation,
 //! the answer classified by a pure function, and the lookup of a key.
 
@@ -305,7 +305,7 @@ impl Endpoint {
         }
     }
 
-    /// Asks the destination whether the work for this key exists (manual: Destinations). Absent only from
+    /// Asks the destination whether the work for this key exists (manual: Destinations and the dispatcher). Absent only from
     /// a 404, or a 2xx without the `lookup_found` value (the config check made sure the request
     /// names the operation); any other answer proves nothing. `None`: no lookup is configured.
     pub async fn look_up(&self, client: &reqwest::Client, op: &StartedOp) -> Option<LookupAnswer> {

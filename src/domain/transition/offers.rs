@@ -21,7 +21,7 @@ pub enum Offer {
     Retry,
     Close,
     Note,
-    /// Look the item up at its destination now, then reconcile by the answer (manual: Incidents).
+    /// Look the item up at its destination now, then reconcile by the answer (manual: Many at once).
     LookUp,
 }
 

@@ -1,4 +1,4 @@
-//! The staff actions and their rules (manual: Staff actions, Incidents, Running settle for a team).
+//! The staff actions and their rules (manual: Staff actions, Many at once, Running settle for a team).
 
 use super::super::test_support::*;
 
@@ -267,7 +267,7 @@ fn staff_retry_and_close_rules() {
     );
 }
 
-/// A lookup a person asks for (manual: Incidents) reconciles by its answer, names the lookup as the
+/// A lookup a person asks for (manual: Many at once) reconciles by its answer, names the lookup as the
 /// evidence, and needs what a reconcile needs; no answer reconciles nothing and says why.
 #[test]
 fn a_lookup_a_person_asks_for_reconciles_by_its_answer() {

@@ -1,6 +1,6 @@
 //! What happens to an attempt nobody answered (manual: States): past its timeout it is swept as an
 //! unknown outcome; and the dispatcher's lookup, which settles an unknown outcome by what the
-//! destination says (manual: Destinations).
+//! destination says (manual: Destinations and the dispatcher).
 
 use serde_json::json;
 

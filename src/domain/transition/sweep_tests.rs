@@ -1,4 +1,4 @@
-//! The sweep and the dispatcher's lookup (manual: States, Destinations).
+//! The sweep and the dispatcher's lookup (manual: States, Destinations and the dispatcher).
 
 use super::super::test_support::*;
 
@@ -67,7 +67,7 @@ fn sweep_turns_a_stuck_attempt_into_an_interrupted_unknown() {
 }
 
 /// The dispatcher's lookup, against every state: only an unknown outcome is settled by it, and
-/// only a real answer settles it (manual: Destinations: no answer leaves it unknown, saying why).
+/// only a real answer settles it (manual: Destinations and the dispatcher: no answer leaves it unknown, saying why).
 #[test]
 fn a_lookup_settles_only_an_unknown_outcome() {
     let policy = DestinationPolicy {

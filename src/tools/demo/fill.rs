@@ -151,7 +151,7 @@ pub(super) async fn staff_at_work(
     Ok(())
 }
 
-/// An outage an hour ago, what incident mode (manual: Incidents) is for: the SMS provider timed out on 200
+/// An outage an hour ago, what incident mode (manual: Many at once) is for: the SMS provider timed out on 200
 /// order alerts (unknown, and SMS neither deduplicates nor can be looked up: each must be
 /// checked or reconciled from the provider's export), and the email provider refused
 /// connections until 150 receipts spent their retries (failed: confirmed not sent, safe to

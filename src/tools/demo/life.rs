@@ -163,7 +163,7 @@ impl Demo {
         Ok(())
     }
 
-    /// The week's staff work on operation `i` (manual: The review's review).
+    /// The week's staff work on operation `i` (manual: The review after a release).
     pub(super) async fn staff_work(
         &mut self,
         i: usize,
@@ -174,7 +174,7 @@ impl Demo {
         fate: u32,
     ) {
         let reference = || Some(format!("{}-{}", &dest[..3].to_uppercase(), 100_000 + i));
-        // the week's staff work (manual: The review's review): most exceptions older than a day and a half
+        // the week's staff work (manual: The review after a release): most exceptions older than a day and a half
         // were settled; onboarding's wait on the projects team, days; the others', hours
         if (70..=85).contains(&fate) && t < self.real_now - TimeDelta::hours(36) && i % 10 < 7 {
             let after = if workflow == "onboarding" {
@@ -235,7 +235,7 @@ impl Demo {
         }
     }
 
-    /// A bad day (manual: The review's review shows it): the SMS provider reset connections after sending
+    /// A bad day (the review shows it): the SMS provider reset connections after sending
     /// for two hours four days ago; the next morning erin found most of them sent in its log.
     pub(super) async fn sms_spike(&mut self, at: DateTime<Utc>) -> Result<()> {
         for n in 0..40usize {
