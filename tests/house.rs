@@ -2,8 +2,8 @@
 //! function over 100 lines, a circle of imports between files, or a product room that names a
 //! tool. Cheaper than a review, and it says exactly where.
 //!
-//! Lines are counted up to a file's `#[cfg(test)]` module (tests beside the code, and files named
-//! `tests.rs` or `*_tests.rs`, are test files). An import is any path a file names: `use` trees,
+//! A file's lines are its product's, wherever its `#[cfg(test)]` items stand (files named
+//! `tests.rs` or `*_tests.rs`, and those declared `#[cfg(test)] mod name;`, are test files). An import is any path a file names: `use` trees,
 //! `crate::`, `super::` and `self::` paths in the code, and a child module's items; it points at
 //! the file that holds the module the path reaches. A folder's `mod.rs` (and `lib.rs` for the
 //! crate) is the face of its folder: what it declares and re-exports of its own rooms is not an
@@ -127,12 +127,97 @@ fn code_only(text: &str) -> String {
     out
 }
 
-/// The product's part of a file: up to its `#[cfg(test)]` module.
-fn product_part(text: &str) -> &str {
-    match text.find("\n#[cfg(test)]") {
-        Some(at) => &text[..at + 1],
-        None => text,
+/// The byte spans of a code's `#[cfg(test)]` items, each from its attribute to its matching `}`
+/// (or its `;` when it has no body), wherever they stand in the file.
+fn test_spans(code: &str) -> Vec<(usize, usize)> {
+    const ATTR: &str = "#[cfg(test)]";
+    let mut spans = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find(ATTR).map(|a| a + from) {
+        let mut depth = 0i32;
+        let mut end = code.len();
+        for (i, c) in code[at + ATTR.len()..].char_indices() {
+            let i = at + ATTR.len() + i;
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        spans.push((at, end));
+        from = end;
     }
+    spans
+}
+
+/// The product's part of a file's code: every `#[cfg(test)]` item blanked (newlines kept, so
+/// line numbers still point into the file), wherever it stands.
+fn product_part(code: &str) -> String {
+    let mut out = code.to_string();
+    for (start, end) in test_spans(code) {
+        let blank: String = code[start..end]
+            .chars()
+            .map(|c| if c == '\n' { '\n' } else { ' ' })
+            .collect();
+        out.replace_range(start..end, &blank);
+    }
+    out
+}
+
+/// The lines of a file outside its `#[cfg(test)]` items: what a reader of the product reads.
+fn product_lines(text: &str) -> usize {
+    let code = code_only(text);
+    let line_of = |pos: usize| code[..pos].matches('\n').count();
+    let tested: usize = test_spans(&code)
+        .into_iter()
+        .map(|(s, e)| line_of(e) - line_of(s) + 1)
+        .sum();
+    text.lines().count() - tested
+}
+
+/// The files that are test modules: named `tests.rs` or `*_tests.rs`, or declared by their
+/// parent as `#[cfg(test)] mod name;`.
+fn test_modules(files: &[PathBuf]) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let dir = if matches!(f.file_name().unwrap().to_str(), Some("mod.rs" | "lib.rs")) {
+            f.parent().unwrap().to_path_buf()
+        } else {
+            f.with_extension("")
+        };
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            rest = &rest[at + "#[cfg(test)]".len()..];
+            let item = rest.trim_start();
+            let decl = item
+                .strip_prefix("pub(crate) mod ")
+                .or_else(|| item.strip_prefix("mod "))
+                .and_then(|m| m.split_once(';'))
+                .map(|(name, _)| name.trim());
+            if let Some(name) = decl.filter(|n| is_ident(n)) {
+                for candidate in [
+                    dir.join(format!("{name}.rs")),
+                    dir.join(name).join("mod.rs"),
+                ] {
+                    if candidate.exists() {
+                        out.insert(candidate);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn is_test_file(path: &Path) -> bool {
@@ -440,17 +525,20 @@ fn the_house_keeps_its_shape() {
     let mut problems = Vec::new();
     let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
     let tools = src.join("tools");
-    for file in files.iter().filter(|f| !is_test_file(f)) {
+    let test_modules = test_modules(&files);
+    for file in files
+        .iter()
+        .filter(|f| !is_test_file(f) && !test_modules.contains(*f))
+    {
         let text = std::fs::read_to_string(file).unwrap();
-        let product = product_part(&text);
         let rel = file.strip_prefix(&src).unwrap().display().to_string();
-        let lines = product.lines().count();
+        let lines = product_lines(&text);
         if lines > MAX_FILE_LINES {
             problems.push(format!(
                 "src/{rel}: {lines} lines (at most {MAX_FILE_LINES})"
             ));
         }
-        let code = code_only(product);
+        let code = product_part(&code_only(&text));
         for (name, at, n) in long_functions(&code) {
             problems.push(format!(
                 "src/{rel}:{at}: fn {name} is {n} lines (at most {MAX_FN_LINES})"
@@ -540,4 +628,28 @@ fn the_checker_reads_code_not_text() {
     let found = long_functions(&code_only(&long));
     assert_eq!(found.len(), 1);
     assert_eq!((found[0].0.as_str(), found[0].2), ("big", 122));
+}
+
+/// A file's product lines are counted wherever its test items stand: a test module in the middle
+/// hides nothing after it, and a test item's lines are not the product's.
+#[test]
+fn product_lines_are_counted_around_test_items_wherever_they_stand() {
+    let body = "fn f() {}\n".repeat(300);
+    let text = format!(
+        "use x;\n#[cfg(test)]\nmod tests {{\n    #[test]\n    fn t() {{ let s = \"}}\"; }}\n}}\n{body}#[cfg(test)]\nuse y;\nfn last() {{}}\n"
+    );
+    // 1 + 300 + 1 product lines; the module's 4 lines and the test import's 2 are not
+    assert_eq!(product_lines(&text), 302);
+    let code = product_part(&code_only(&text));
+    assert!(code.contains("fn last") && !code.contains("fn t()") && !code.contains("use y"));
+    // as the old reading (up to the first test module) would have it: 2 lines, the rest hidden
+    let over = format!(
+        "use x;\n#[cfg(test)]\nmod tests {{}}\n{}",
+        "fn f() {}\n".repeat(450)
+    );
+    assert!(
+        product_lines(&over) > MAX_FILE_LINES,
+        "{}",
+        product_lines(&over)
+    );
 }
