@@ -1,6 +1,6 @@
 //! The house as it is left: reads `src/` and fails on a file over 400 lines, a
-//! function over 100 lines, a circle of imports between files, or a product room that names a
-//! tool. Cheaper than a review, and it says exactly where.
+//! function over 100 lines, a circle of imports between files, a product room that names a
+//! tool, or the server or a tool that names the command line. Cheaper than a review, and it says exactly where.
 //!
 //! A file's lines are its product's, wherever its `#[cfg(test)]` items stand (files named
 //! `tests.rs` or `*_tests.rs`, and those declared `#[cfg(test)] mod name;`, are test files). An import is any path a file names: `use` trees,
@@ -519,6 +519,59 @@ fn faces(face: &Path, to: &Path) -> bool {
 #[test]
 fn the_house_keeps_its_shape() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let problems = check(&src);
+    assert!(
+        problems.is_empty(),
+        "the house has lost its shape ({} problems):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+/// Every way the house can lose its shape, found in a tree of `src/` written to break each.
+#[test]
+fn the_guard_names_each_deliberate_break() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let write = |rel: &str, text: &str| {
+        let path = src.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "lib.rs",
+        "pub mod a;\npub mod b;\npub mod cli;\npub mod serve;\npub mod tools;\n",
+    );
+    write("a.rs", "use crate::b::Y;\npub struct X;\n");
+    write("b.rs", "use crate::a::X;\npub struct Y;\n");
+    write("cli/mod.rs", "pub fn run() {}\n");
+    write("serve/mod.rs", "pub fn go() { crate::cli::run() }\n");
+    write("tools/mod.rs", "pub fn sim() {}\n");
+    write("domain.rs", "pub fn f() { crate::tools::sim() }\n");
+    let body = "fn f() {}\n".repeat(450);
+    write("big.rs", &format!("#[cfg(test)]\nmod tests {{}}\n{body}"));
+    write(
+        "long.rs",
+        &format!("fn long() {{\n{}}}\n", "x();\n".repeat(120)),
+    );
+    let problems = check(&src).join("\n");
+    for expected in [
+        "a circle of imports: src/a.rs <-> src/b.rs",
+        "src/serve/mod.rs names the command line's cli/mod.rs",
+        "src/domain.rs names the tool tools/mod.rs",
+        "src/big.rs: 450 lines",
+        "src/long.rs:1: fn long is 122 lines",
+    ] {
+        assert!(
+            problems.contains(expected),
+            "{expected} not in:\n{problems}"
+        );
+    }
+}
+
+/// What is wrong with the house under `src`, each named with its file.
+fn check(src: &Path) -> Vec<String> {
+    let src = src.to_path_buf();
     let mut files = Vec::new();
     sources(&src, &mut files);
     files.sort();
@@ -571,6 +624,15 @@ fn the_house_keeps_its_shape() {
                     to.strip_prefix(&src).unwrap().display()
                 ));
             }
+            let cli = src.join("cli");
+            if to.starts_with(&cli)
+                && (file.starts_with(src.join("serve")) || file.starts_with(&tools))
+            {
+                problems.push(format!(
+                    "src/{rel} names the command line's {}: the server and the tools stand apart from it",
+                    to.strip_prefix(&src).unwrap().display()
+                ));
+            }
             if !faces(file, &to) {
                 out.insert(to);
             }
@@ -583,12 +645,7 @@ fn the_house_keeps_its_shape() {
             .collect();
         problems.push(format!("a circle of imports: {}", names.join(" <-> ")));
     }
-    assert!(
-        problems.is_empty(),
-        "the house has lost its shape ({} problems):\n{}",
-        problems.len(),
-        problems.join("\n")
-    );
+    problems
 }
 
 /// The checker itself: it sees what it must and nothing it must not.

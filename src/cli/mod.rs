@@ -120,7 +120,7 @@ async fn execute(cli: Cli) -> Result<i32> {
     if let Cmd::Serve(args) = command {
         let url = database_url(&cli, &config, DEFAULT_DATABASE);
         let config_path = Config::discover_path(cli.globals.config.as_deref());
-        return serving::serve(args, &url, config, config_path).await;
+        return serving::serve(args, &url, config, config_path, remote::exec()).await;
     }
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;

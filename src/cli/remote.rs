@@ -6,6 +6,13 @@ use super::common::{clean, split_words, usage_error};
 use super::dispatch::dispatch;
 use crate::ledger::Ledger;
 
+/// [`remote`] as the server runs an `exec` request.
+pub fn exec() -> crate::serve::Exec {
+    std::sync::Arc::new(|ledger, who, command| {
+        Box::pin(async move { remote(ledger, &who, &command).await })
+    })
+}
+
 /// A command sent by `ssh HOST COMMAND` to `settle serve` (manual: Running settle for a team): `stats`, `list` and `show`,
 /// as the key's operator with the key's role. `--db`, `--config` and `--as` are refused: the
 /// server's database and the key's name hold. Returns the exit status.

@@ -60,6 +60,7 @@ pub(super) async fn serve(
     url: &str,
     config: Config,
     config_path: Option<PathBuf>,
+    exec: crate::serve::Exec,
 ) -> Result<i32> {
     let ssh = (a.listen.is_some() || a.http.is_none()).then(|| crate::serve::Options {
         listen: a.listen.clone().unwrap_or_else(|| "0.0.0.0:2222".into()),
@@ -71,6 +72,7 @@ pub(super) async fn serve(
         max_sessions: a.max_sessions.max(1),
         idle: Duration::ZERO,
         config_path: config_path.clone(),
+        exec,
     });
     let idle = duration_arg(
         "--idle-timeout",

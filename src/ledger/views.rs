@@ -194,6 +194,32 @@ pub struct Stats {
     pub paused_destinations: Vec<String>,
 }
 
+/// The totals as `settle stats` prints them: one line each, names escaped.
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (state, n) in &self.by_state {
+            writeln!(f, "{:<11} {n}", state.as_str())?;
+        }
+        writeln!(f, "exceptions  {}", self.exceptions)?;
+        writeln!(f, "stalled     {} runs", self.stalled_runs)?;
+        let oldest = self
+            .oldest_exception_seconds
+            .map_or("-".to_string(), |secs| {
+                crate::domain::format_age(chrono::TimeDelta::seconds(secs))
+            });
+        writeln!(f, "oldest      {oldest}")?;
+        let listed = |names: &[String]| {
+            if names.is_empty() {
+                "-".to_string()
+            } else {
+                crate::domain::escape_text(&names.join(", ")).into_owned()
+            }
+        };
+        writeln!(f, "paused      {}", listed(&self.paused_workflows))?;
+        write!(f, "paused dest {}", listed(&self.paused_destinations))
+    }
+}
+
 /// The result of a change asked of the ledger.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Applied {

@@ -301,9 +301,10 @@ impl russh::server::Handler for Conn {
         };
         let command = String::from_utf8_lossy(data).into_owned();
         let ledger = self.shared.ledger.for_session(who.clone());
+        let run = self.shared.exec.clone();
         tokio::spawn(async move {
             let _guard = guard;
-            exec(ledger, who, command, handle, channel).await;
+            exec(run, ledger, who, command, handle, channel).await;
         });
         Ok(())
     }

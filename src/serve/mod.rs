@@ -38,8 +38,22 @@ use russh::{MethodKind, MethodSet};
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::domain::Identity;
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
+
+/// What an `exec` request runs (`ssh HOST COMMAND`): one reading command as the key's operator,
+/// its output written through [`crate::out`]; it returns the exit status. Whoever starts the
+/// server hands it in, so that the server knows nothing of how commands are read.
+pub type Exec = Arc<
+    dyn Fn(
+            Ledger,
+            Identity,
+            String,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = i32> + Send>>
+        + Send
+        + Sync,
+>;
 
 pub struct Options {
     pub listen: String,
@@ -50,6 +64,8 @@ pub struct Options {
     /// The config file to re-read for `[operators]` (`None`: there is none, nobody can log in
     /// until one is given).
     pub config_path: Option<PathBuf>,
+    /// How an `exec` request's command is run.
+    pub exec: Exec,
 }
 
 /// The host key's default place: `$XDG_STATE_HOME/settle/host_key`, else
@@ -71,6 +87,7 @@ struct Shared {
     changes: watch::Receiver<u64>,
     max_sessions: usize,
     idle: Duration,
+    exec: Exec,
 }
 
 impl Shared {
@@ -110,6 +127,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
         sessions: sessions.clone(),
         max_sessions: options.max_sessions,
         idle: options.idle,
+        exec: options.exec.clone(),
     });
     crate::say!("settle serve: listening on {addr}");
     crate::say!("settle serve: host key {host_fingerprint}");

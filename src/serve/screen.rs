@@ -164,6 +164,7 @@ pub(super) async fn console(
 
 /// One exec request: a reading command, its output on the channel, its exit status.
 pub(super) async fn exec(
+    run: Exec,
     ledger: Ledger,
     who: Identity,
     command: String,
@@ -193,7 +194,7 @@ pub(super) async fn exec(
         }
     });
     tracing::info!(operator = %who.name, "serve: exec");
-    let code = crate::out::capture(sink, crate::cli::remote::remote(ledger, &who, &command)).await;
+    let code = crate::out::capture(sink, run(ledger, who, command)).await;
     let _ = sender.await;
     end(&handle, channel, code as u32).await;
 }

@@ -64,27 +64,7 @@ pub fn pruned(r: &PruneReport) {
 }
 
 pub fn stats(s: &Stats) {
-    for (state, n) in &s.by_state {
-        say!("{:<11} {n}", state.as_str());
-    }
-    say!("exceptions  {}", s.exceptions);
-    say!("stalled     {} runs", s.stalled_runs);
-    say!(
-        "oldest      {}",
-        s.oldest_exception_seconds
-            .map_or("-".to_string(), |secs| format_age(
-                chrono::TimeDelta::seconds(secs)
-            ))
-    );
-    let listed = |names: &[String]| {
-        if names.is_empty() {
-            "-".to_string()
-        } else {
-            esc(&names.join(", ")).into_owned()
-        }
-    };
-    say!("paused      {}", listed(&s.paused_workflows));
-    say!("paused dest {}", listed(&s.paused_destinations));
+    say!("{s}");
 }
 
 /// A bulk action's preview (manual: Many at once): "retry 212: 180 to do; left alone: 12 claimed by another,

@@ -196,7 +196,7 @@ pub async fn run(
     }
     // Not a terminal (a script, CI): the totals instead of the console.
     let stats = Ledger::stats(&ledger).await?;
-    crate::cli::output::stats(&stats);
+    say!("{stats}");
     say!(
         "\nOpen the console on it: settle --db {}",
         ledger.database()
