@@ -1,6 +1,6 @@
 //! The house as it is left: reads `src/` and fails on a file over 400 lines, a
 //! function over 100 lines, a circle of imports between files, a product room that names a
-//! tool, or the server or a tool that names the command line. Cheaper than a review, and it says exactly where.
+//! tool, the server or a tool that names the command line, or a glob import outside tests. Cheaper than a review, and it says exactly where.
 //!
 //! A file's lines are its product's, wherever its `#[cfg(test)]` items stand (files named
 //! `tests.rs` or `*_tests.rs`, and those declared `#[cfg(test)] mod name;`, are test files). An import is any path a file names: `use` trees,
@@ -551,16 +551,25 @@ fn the_guard_names_each_deliberate_break() {
     let body = "fn f() {}\n".repeat(450);
     write("big.rs", &format!("#[cfg(test)]\nmod tests {{}}\n{body}"));
     write(
+        "serve/room.rs",
+        "use super::*;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+    );
+    write(
         "long.rs",
         &format!("fn long() {{\n{}}}\n", "x();\n".repeat(120)),
     );
     let problems = check(&src).join("\n");
+    assert!(
+        !problems.contains("room.rs:4"),
+        "a test module's glob is its own:\n{problems}"
+    );
     for expected in [
         "a circle of imports: src/a.rs <-> src/b.rs",
         "src/serve/mod.rs names the command line's cli/mod.rs",
         "src/domain.rs names the tool tools/mod.rs",
         "src/big.rs: 450 lines",
         "src/long.rs:1: fn long is 122 lines",
+        "src/serve/room.rs:1: a glob import (use super::*;)",
     ] {
         assert!(
             problems.contains(expected),
@@ -592,6 +601,20 @@ fn check(src: &Path) -> Vec<String> {
             ));
         }
         let code = product_part(&code_only(&text));
+        for (n, line) in code.lines().enumerate() {
+            let line = line.trim();
+            // an enum's variants (`use Outcome::*;` in a function) are not a module's contents
+            let glob = line.trim_end_matches(';').strip_suffix("::*");
+            let of_module = glob
+                .and_then(|g| g.rsplit("::").next())
+                .is_some_and(|last| last.starts_with(|c: char| c.is_lowercase()));
+            if line.starts_with("use ") && of_module {
+                problems.push(format!(
+                    "src/{rel}:{}: a glob import ({line}): name what is used, so that a reader and this guard can follow it",
+                    n + 1
+                ));
+            }
+        }
         for (name, at, n) in long_functions(&code) {
             problems.push(format!(
                 "src/{rel}:{at}: fn {name} is {n} lines (at most {MAX_FN_LINES})"

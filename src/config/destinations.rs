@@ -3,9 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::config::{opt_backoff, opt_http_timeout, opt_retention};
 use serde::Deserialize;
-
-use super::*;
 
 /// Declares a config table with the HTTP settings of the manual's Destinations and the dispatcher beside its own fields: a
 /// destination has them, and each of its `actions` overrides any of them (unset inherits).

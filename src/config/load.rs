@@ -2,11 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::Config;
+use crate::config::{DEFAULT_HTTP_TIMEOUT, DestinationConfig, WorkflowConfig};
 use crate::domain::policy::{DestinationPolicy, RetryPolicy};
 use crate::domain::redact::Redactor;
 use crate::error::{Error, Result};
-
-use super::*;
 
 impl Config {
     /// Reads a config file; errors name the file, line and key in one line.

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::dispatch::{
+    DISPATCHER, Done, HttpDestination, Options, Sent, Totals, kept, kept_answer, send,
+};
 use crate::domain::LookupAnswer;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
 use crate::ledger::{Finished, Ledger};
-
-use super::*;
 
 /// A running dispatcher's state between rounds.
 pub(super) struct Dispatcher {

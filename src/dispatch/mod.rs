@@ -36,10 +36,10 @@ mod dispatcher;
 mod http;
 mod lookups;
 
-use dispatcher::*;
 pub use http::{Answer, Endpoint, HttpDestination, Observed, Raw, classify};
 pub use lookups::{Looked, Lookups};
 
+use crate::dispatch::dispatcher::Dispatcher;
 use crate::domain::redact::OperationRedaction;
 use crate::domain::{LookupAnswer, Outcome};
 use crate::error::{Error, Result};

@@ -11,8 +11,9 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::console::Input;
 use crate::domain::{Identity, Role};
-
-use super::*;
+use crate::serve::screen::{Screen, console, exec, finish, size, too_many};
+use crate::serve::sessions::SessionGuard;
+use crate::serve::{Shared, fingerprint, keys};
 
 pub(super) struct Server {
     pub(super) shared: Arc<Shared>,

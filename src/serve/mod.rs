@@ -26,9 +26,7 @@ mod sessions;
 use conn::Server;
 pub use conn::{Conn, ConnError};
 pub use identity::{Operators, fingerprint, host_key};
-use screen::*;
 pub use sessions::Sessions;
-use sessions::*;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -213,6 +211,7 @@ mod tests {
     use super::*;
     use crate::console::Input;
     use crate::domain::{Identity, Role};
+    use crate::serve::screen::{ChannelWriter, IDLE_FRAME, size};
     use std::collections::HashMap;
     use std::sync::atomic::Ordering;
     use tokio::sync::mpsc::unbounded_channel;

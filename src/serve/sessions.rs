@@ -8,8 +8,7 @@ use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender};
 
 use crate::console::Input;
 use crate::domain::{Identity, Role};
-
-use super::*;
+use crate::serve::Operators;
 
 /// The open sessions: consoles (which can be told to end) and exec requests.
 #[derive(Default)]

@@ -4,9 +4,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tui_input::backend::crossterm::EventHandler;
 
 use super::{App, Effect, Mode};
+use crate::console::app::form::{choose, entered, first_step};
+use crate::console::app::{ActionKind, Form, FormStep};
 use crate::domain::{Offer, State};
-
-use super::form::*;
 
 impl App {
     pub(super) fn begin_action(&mut self, c: char) -> Vec<Effect> {

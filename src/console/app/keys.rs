@@ -4,9 +4,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use tui_input::backend::crossterm::EventHandler;
 
+use crate::console::app::{Focus, Mode, REVIEW_WINDOWS, View};
+use crate::console::{App, Effect};
 use crate::ledger::Position;
-
-use super::*;
 
 impl App {
     pub(crate) fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {

@@ -1,8 +1,8 @@
 //! What the console loads: the filters it asks with, reloads, refreshes, the status line.
 
+use crate::console::app::{MAX_ROWS, PAGE, Place, REVIEW_WINDOWS, View};
+use crate::console::{App, Effect};
 use crate::ledger::{ListFilter, Position};
-
-use super::*;
 
 impl App {
     pub fn list_filter(&self) -> ListFilter {

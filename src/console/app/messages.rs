@@ -3,12 +3,11 @@
 use chrono::{DateTime, Utc};
 use ratatui::crossterm::event::KeyEvent;
 
+use crate::console::app::StopFlag;
 use crate::ledger::{
     BulkPreview, BulkReport, EventView, ListFilter, OperationDetail, Page, Position, StaffAction,
     Stats,
 };
-
-use super::*;
 
 /// What the console asks of the database; run in spawned tasks, answered with `Msg`s.
 #[derive(Clone, Debug, PartialEq)]

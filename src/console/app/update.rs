@@ -2,9 +2,9 @@
 
 use chrono::Utc;
 
+use crate::console::app::{CHANGED_FOR, MAX_ROWS, PAGE, Place, View, seen};
+use crate::console::{App, Effect, Msg};
 use crate::ledger::{EventView, OperationDetail, OperationView, Page, Position};
-
-use super::*;
 
 impl App {
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {

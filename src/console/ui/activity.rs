@@ -6,8 +6,7 @@ use ratatui::widgets::{Paragraph, Row, Table};
 
 use crate::console::app::App;
 use crate::console::theme::{Meaning, Theme};
-
-use super::*;
+use crate::console::ui::{esc, fit};
 
 pub(super) fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     // narrow: the event's kind alone; wide: with its state change

@@ -7,9 +7,10 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::console::app::{App, Focus, View};
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::pane::{history_lines, label};
+use crate::console::ui::run_detail::{draw_run, step_lines};
+use crate::console::ui::{SPINNER, esc, state_style};
 use crate::ledger::OperationView;
-
-use super::*;
 
 pub(super) fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     if let Some(r) = app.selected_run() {
@@ -52,11 +53,6 @@ pub(super) fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         .scroll((app.detail_scroll.min(last), 0))
         .wrap(Wrap { trim: false });
     f.render_widget(p, area);
-}
-
-/// A detail line's label, in the muted column.
-pub(super) fn label<'a>(theme: &Theme, s: &'static str) -> Span<'a> {
-    Span::styled(format!("{s:<9}"), theme.style(Meaning::Muted))
 }
 
 /// What a person acts on first (manual: The console): the next step, a reveal, the state, the claim, the
@@ -229,41 +225,4 @@ pub(super) fn loaded_lines<'a>(
         ]));
     }
     history_lines(&d.history, theme, lines);
-}
-
-/// A history, oldest first (an operation's, or a run's own).
-pub(super) fn history_lines<'a>(
-    history: &[crate::ledger::EventView],
-    theme: &Theme,
-    lines: &mut Vec<Line<'a>>,
-) {
-    for (i, e) in history.iter().enumerate() {
-        let mut text = format!(
-            "{} {} {}",
-            e.at.format("%m-%d %H:%M"),
-            esc(&e.actor),
-            esc(&e.kind)
-        );
-        if let (Some(a), Some(b)) = (&e.from_state, &e.to_state)
-            && a != b
-        {
-            text.push_str(&format!(" {a}→{b}"));
-        }
-        if let Some(note) = e
-            .detail
-            .get("text")
-            .or_else(|| e.detail.get("note"))
-            .and_then(|v| v.as_str())
-        {
-            text.push_str(&format!(": {}", esc(note)));
-        }
-        lines.push(Line::from(vec![
-            if i == 0 {
-                label(theme, "history")
-            } else {
-                Span::raw(" ".repeat(9))
-            },
-            Span::raw(text),
-        ]));
-    }
 }

@@ -7,8 +7,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use crate::console::app::{App, FormStep, Mode};
 use crate::console::theme::{Meaning, Theme};
-
-use super::*;
+use crate::console::ui::{SPINNER, centered, esc};
 
 /// A bulk preview, grouped (manual: Many at once): what will be done, then what is left alone and why.
 pub(super) fn preview_lines<'a>(

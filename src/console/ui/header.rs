@@ -8,9 +8,9 @@ use ratatui::widgets::Paragraph;
 
 use crate::console::app::{App, View};
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::list::sorted_column;
+use crate::console::ui::{SPINNER, age_style, cut_text, esc};
 use crate::domain::{State, format_age};
-
-use super::*;
 
 /// The header's right side at `level` 0 (words in full) to 3 (shortest): it abbreviates before it
 /// drops anything (manual: The console: at 80 columns it still holds the filter and its count, the

@@ -8,10 +8,9 @@ use ratatui::widgets::{Paragraph, Row, Table};
 
 use crate::console::app::{App, Focus, View};
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::{SPINNER, age_style, esc, fit, state_style};
 use crate::domain::format_age;
 use crate::ledger::OperationView;
-
-use super::*;
 
 /// Which columns fit: age, state, destination and key always (manual: The console: every row at 80
 /// columns), then the claim and the workflow while the next step keeps 30 columns.

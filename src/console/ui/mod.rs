@@ -7,6 +7,12 @@ use ratatui::style::Style;
 
 use super::theme::{Meaning, SPINNER, Theme};
 use crate::console::app::{App, Focus, Mode, View};
+use crate::console::ui::activity::draw_activity;
+use crate::console::ui::detail::draw_detail;
+use crate::console::ui::form::draw_form;
+use crate::console::ui::header::{draw_header, draw_tabs};
+use crate::console::ui::list::draw_list;
+use crate::console::ui::status::{draw_footer, draw_help, draw_status};
 use crate::domain::{State, escape_text};
 
 mod activity;
@@ -14,17 +20,10 @@ mod detail;
 mod form;
 mod header;
 mod list;
+mod pane;
 mod review;
 mod run_detail;
 mod status;
-
-use activity::*;
-use detail::*;
-use form::*;
-use header::*;
-use list::*;
-use run_detail::*;
-use status::*;
 
 fn esc(s: &str) -> String {
     escape_text(s).into_owned()

@@ -9,11 +9,11 @@ use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::console::app::{App, Focus};
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::pane::{history_lines, label};
+use crate::console::ui::{SPINNER, esc};
 use crate::domain::format_age;
 use crate::domain::run::RunStep;
 use crate::ledger::RunSummary;
-
-use super::*;
 
 pub(super) fn draw_run(f: &mut Frame, app: &App, theme: &Theme, area: Rect, r: &RunSummary) {
     let border = if app.focus == Focus::Detail {

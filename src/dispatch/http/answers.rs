@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::config::AnswerClass;
+use crate::dispatch::Endpoint;
+use crate::dispatch::http::{ANSWER_LIMIT, pointed};
 use crate::domain::Outcome;
-
-use super::*;
 
 /// The outcome of one HTTP exchange (manual: States, Destinations and the dispatcher).
 #[derive(Clone, Debug, PartialEq)]

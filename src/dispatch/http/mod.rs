@@ -18,9 +18,11 @@ use crate::ledger::StartedOp;
 mod answers;
 mod template;
 
-use answers::*;
+use crate::dispatch::http::answers::{read_capped, transport_failure};
+use crate::dispatch::http::template::{
+    Encode, Payload, check_template, expand_env, fill, fill_json, form_body,
+};
 pub use answers::{Answer, Observed, Raw, classify};
-use template::*;
 
 /// How much of an answer is read: enough for any error text or reference; a destination that
 /// sends more cannot fill the dispatcher's memory.

@@ -7,9 +7,8 @@ use serde_json::json;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, StaffAction};
+use crate::tools::demo::{Demo, PEOPLE};
 use crate::{Outcome, Resolution};
-
-use super::*;
 
 pub(super) async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
     let now = demo.real_now;

@@ -5,9 +5,8 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::ledger::StaffAction;
+use crate::tools::demo::{Demo, PEOPLE};
 use crate::{Outcome, Resolution};
-
-use super::*;
 
 /// Operation `i`'s intent, made at `t`: one of four kinds of work, for one of the demo's people.
 pub(super) fn intent_of(

@@ -23,12 +23,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::tools::sim::create::create;
+use crate::tools::sim::read::{lookup, search, stats};
 
 mod create;
 mod read;
-
-use create::*;
-use read::*;
 
 /// What can go wrong, on purpose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

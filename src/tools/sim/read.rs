@@ -3,14 +3,14 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::tools::sim::create::{answer, unauthorized};
+use crate::tools::sim::{Sim, Task};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
-
-use super::*;
 
 #[derive(Deserialize)]
 pub(super) struct KeyQuery {
