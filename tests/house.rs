@@ -733,3 +733,41 @@ fn product_lines_are_counted_around_test_items_wherever_they_stand() {
         product_lines(&over)
     );
 }
+
+/// ARCHITECTURE.md is the map of the code: every file under `src/` is on it, by its name or its
+/// path in backticks (a folder's `mod.rs` by its folder; tests beside the code by their kind).
+#[test]
+fn every_file_under_src_is_on_the_map() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let map = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let src = root.join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut missing = Vec::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let on_map = if name == "mod.rs" {
+            let folder = file
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy();
+            map.contains(&format!("`{folder}/`"))
+                || map.contains(&format!("`src/{}/`", rel.trim_end_matches("/mod.rs")))
+        } else {
+            is_test_file(file)
+                || map.contains(&format!("`{name}`"))
+                || map.contains(&format!("`{rel}`"))
+                || map.contains(&format!("`src/{rel}`"))
+        };
+        if !on_map {
+            missing.push(format!("src/{rel}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "files ARCHITECTURE.md does not map: {missing:?}"
+    );
+}

@@ -88,10 +88,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// The lanes of the group writer. SQLite writes one transaction at a time whatever the lanes.
-/// On PostgreSQL one lane of batched groups beat more (`cargo bench --bench api`, 64 clients,
-/// this 2-core machine: 1 lane 1,903 operations a second, 2 lanes 1,637, 4 lanes 1,105, 8 lanes
-/// 826): the commits, serialized by the events' NOTIFY anyway, are what more lanes multiply.
+/// The lanes of the group writer: one. SQLite writes one transaction at a time whatever the
+/// lanes, and on PostgreSQL the commits, serialized by the events' NOTIFY anyway, are what more
+/// lanes multiply (`cargo bench --bench api` measures it).
 pub fn default_lanes(_backend: crate::store::Backend) -> usize {
     1
 }

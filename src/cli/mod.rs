@@ -9,22 +9,23 @@ mod args;
 mod bulk;
 mod commands;
 mod common;
-mod dispatch;
 mod docs;
 mod lookup;
 pub(crate) mod output;
 mod reads;
 pub mod remote;
+mod route;
 mod serving;
 mod staff;
 mod targets;
 mod tools;
+mod upkeep;
 mod writes;
 
 pub use args::command;
 use args::{Cli, Cmd};
 use common::{clean, invalid, required, usage_error};
-use dispatch::dispatch;
+use route::route;
 
 use crate::config::{Config, DEFAULT_DATABASE};
 use crate::error::Result;
@@ -132,7 +133,7 @@ async fn execute(cli: Cli) -> Result<i32> {
         .collect::<String>()
         .to_lowercase();
     tracing::info!(command = %name, operator = %actor.as_deref().unwrap_or("-"), "start");
-    let code = dispatch(&ledger, command, &actor).await;
+    let code = route(&ledger, command, &actor).await;
     ledger.close().await;
     code
 }

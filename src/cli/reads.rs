@@ -1,10 +1,8 @@
-//! The commands that read (list, show, stats, report, init) and those that do the dispatcher's
-//! work by hand (dispatch, lookup, sweep, prune).
+//! The commands that read: list, show, stats, run show, runs and report.
 use std::time::Duration;
 
 use super::args::Cmd;
 use super::common::{duration_arg, invalid, looks_past_exceptions, required};
-use super::lookup;
 use super::output;
 use crate::domain::State;
 use crate::error::Result;
@@ -112,75 +110,6 @@ pub(super) async fn read(ledger: &Ledger, command: &Cmd, operator: &Option<Strin
     Ok(0)
 }
 
-/// `settle report`, `init`, `dispatch`, `lookup` and `sweep`.
-pub(super) async fn run_work(
-    ledger: &Ledger,
-    command: &Cmd,
-    operator: &Option<String>,
-) -> Result<i32> {
-    match command {
-        Cmd::Report {
-            since,
-            workflow,
-            json,
-        } => {
-            let window = duration_arg(
-                "--since",
-                since,
-                Duration::from_secs(1),
-                crate::ledger::MAX_REVIEW_WINDOW,
-            )?;
-            let scope = crate::ledger::ReviewScope {
-                workflow: workflow.clone(),
-                destination: None,
-            };
-            let review = ledger.review(window, &scope).await?;
-            if *json {
-                output::json(&review);
-            } else {
-                output::review(&review, &scope);
-            }
-        }
-        Cmd::Init => {
-            say!(
-                "{} is ready (schema version {})",
-                ledger.database(),
-                crate::store::SCHEMA_VERSION
-            );
-        }
-        Cmd::Dispatch {
-            concurrency,
-            until_settled,
-        } => {
-            let options = crate::dispatch::Options {
-                concurrency: *concurrency,
-                until_settled: *until_settled,
-                ..Default::default()
-            };
-            let t = crate::dispatch::run(ledger.clone(), options).await?;
-            say!(
-                "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",
-                t.attempts,
-                t.retries,
-                t.succeeded,
-                t.looked_up,
-                t.budget_waits
-            );
-        }
-        Cmd::Lookup { many, rate } => {
-            return lookup::run(ledger, many, rate.as_deref(), required(operator)?).await;
-        }
-        Cmd::Sweep => {
-            let n = ledger.sweep().await?;
-            say!(
-                "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
-            );
-        }
-        _ => unreachable!("only its own commands come here"),
-    }
-    Ok(0)
-}
-
 /// What `settle run VERB` asks of the run: nothing (show), or a person's action on it.
 fn run_action(
     verb: super::commands::RunVerb,
@@ -229,28 +158,28 @@ fn run_action(
     })
 }
 
-/// `settle prune`: what `[retention]` lets go, removed (or counted) as the operator.
-pub(super) async fn prune(
+/// `settle report`: the review after a release, as text or JSON.
+pub(super) async fn report(
     ledger: &Ledger,
-    command: &Cmd,
-    operator: &Option<String>,
+    since: &str,
+    workflow: &Option<String>,
+    json: bool,
 ) -> Result<i32> {
-    let Cmd::Prune {
-        dry_run,
-        archive,
-        json,
-    } = command
-    else {
-        unreachable!("only prune comes here")
+    let window = duration_arg(
+        "--since",
+        since,
+        Duration::from_secs(1),
+        crate::ledger::MAX_REVIEW_WINDOW,
+    )?;
+    let scope = crate::ledger::ReviewScope {
+        workflow: workflow.clone(),
+        destination: None,
     };
-    let options = crate::ledger::PruneOptions {
-        dry_run: *dry_run,
-        archive: archive.clone(),
-    };
-    let report = ledger.prune(required(operator)?, &options).await?;
-    match *json {
-        true => output::json(&report),
-        false => output::pruned(&report),
+    let review = ledger.review(window, &scope).await?;
+    if json {
+        output::json(&review);
+    } else {
+        output::review(&review, &scope);
     }
     Ok(0)
 }

@@ -3,7 +3,7 @@
 
 use super::args::{self, Cmd};
 use super::common::{clean, split_words, usage_error};
-use super::dispatch::dispatch;
+use super::route::route;
 use crate::ledger::Ledger;
 
 /// [`remote`] as the server runs an `exec` request.
@@ -72,7 +72,7 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
         }
     }
     let command = cli.command.as_ref().expect("matched above");
-    match dispatch(&ledger, command, &Some(who.name.clone())).await {
+    match route(&ledger, command, &Some(who.name.clone())).await {
         Ok(code) => code,
         Err(e) => {
             crate::tell!("settle: {}", clean(&e.to_string()));

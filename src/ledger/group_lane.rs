@@ -2,9 +2,9 @@
 //!
 //! Writes someone waits on go first. A lane takes every write queued; those waited on are one
 //! group, run at once; the unwaited ones (the gateway's outcome of an answer already given, see
-//! [`Writer::queue`](super::Writer::queue)) are held for a group of their own, run when nothing
-//! waited on is queued, or once [`GROUP`] of them are held or the oldest has waited [`HOLD`].
-//! A write of a key that has a held write goes after it, in one group: one lane a key, in
+//! [`Writer::queue`](super::Writer::queue)) are deferred for a group of their own, run when nothing
+//! waited on is queued, or once [`GROUP`] of them are deferred or the oldest has waited [`DEFER`].
+//! A write of a key that has a deferred write goes after it, in one group: one lane a key, in
 //! order. So a record + start, which must be committed before its request is sent, never waits
 //! behind the outcomes of other requests that were already answered.
 
@@ -50,8 +50,7 @@ pub(super) struct Counts {
 
 /// A lane on a thread and a single-threaded runtime of its own, with its own store made there
 /// ([`Store::for_writer`]): as a task among the server's requests, each wake-up of its chain of
-/// statements waited behind them (the gateway's bench, SQLite: a group's mean 2.06 ms so, 1.21 ms
-/// here). A thread that cannot start drops the receiver: its writes hear the writer stopped.
+/// statements would wait behind them. A thread that cannot start drops the receiver: its writes hear the writer stopped.
 pub(super) fn lane_thread(i: usize, store: Store, rx: mpsc::Receiver<Job>, counts: Arc<Counts>) {
     let started = std::thread::Builder::new()
         .name(format!("settle-writer-{i}"))
@@ -222,14 +221,14 @@ async fn together(jobs: &[Job]) -> Option<Vec<Result<Answered>>> {
     }
 }
 
-/// The longest an unwaited write is held while writes that are waited on keep coming.
-pub(super) const HOLD: Duration = Duration::from_millis(10);
+/// The longest an unwaited write is deferred while writes that are waited on keep coming.
+pub(super) const DEFER: Duration = Duration::from_millis(10);
 
 async fn lane(mut rx: mpsc::Receiver<Job>, counts: Arc<Counts>, store: Store) {
-    let mut held: Vec<Job> = Vec::new();
-    let mut held_since = Instant::now();
+    let mut deferred: Vec<Job> = Vec::new();
+    let mut deferred_since = Instant::now();
     loop {
-        let first = if held.is_empty() {
+        let first = if deferred.is_empty() {
             match rx.recv().await {
                 Some(j) => j,
                 None => return,
@@ -238,8 +237,8 @@ async fn lane(mut rx: mpsc::Receiver<Job>, counts: Arc<Counts>, store: Store) {
             match rx.try_recv() {
                 Ok(j) => j,
                 Err(e) => {
-                    // nothing waited on is queued: the held writes' turn
-                    run(std::mem::take(&mut held), &counts, &store).await;
+                    // nothing waited on is queued: the deferred writes' turn
+                    run(std::mem::take(&mut deferred), &counts, &store).await;
                     match e {
                         TryRecvError::Empty => continue,
                         TryRecvError::Disconnected => return,
@@ -254,35 +253,35 @@ async fn lane(mut rx: mpsc::Receiver<Job>, counts: Arc<Counts>, store: Store) {
                 Err(_) => break,
             }
         }
-        let was_empty = held.is_empty();
-        let now = waited_first(jobs, &mut held);
+        let was_empty = deferred.is_empty();
+        let now = waited_first(jobs, &mut deferred);
         if was_empty {
-            held_since = Instant::now();
+            deferred_since = Instant::now();
         }
         if !now.is_empty() {
             run(now, &counts, &store).await;
         }
-        if held.len() >= GROUP || (!held.is_empty() && held_since.elapsed() >= HOLD) {
-            run(std::mem::take(&mut held), &counts, &store).await;
+        if deferred.len() >= GROUP || (!deferred.is_empty() && deferred_since.elapsed() >= DEFER) {
+            run(std::mem::take(&mut deferred), &counts, &store).await;
         }
     }
 }
 
-/// The writes to run now, in the order they came: those waited on, each after any held write of
-/// its key. The unwaited ones join `held`.
-fn waited_first(jobs: Vec<Job>, held: &mut Vec<Job>) -> Vec<Job> {
+/// The writes to run now, in the order they came: those waited on, each after any deferred write of
+/// its key. The unwaited ones join `deferred`.
+fn waited_first(jobs: Vec<Job>, deferred: &mut Vec<Job>) -> Vec<Job> {
     let mut now = Vec::with_capacity(jobs.len());
     for j in jobs {
         if j.unwaited {
-            held.push(j);
+            deferred.push(j);
             continue;
         }
         let key = j.write.key();
-        if held.iter().any(|h| h.write.key() == key) {
-            let (same, other): (Vec<Job>, Vec<Job>) = std::mem::take(held)
+        if deferred.iter().any(|h| h.write.key() == key) {
+            let (same, other): (Vec<Job>, Vec<Job>) = std::mem::take(deferred)
                 .into_iter()
                 .partition(|h| h.write.key() == key);
-            *held = other;
+            *deferred = other;
             now.extend(same);
         }
         now.push(j);
@@ -321,20 +320,20 @@ mod tests {
                     .map(|j| format!("{}{}", j.write.key(), if j.unwaited { "?" } else { "" }))
                     .collect::<Vec<_>>()
             };
-            let mut held = vec![job("a", true)];
+            let mut deferred = vec![job("a", true)];
             let came = vec![
                 job("b", false),
                 job("c", true),
                 job("a", false),
                 job("c", false),
             ];
-            let now = waited_first(came, &mut held);
+            let now = waited_first(came, &mut deferred);
             assert_eq!(keys(&now), ["b", "a?", "a", "c?", "c"]);
-            assert!(held.is_empty());
-            // an unwaited write of another key stays held; the waited one goes
-            let now = waited_first(vec![job("d", true), job("e", false)], &mut held);
+            assert!(deferred.is_empty());
+            // an unwaited write of another key stays deferred; the waited one goes
+            let now = waited_first(vec![job("d", true), job("e", false)], &mut deferred);
             assert_eq!(
-                (keys(&now), keys(&held)),
+                (keys(&now), keys(&deferred)),
                 (vec!["e".to_string()], vec!["d?".to_string()])
             );
         });

@@ -4,9 +4,8 @@
 //! rules judge every write in memory, in order; the new operations go in with one statement, every
 //! change and every event with one more, the runs' rows once. On PostgreSQL a group is so five
 //! round trips (the `BEGIN` with its settings, the load, the insert, the change set, the
-//! `COMMIT`); a statement per write would make the group's transaction as long as the writes were
-//! many (about 0.12 ms a round trip on a busy machine, a dozen round trips a record + start +
-//! attempt).
+//! `COMMIT`), where a statement per write would make the group's transaction as long as its
+//! writes are many.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -20,12 +20,9 @@ use crate::store::{self, NewEvent, ms};
 pub const PRUNE_BATCH: i64 = 500;
 
 /// After each batch a prune waits this many times as long as the batch held the database: on
-/// SQLite, whose one writer at a time a prune would otherwise take from a running dispatcher.
-/// `cargo bench --bench prune` (5,000 sends beside it): at 100,000 pruned, waiting 0x, 1x, 2x kept
-/// the dispatcher at 0.36x-0.43x, 0.65x, 0.73x-0.81x of its rate alone; at 300,000 (each batch
-/// costs more as the ledger grows), 2x, 4x, 6x kept it at 0.65x-0.67x, 0.77x, 0.86x, the prune
-/// going at 2,073, 1,404 and 771 operations a second. None on PostgreSQL, where the dispatcher
-/// kept 0.89x without it.
+/// SQLite, whose one writer at a time a prune would otherwise take from a running dispatcher;
+/// not on PostgreSQL, where the two write side by side (`cargo bench --bench prune` measures
+/// the dispatcher's rate beside a prune).
 fn pause_after_batch(backend: crate::store::Backend) -> f64 {
     match backend {
         crate::store::Backend::Sqlite => 6.0,

@@ -230,7 +230,7 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<()> {
         // workflows with no room for another attempt: their due operations are left for later
-        let held: Vec<String> = w
+        let full: Vec<String> = w
             .guards
             .iter()
             .filter(|(_, g)| g.paused_now.is_none() && g.room() <= 0)
@@ -248,7 +248,7 @@ impl Ledger {
             .filter(|d| !w.pausing.iter().any(|(p, _)| p == *d))
             .cloned()
             .collect();
-        for (id, op) in conn.due_ops(&open, &starved, &held, now, limit).await? {
+        for (id, op) in conn.due_ops(&open, &starved, &full, now, limit).await? {
             if w.guards
                 .get(&op.workflow)
                 .is_some_and(|g| g.paused_now.is_some() || g.room() <= 0)

@@ -51,8 +51,8 @@ impl Ledger {
         actor: &str,
         action: &RunAction,
     ) -> Result<Tried<()>> {
-        let held = tx.hold_runs(&[run]).await?;
-        let Some(stored) = held.get(run) else {
+        let locked = tx.lock_runs(&[run]).await?;
+        let Some(stored) = locked.get(run) else {
             return Err(Error::NotFound(format!("no run {run}")));
         };
         let now = self.now();

@@ -50,7 +50,7 @@ impl Ledger {
         if runs.is_empty() {
             return Ok(());
         }
-        let held: HashMap<String, (StoredRun, bool)> = if inserted {
+        let locked: HashMap<String, (StoredRun, bool)> = if inserted {
             let new: Vec<_> = runs
                 .iter()
                 .map(|(r, t)| (*r, t.first.workflow.as_str(), t.first.created_at))
@@ -58,14 +58,14 @@ impl Ledger {
             tx.make_or_hold_runs(&new).await?
         } else {
             let names: Vec<&str> = runs.keys().copied().collect();
-            let held = tx.hold_runs(&names).await?;
-            held.into_iter().map(|(k, v)| (k, (v, false))).collect()
+            let rows = tx.lock_runs(&names).await?;
+            rows.into_iter().map(|(k, v)| (k, (v, false))).collect()
         };
         let now = self.now();
         // a run made here has no operation but this transaction's; any other is read again
         let reread: Vec<&str> = runs
             .iter()
-            .filter(|(r, t)| t.settled && !held.get(**r).is_some_and(|h| h.1))
+            .filter(|(r, t)| t.settled && !locked.get(**r).is_some_and(|h| h.1))
             .map(|(r, _)| *r)
             .collect();
         let mut steps: HashMap<String, Vec<RunOp>> = HashMap::new();
@@ -75,14 +75,14 @@ impl Ledger {
             }
         }
         for (r, t) in &runs {
-            if t.settled && held.get(*r).is_some_and(|h| h.1) {
+            if t.settled && locked.get(*r).is_some_and(|h| h.1) {
                 steps.insert(
                     r.to_string(),
                     t.ops.values().map(|op| op_of(op, now)).collect(),
                 );
             }
         }
-        let kept = self.kept_of(&runs, &held, &steps);
+        let kept = self.kept_of(&runs, &locked, &steps);
         let writes: Vec<RunWrite> = kept
             .iter()
             .map(|(run, workflow, started_at, kept)| RunWrite {
@@ -100,13 +100,13 @@ impl Ledger {
     fn kept_of<'a>(
         &self,
         runs: &BTreeMap<&'a str, Touched>,
-        held: &HashMap<String, (StoredRun, bool)>,
+        locked: &HashMap<String, (StoredRun, bool)>,
         steps: &HashMap<String, Vec<RunOp>>,
     ) -> Vec<(&'a str, String, chrono::DateTime<chrono::Utc>, RunKept)> {
         let now = self.now();
         let mut kept: Vec<(&'a str, String, chrono::DateTime<chrono::Utc>, RunKept)> = Vec::new();
         for (name, t) in runs {
-            let old = held.get(*name).map(|h| &h.0);
+            let old = locked.get(*name).map(|h| &h.0);
             let op = t.first;
             let settled = t.settled;
             let workflow = old.map_or(op.workflow.clone(), |o| o.row.workflow.clone());

@@ -1,8 +1,7 @@
 //! What the group writer reads before it judges a group (`ledger::group_writes`): the operations
 //! its writes name, their attempts' outcomes and which of their workflows and destinations are
-//! paused. On PostgreSQL one statement, not three: on a busy machine each round trip of the
-//! writer's chain cost about 0.12 ms of a 2.5 ms group, whatever the statement did (the gateway's
-//! bench, timed in the writer's lane).
+//! paused. On PostgreSQL one statement, not three: each round trip of the writer's chain costs
+//! about as much as the statement it carries.
 
 use std::collections::HashMap;
 
@@ -29,8 +28,8 @@ static PG_LOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     // the operation's columns first, where `columns::decode` reads them, then the two read by
     // position (`columns::AFTER`; only `o` has the operation's names). Each name is looked up
     // by its key (`name = ANY(...)`): written `name = ANY($2) OR name IN (...)` it cannot be,
-    // and with scans ruled out its cost passed PostgreSQL's threshold for compiling the query
-    // (a 0.2 ms statement took 267 ms, 178 of them compiling)
+    // and with scans ruled out its cost passed PostgreSQL's threshold for compiling the query,
+    // which then took far longer than running it
     format!(
         "SELECT {}, p.group_paused, a.group_tried \
          FROM (SELECT ARRAY( \

@@ -56,8 +56,7 @@ impl Store {
         // SQLite: the ordering time's bounds (the exceptions' "not after now", an age) read from
         // the rows an index finds, never as the range of an index: otherwise the planner takes
         // the workflow's or state's index for its range, and reads each row of it for the rest
-        // (`state:unknown wf:wf-3` at 1,000,000 exceptions: 158 ms, 10 s from a cold disk)
-        // instead of counting the narrow index that holds workflow, destination and state (13 ms)
+        // instead of counting the narrow index that holds workflow, destination and state
         let time = match self.backend() {
             super::Backend::Sqlite => format!("+{}", q.time_column()),
             super::Backend::Postgres => q.time_column().to_string(),

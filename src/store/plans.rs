@@ -15,8 +15,7 @@ pub(crate) enum Plans {
     /// Kept on the connection (named), once [`Store::begin_only_lookups`] has ruled out the
     /// scans, hash and merge joins that make such a plan grow with the table: a plan made under
     /// those settings looks each row up by its key at any size, and is made once instead of at
-    /// each call (the group writer on PostgreSQL: parsing and planning the change set was 0.9 ms
-    /// of a group's 5 ms).
+    /// each call (parsing and planning is a real part of a small group's time).
     Kept,
 }
 
@@ -32,8 +31,7 @@ impl Tx {
     /// PostgreSQL no hash or merge joins, so that a change set of a few dozen rows joins its
     /// arrays to `operations` and `attempts` through their primary keys. Without this a prepared
     /// statement's generic plan scans the whole `attempts` table to update a few of its rows, and
-    /// a dispatcher round's write grows with the ledger (at 20,000 operations, 80 attempts
-    /// updated by reading 10,866 rows: 6 ms of a 10 ms statement).
+    /// a dispatcher round's write grows with the ledger.
     pub(crate) async fn lookups_by_key(&mut self) -> Result<()> {
         self.plan_as_lookups().await
     }
@@ -54,11 +52,9 @@ impl Store {
     /// [`Tx::lookups_by_key`]'s settings and also no scan of a table whose index answers, sent
     /// with its `BEGIN` (one round trip, not two), and the change set's statements kept on the
     /// connection ([`Plans::Kept`]). Planned at each call, the change set's update still chose to
-    /// scan `operations` once a group as the table grew (the gateway's bench: 37,936 scans reading
-    /// 178 million rows by its 9,448th operation, 351 requests a second instead of 1,364). Not
-    /// for a transaction with other queries: with scans ruled out, a query that must scan a small
-    /// table (the dispatcher's due query, past the paused workflows) has every plan's cost
-    /// swamped by the penalty and takes a bad one (26 operations a second instead of hundreds).
+    /// scan `operations` as the table grew. Not for a transaction with other queries: with scans
+    /// ruled out, a query that must scan a small table (the dispatcher's due query, past the
+    /// paused workflows) has every plan's cost swamped by the penalty and takes a bad one.
     pub(crate) async fn begin_only_lookups(&self) -> Result<Tx> {
         let Pool::Postgres(p) = &self.pool else {
             return self.begin().await;

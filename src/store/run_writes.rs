@@ -15,7 +15,7 @@ use crate::error::Result;
 impl Tx {
     /// The rows of these runs that exist, held until the transaction ends (PostgreSQL, in run
     /// order): the writers of one run's operations take turns keeping its row.
-    pub(crate) async fn hold_runs(&mut self, runs: &[&str]) -> Result<HashMap<String, StoredRun>> {
+    pub(crate) async fn lock_runs(&mut self, runs: &[&str]) -> Result<HashMap<String, StoredRun>> {
         let mut found = HashMap::new();
         match self {
             Tx::Sqlite(_) => {
@@ -60,10 +60,10 @@ impl Tx {
             Tx::Sqlite(_) => {
                 // one writer at a time: what is not there is this transaction's to make
                 let names: Vec<&str> = new.iter().map(|(r, _, _)| *r).collect();
-                let held = self.hold_runs(&names).await?;
+                let locked = self.lock_runs(&names).await?;
                 let mut made = Vec::new();
                 for (run, workflow, started) in new {
-                    match held.get(*run) {
+                    match locked.get(*run) {
                         Some(r) => {
                             out.insert(r.row.run.clone(), (r.clone(), false));
                         }

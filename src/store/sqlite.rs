@@ -1,10 +1,7 @@
-//! SQLite through its own C API (rusqlite), settle's one SQLite driver. Measured against sqlx's
-//! SQLite driver on the dispatcher (the busiest writer; `cargo bench --bench dispatch`, one run
-//! each on this machine): at 50 ms destination latency and concurrency 256, 3258 vs 2157 ops/s
-//! (0.71x vs 0.48x of a plain HTTP loop), at 0 ms and concurrency 16, 4649 vs 2822 ops/s. sqlx
-//! hands every statement to a connection thread and back, and those hand-offs cost more than
-//! the statements themselves; here a statement is a call on the caller's thread, prepared once
-//! per connection.
+//! SQLite through its own C API (rusqlite), settle's one SQLite driver, rather than sqlx's: sqlx
+//! hands every statement to a connection thread and back, and on the dispatcher those hand-offs
+//! cost more than the statements themselves; here a statement is a call on the caller's thread,
+//! prepared once per connection.
 //!
 //! The calls block: each runs where tokio allows it (`block_in_place` on a multi-threaded
 //! runtime, so the other tasks of that worker move on; directly on a single-threaded one).
@@ -82,9 +79,8 @@ impl Drop for Conn {
 /// the thread started.
 ///
 /// SQLite starts the WAL over only when a write transaction begins with every frame copied back;
-/// under a steady stream of writes one always committed during the checkpoint (7 ms at a
-/// time), and the WAL grew without end (the gateway's bench: 170,000 frames, 700 MB, in 20
-/// seconds, each checkpoint slower than the last). So once it holds [`WAL_RESTART`] frames, the
+/// under a steady stream of writes one always committed during the checkpoint, and the WAL grew
+/// without end, each checkpoint slower than the last. So once it holds [`WAL_RESTART`] frames, the
 /// writer's next transaction checkpoints first what committed since (a `PASSIVE` one again:
 /// never waiting on a reader; where one still reads an older snapshot, the next time).
 fn checkpoints(pool: std::sync::Weak<Shared>) -> bool {

@@ -12,14 +12,14 @@
 //!   **outcome** (with its lookup, or the pause an `auth` answer asks for, as a round records
 //!   them). Record, start and outcome go through the API's group writer.
 //! - A request whose start is refused is answered from the operation as the ledger holds it
-//!   ([`held`]): the stored reference after a success, 409 while in flight or after an unknown
+//!   ([`replay`]): the stored reference after a success, 409 while in flight or after an unknown
 //!   outcome, the stored rejection, 503 before the next attempt is due or while paused.
 //! - A `failed` operation is confirmed not done: its caller's repeat asks for it again, so it is
 //!   made `pending` ([`Ledger::resend`]) and sent, unless a person holds it.
 //! - The destinations are resolved once, when the router is made; one whose `${NAME}` is not
 //!   set answers 503 naming the variable, and the rest of the API serves on.
 
-mod held;
+mod replay;
 mod request;
 mod sent;
 
@@ -162,7 +162,7 @@ async fn answer(
             return Ok(match caller.ledger.operation(&key, &caller.name).await {
                 Ok(view) => {
                     let mut r = refused.with_state(view.state).into_response();
-                    held::mark(&mut r, &view, false);
+                    replay::mark(&mut r, &view, false);
                     r
                 }
                 Err(_) => refused.into_response(),
@@ -171,10 +171,10 @@ async fn answer(
         Err(other) => return Err(other.into()),
     };
     if recorded.written == Written::Recorded(Recorded::Conflict) {
-        let mut r = held::conflict(&key)
+        let mut r = replay::conflict(&key)
             .with_state(OpState::Conflict)
             .into_response();
-        held::mark_state(&mut r, OpState::Conflict, false);
+        replay::mark_state(&mut r, OpState::Conflict, false);
         return Ok(r);
     }
     let (n, view) = match started_attempt(&caller, &key, started).await? {
@@ -189,12 +189,12 @@ async fn answer(
             match started_attempt(&caller, &key, again).await? {
                 Ok(begun) => begun,
                 Err((view, why)) => {
-                    return Ok(held::answer(&caller, &view, why.as_deref(), &endpoint).await);
+                    return Ok(replay::answer(&caller, &view, why.as_deref(), &endpoint).await);
                 }
             }
         }
         Err((view, why)) => {
-            return Ok(held::answer(&caller, &view, why.as_deref(), &endpoint).await);
+            return Ok(replay::answer(&caller, &view, why.as_deref(), &endpoint).await);
         }
     };
     let row = StartedOp {

@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::super::answer::Failure;
-use super::{ORIGIN, held};
+use super::{ORIGIN, replay};
 use crate::dispatch::Raw;
 use crate::domain::{Outcome, State as OpState};
 use crate::error::Error;
@@ -104,8 +104,8 @@ pub(super) fn first_answer(shown: &Shown, report: &AttemptReport, raw: Option<Ra
         }
     };
     match shown {
-        Shown::Recorded(view) => held::mark(&mut response, view, false),
-        Shown::Settling(state) => held::mark_state(&mut response, *state, false),
+        Shown::Recorded(view) => replay::mark(&mut response, view, false),
+        Shown::Settling(state) => replay::mark_state(&mut response, *state, false),
     }
     response
 }

@@ -1,13 +1,13 @@
 //! One command, on an open ledger: routed to the handler of its group.
 
 use super::args::Cmd;
-use super::{reads, staff, writes};
+use super::{reads, staff, upkeep, writes};
 use crate::error::Result;
 use crate::ledger::Ledger;
 
 /// Runs `command` as `operator` (readers see claims as theirs, or nobody's; writers must name
 /// one); the exit code.
-pub(crate) async fn dispatch(
+pub(crate) async fn route(
     ledger: &Ledger,
     command: &Cmd,
     operator: &Option<String>,
@@ -36,9 +36,14 @@ pub(crate) async fn dispatch(
         | Cmd::Stats { .. }
         | Cmd::Run { .. }
         | Cmd::Runs { .. } => reads::read(ledger, command, operator).await,
-        Cmd::Report { .. } | Cmd::Init | Cmd::Dispatch { .. } | Cmd::Lookup { .. } | Cmd::Sweep => {
-            reads::run_work(ledger, command, operator).await
+        Cmd::Report {
+            since,
+            workflow,
+            json,
+        } => reads::report(ledger, since, workflow, *json).await,
+        Cmd::Init | Cmd::Dispatch { .. } | Cmd::Lookup { .. } | Cmd::Sweep => {
+            upkeep::upkeep(ledger, command, operator).await
         }
-        Cmd::Prune { .. } => reads::prune(ledger, command, operator).await,
+        Cmd::Prune { .. } => upkeep::prune(ledger, command, operator).await,
     }
 }
