@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory, Parser};
 
 pub use super::commands::{Cmd, Shell};
-pub use super::targets::Many;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -1,9 +1,9 @@
 //! A staff action on many operations (manual: Many at once): chosen, previewed, confirmed, applied item by item.
 use std::time::Duration;
 
-use super::args::Many;
 use super::common::{invalid, looks_past_exceptions};
 use super::output;
+use super::targets::Many;
 use crate::error::Result;
 use crate::ledger::{Ledger, ListFilter, Scope, StaffAction};
 

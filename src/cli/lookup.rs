@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::args::Many;
 use super::bulk::chosen_keys;
 use super::common::{invalid, parse_rate};
 use super::output::{self, esc};
+use super::targets::Many;
 use crate::dispatch::Lookups;
 use crate::domain::LookupAnswer;
 use crate::error::Result;

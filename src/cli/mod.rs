@@ -109,8 +109,8 @@ async fn execute(cli: Cli) -> Result<i32> {
         ledger.close().await;
         return result.map(|()| 0);
     };
-    if let Cmd::Sim { .. } = command {
-        return tools::sim(command).await;
+    if let Cmd::Sim(args) = command {
+        return tools::sim(args).await;
     }
     if let Cmd::Demo { reset, live } = command {
         let url = database_url(&cli, &Config::default(), crate::tools::demo::DEMO_DATABASE);

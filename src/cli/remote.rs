@@ -53,17 +53,8 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
         }
     };
     match &cli.command {
-        Some(
-            Cmd::Stats { .. }
-            | Cmd::List { .. }
-            | Cmd::Show { .. }
-            | Cmd::Report { .. }
-            | Cmd::Runs { .. }
-            | Cmd::Run {
-                verb: super::commands::RunVerb::Show,
-                ..
-            },
-        ) => {}
+        Some(Cmd::Stats(_) | Cmd::List(_) | Cmd::Show(_) | Cmd::Report(_) | Cmd::Runs(_)) => {}
+        Some(Cmd::Run(run)) if run.verb == super::reads::RunVerb::Show => {}
         _ => {
             crate::tell!(
                 "settle: over SSH this server answers stats, list, show, report, runs and run show; ssh -t opens the console for the rest"

@@ -1,6 +1,7 @@
 //! One command, on an open ledger: routed to the handler of its group.
 
 use super::args::Cmd;
+use super::common::required;
 use super::{reads, staff, upkeep, writes};
 use crate::error::Result;
 use crate::ledger::Ledger;
@@ -14,36 +15,35 @@ pub(crate) async fn route(
 ) -> Result<i32> {
     match command {
         Cmd::Demo { .. }
-        | Cmd::Sim { .. }
+        | Cmd::Sim(_)
         | Cmd::Serve(_)
         | Cmd::Token { .. }
         | Cmd::Completions { .. }
-        | Cmd::Man { .. } => {
-            unreachable!("handled before the database is opened")
-        }
-        Cmd::Record { .. } => writes::record(ledger, command, operator).await,
-        Cmd::Start { .. } | Cmd::Attempt { .. } | Cmd::Ingest { .. } => {
-            writes::write(ledger, command, operator).await
-        }
-        Cmd::Claim { .. } | Cmd::Release { .. } | Cmd::Reconcile { .. } | Cmd::Retry { .. } => {
-            staff::staff(ledger, command, operator).await
-        }
-        Cmd::Close { .. } | Cmd::Note { .. } | Cmd::Pause { .. } | Cmd::Resume { .. } => {
-            staff::close_or_mark(ledger, command, operator).await
-        }
-        Cmd::List { .. }
-        | Cmd::Show { .. }
-        | Cmd::Stats { .. }
-        | Cmd::Run { .. }
-        | Cmd::Runs { .. } => reads::read(ledger, command, operator).await,
-        Cmd::Report {
-            since,
-            workflow,
-            json,
-        } => reads::report(ledger, since, workflow, *json).await,
-        Cmd::Init | Cmd::Dispatch { .. } | Cmd::Lookup { .. } | Cmd::Sweep => {
-            upkeep::upkeep(ledger, command, operator).await
-        }
-        Cmd::Prune { .. } => upkeep::prune(ledger, command, operator).await,
+        | Cmd::Man { .. } => Err(crate::error::Error::Invalid(
+            "this command runs without a ledger: it is not run on an open one".into(),
+        )),
+        Cmd::Record(a) => writes::record(ledger, a, operator).await,
+        Cmd::Start(a) => writes::start(ledger, a, operator).await,
+        Cmd::Attempt(a) => writes::attempt(ledger, a, operator).await,
+        Cmd::Ingest(a) => writes::ingest(ledger, &a.file, required(operator)?).await,
+        Cmd::Claim(a) => staff::claim(ledger, a, operator).await,
+        Cmd::Release(a) => staff::release(ledger, a, operator).await,
+        Cmd::Reconcile(a) => staff::reconcile(ledger, a, operator).await,
+        Cmd::Retry(a) => staff::retry(ledger, a, operator).await,
+        Cmd::Close(a) => staff::close(ledger, a, operator).await,
+        Cmd::Note(a) => staff::note(ledger, a, operator).await,
+        Cmd::Pause(a) => staff::pause(ledger, a, operator).await,
+        Cmd::Resume(a) => staff::resume(ledger, a, operator).await,
+        Cmd::List(a) => reads::list(ledger, a, operator).await,
+        Cmd::Show(a) => reads::show(ledger, a, operator).await,
+        Cmd::Stats(a) => reads::stats(ledger, a).await,
+        Cmd::Run(a) => reads::run(ledger, a, operator).await,
+        Cmd::Runs(a) => reads::runs(ledger, a, operator).await,
+        Cmd::Report(a) => reads::report(ledger, a).await,
+        Cmd::Init => upkeep::init(ledger),
+        Cmd::Dispatch(a) => upkeep::dispatch(ledger, a).await,
+        Cmd::Lookup(a) => upkeep::lookup(ledger, a, operator).await,
+        Cmd::Sweep => upkeep::sweep(ledger).await,
+        Cmd::Prune(a) => upkeep::prune(ledger, a, operator).await,
     }
 }

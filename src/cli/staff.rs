@@ -1,168 +1,281 @@
 //! The staff's actions on the command line: claim, release, reconcile, retry, close, note, pause
 //! and resume, on one operation or many (manual: Many at once).
 
-use super::args::Cmd;
+use std::path::PathBuf;
+
 use super::bulk::{Confirm, act_on, reconcile_from};
 use super::common::{invalid, parse_rate, required};
 use super::output;
+use super::targets::{Many, PauseTarget};
 use crate::domain::Resolution;
 use crate::error::Result;
 use crate::ledger::{Ledger, StaffAction};
 
-/// Claim, release, reconcile and retry.
-pub(super) async fn staff(
+/// `settle claim`: one or many, a lead's take-over with a reason.
+pub(super) async fn claim(
     ledger: &Ledger,
-    command: &Cmd,
+    args: &ClaimArgs,
     operator: &Option<String>,
 ) -> Result<i32> {
     let viewer = operator.as_deref().unwrap_or("");
-    match command {
-        Cmd::Claim {
-            many,
-            force,
-            reason,
-        } => {
-            let force_reason = if *force { reason.clone() } else { None };
-            let what = format!("claimed by {}", output::esc(viewer));
-            let action = StaffAction::Claim { force_reason };
-            return act_on(
-                ledger,
-                many,
-                action,
-                required(operator)?,
-                &what,
-                "claim",
-                None,
-            )
-            .await;
-        }
-        Cmd::Release { many } => {
-            let action = StaffAction::Release;
-            return act_on(
-                ledger,
-                many,
-                action,
-                required(operator)?,
-                "released",
-                "release",
-                None,
-            )
-            .await;
-        }
-        Cmd::Reconcile {
-            key,
-            found,
-            absent: _,
-            note,
-            from,
-            dry_run,
-            yes,
-            json,
-        } => {
-            if let Some(file) = from {
-                let how = Confirm {
-                    dry_run: *dry_run,
-                    yes: *yes,
-                    json: *json,
-                };
-                return reconcile_from(ledger, file, how, required(operator)?).await;
-            }
-            let key = key.as_deref().unwrap_or_default();
-            let action = match found {
-                Some(reference) => StaffAction::ReconcileFound {
-                    reference: reference.clone(),
-                    note: note.clone(),
-                },
-                None => StaffAction::ReconcileAbsent { note: note.clone() },
-            };
-            let a = ledger.staff(key, required(operator)?, action).await?;
-            output::applied(&a, "reconciled");
-        }
-        Cmd::Retry { many, note, rate } => {
-            let action = StaffAction::Retry { note: note.clone() };
-            let what = "will be retried with the same key";
-            let pace = rate.as_deref().map(parse_rate).transpose()?;
-            return act_on(
-                ledger,
-                many,
-                action,
-                required(operator)?,
-                what,
-                "retry",
-                pace,
-            )
-            .await;
-        }
-        _ => unreachable!("only its own commands come here"),
+    let force_reason = if args.force {
+        args.reason.clone()
+    } else {
+        None
+    };
+    let what = format!("claimed by {}", output::esc(viewer));
+    let action = StaffAction::Claim { force_reason };
+    let actor = required(operator)?;
+    act_on(ledger, &args.many, action, actor, &what, "claim", None).await
+}
+
+/// `settle release`: one or many.
+pub(super) async fn release(
+    ledger: &Ledger,
+    args: &ReleaseArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let actor = required(operator)?;
+    act_on(
+        ledger,
+        &args.many,
+        StaffAction::Release,
+        actor,
+        "released",
+        "release",
+        None,
+    )
+    .await
+}
+
+/// `settle reconcile`: one key found or absent, or many from the destination's own records.
+pub(super) async fn reconcile(
+    ledger: &Ledger,
+    args: &ReconcileArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let ReconcileArgs {
+        key,
+        found,
+        absent: _,
+        note,
+        from,
+        dry_run,
+        yes,
+        json,
+    } = args;
+    if let Some(file) = from {
+        let how = Confirm {
+            dry_run: *dry_run,
+            yes: *yes,
+            json: *json,
+        };
+        return reconcile_from(ledger, file, how, required(operator)?).await;
+    }
+    let key = key.as_deref().unwrap_or_default();
+    let action = match found {
+        Some(reference) => StaffAction::ReconcileFound {
+            reference: reference.clone(),
+            note: note.clone(),
+        },
+        None => StaffAction::ReconcileAbsent { note: note.clone() },
+    };
+    let a = ledger.staff(key, required(operator)?, action).await?;
+    output::applied(&a, "reconciled");
+    Ok(0)
+}
+
+/// `settle retry`: one or many, paced with `--rate`.
+pub(super) async fn retry(
+    ledger: &Ledger,
+    args: &RetryArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let action = StaffAction::Retry {
+        note: args.note.clone(),
+    };
+    let what = "will be retried with the same key";
+    let pace = args.rate.as_deref().map(parse_rate).transpose()?;
+    let actor = required(operator)?;
+    act_on(ledger, &args.many, action, actor, what, "retry", pace).await
+}
+
+/// `settle close`: one or many, with a resolution and a note.
+pub(super) async fn close(
+    ledger: &Ledger,
+    args: &CloseArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let action = StaffAction::Close {
+        resolution: Resolution::parse(&args.resolution).map_err(invalid)?,
+        reference: args.reference.clone(),
+        superseded_by: args.superseded_by.clone(),
+        note: args.note.clone(),
+    };
+    let actor = required(operator)?;
+    act_on(ledger, &args.many, action, actor, "closed", "close", None).await
+}
+
+/// `settle note KEY TEXT`.
+pub(super) async fn note(
+    ledger: &Ledger,
+    args: &NoteArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let text = StaffAction::Note {
+        text: args.text.clone(),
+    };
+    let a = ledger.staff(&args.key, required(operator)?, text).await?;
+    output::applied(&a, "note added");
+    Ok(0)
+}
+
+/// `settle pause`: a workflow, or a destination.
+pub(super) async fn pause(
+    ledger: &Ledger,
+    args: &PauseArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let (what, name) = args.what.get();
+    let n = output::esc(name);
+    let noun = what.noun();
+    if ledger
+        .pause_one(what, name, &args.reason, required(operator)?)
+        .await?
+    {
+        say!("{noun} {n} paused: no attempt of it starts until it is resumed");
+    } else {
+        say!("{noun} {n} was already paused; nothing changed");
     }
     Ok(0)
 }
 
-/// Close, note, pause and resume.
-pub(super) async fn close_or_mark(
+/// `settle resume`: a workflow, or a destination.
+pub(super) async fn resume(
     ledger: &Ledger,
-    command: &Cmd,
+    args: &ResumeArgs,
     operator: &Option<String>,
 ) -> Result<i32> {
-    match command {
-        Cmd::Close {
-            many,
-            resolution,
-            reference,
-            superseded_by,
-            note,
-        } => {
-            let action = StaffAction::Close {
-                resolution: Resolution::parse(resolution).map_err(invalid)?,
-                reference: reference.clone(),
-                superseded_by: superseded_by.clone(),
-                note: note.clone(),
-            };
-            return act_on(
-                ledger,
-                many,
-                action,
-                required(operator)?,
-                "closed",
-                "close",
-                None,
-            )
-            .await;
-        }
-        Cmd::Note { key, text } => {
-            let a = ledger
-                .staff(
-                    key,
-                    required(operator)?,
-                    StaffAction::Note { text: text.clone() },
-                )
-                .await?;
-            output::applied(&a, "note added");
-        }
-        Cmd::Pause { what, reason } => {
-            let (what, name) = what.get();
-            let n = output::esc(name);
-            let noun = what.noun();
-            if ledger
-                .pause_one(what, name, reason, required(operator)?)
-                .await?
-            {
-                say!("{noun} {n} paused: no attempt of it starts until it is resumed");
-            } else {
-                say!("{noun} {n} was already paused; nothing changed");
-            }
-        }
-        Cmd::Resume { what } => {
-            let (what, name) = what.get();
-            let n = output::esc(name);
-            let noun = what.noun();
-            if ledger.resume_one(what, name, required(operator)?).await? {
-                say!("{noun} {n} resumed");
-            } else {
-                say!("{noun} {n} was not paused; nothing changed");
-            }
-        }
-        _ => unreachable!("only its own commands come here"),
+    let (what, name) = args.what.get();
+    let n = output::esc(name);
+    let noun = what.noun();
+    if ledger.resume_one(what, name, required(operator)?).await? {
+        say!("{noun} {n} resumed");
+    } else {
+        say!("{noun} {n} was not paused; nothing changed");
     }
     Ok(0)
+}
+
+/// The arguments of `settle claim`.
+#[derive(Debug, clap::Args)]
+pub struct ClaimArgs {
+    #[command(flatten)]
+    pub many: Many,
+    /// Take over another operator's live claim (a lead's; needs --reason)
+    #[arg(long, requires = "reason")]
+    pub force: bool,
+    /// Why you take the claim over (audited)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+/// The arguments of `settle release`.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    #[command(flatten)]
+    pub many: Many,
+}
+
+/// The arguments of `settle reconcile`.
+#[derive(Debug, clap::Args)]
+pub struct ReconcileArgs {
+    /// The operation's key
+    #[arg(required_unless_present = "from", conflicts_with = "from")]
+    pub key: Option<String>,
+    /// It was done: the destination's reference for it
+    #[arg(
+        long,
+        value_name = "REF",
+        conflicts_with = "absent",
+        required_unless_present_any = ["absent", "from"]
+    )]
+    pub found: Option<String>,
+    /// It was not done (confirmed at the destination)
+    #[arg(long)]
+    pub absent: bool,
+    /// What you saw, for the history
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    /// Reconcile many from the destination's own records: CSV (key,outcome,reference) or
+    /// JSON lines
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["found", "absent"])]
+    pub from: Option<PathBuf>,
+    /// Print what --from would do, line by line, and change nothing
+    #[arg(long, requires = "from")]
+    pub dry_run: bool,
+    /// Go on without asking (needed without a terminal)
+    #[arg(long, requires = "from")]
+    pub yes: bool,
+    /// The preview or the summary as one JSON document
+    #[arg(long, requires = "from")]
+    pub json: bool,
+}
+
+/// The arguments of `settle retry`.
+#[derive(Debug, clap::Args)]
+pub struct RetryArgs {
+    #[command(flatten)]
+    pub many: Many,
+    /// Why, for the history
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    /// Space the items' next attempts, e.g. 10/s (a recovering destination is not flooded)
+    #[arg(long, value_name = "N/s")]
+    pub rate: Option<String>,
+}
+
+/// The arguments of `settle close`.
+#[derive(Debug, clap::Args)]
+pub struct CloseArgs {
+    #[command(flatten)]
+    pub many: Many,
+    /// How it was resolved
+    #[arg(long, value_parser = ["done_elsewhere", "superseded", "abandoned", "duplicate_cleaned_up"])]
+    pub resolution: String,
+    /// The reference of the work done elsewhere (with done_elsewhere)
+    #[arg(long, value_name = "REF")]
+    pub reference: Option<String>,
+    /// The key of the operation that supersedes it (with superseded; it must exist)
+    #[arg(long, value_name = "KEY2")]
+    pub superseded_by: Option<String>,
+    /// What was done (required)
+    #[arg(long, value_name = "TEXT")]
+    pub note: String,
+}
+
+/// The arguments of `settle note`.
+#[derive(Debug, clap::Args)]
+pub struct NoteArgs {
+    /// The operation's key
+    pub key: String,
+    /// The note
+    pub text: String,
+}
+
+/// The arguments of `settle pause`.
+#[derive(Debug, clap::Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub what: PauseTarget,
+    /// Why (shown in the console's header and the audit)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+}
+
+/// The arguments of `settle resume`.
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    #[command(flatten)]
+    pub what: PauseTarget,
 }

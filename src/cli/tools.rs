@@ -2,13 +2,14 @@
 
 use std::time::Duration;
 
-use super::args::Cmd;
+use std::path::PathBuf;
+
 use super::common::{duration_arg, invalid};
 use crate::error::Result;
 
 /// `settle sim`: its options checked, then the simulated destination until it is stopped.
-pub(super) async fn sim(command: &Cmd) -> Result<i32> {
-    let Cmd::Sim {
+pub(super) async fn sim(args: &SimArgs) -> Result<i32> {
+    let SimArgs {
         listen,
         state,
         no_dedupe,
@@ -23,10 +24,7 @@ pub(super) async fn sim(command: &Cmd) -> Result<i32> {
         require_header,
         answer,
         exists_409,
-    } = command
-    else {
-        unreachable!("sim is given its own command only")
-    };
+    } = args;
     if ![200, 201, 204].contains(answer) {
         return Err(invalid("--answer must be 200, 201 or 204".into()));
     }
@@ -102,4 +100,53 @@ fn latency_range(text: &str) -> Result<(Duration, Duration)> {
         )));
     }
     Ok((low, high))
+}
+
+/// The arguments of `settle sim`.
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// Address to listen on (port 0 picks a free one; the first line printed says which)
+    #[arg(long, default_value = "127.0.0.1:8787", value_name = "ADDR")]
+    pub listen: String,
+    /// Keep the created tasks in this file, across restarts
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Do not honour Idempotency-Key (every request creates a task)
+    #[arg(long)]
+    pub no_dedupe: bool,
+    /// How long a key is remembered, e.g. 24h
+    #[arg(long, default_value = "24h", value_name = "DUR")]
+    pub key_retention: String,
+    /// A fault for every create: reject, drop, late, unavailable, error, reject-nul, echo or lost
+    #[arg(long, value_name = "FAULT")]
+    pub fault: Option<String>,
+    /// Chance of a random fault per create (0 to 1), from a schedule seeded by --seed
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    pub fault_rate: f64,
+    /// The faults the random schedule draws from, e.g. drop,late,error [default: reject,
+    /// drop, late, unavailable, error]
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub fault_kinds: Vec<String>,
+    /// The seed of the random fault schedule (the same seed, the same faults)
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// How long a `late` answer waits
+    #[arg(long, default_value = "10s", value_name = "DUR")]
+    pub late: String,
+    /// Apply the fault only to the first request of each key
+    #[arg(long)]
+    pub fault_first_only: bool,
+    /// How long every create takes, e.g. 20ms, or a range drawn from per request, e.g.
+    /// 5ms..50ms
+    #[arg(long, default_value = "0s", value_name = "DUR[..DUR]")]
+    pub latency: String,
+    /// Answer 401 to any request without this header, e.g. 'Authorization: Bearer X'
+    #[arg(long, value_name = "'NAME: VALUE'")]
+    pub require_header: Option<String>,
+    /// The status of a successful create: 201, 200 or 204 (no body)
+    #[arg(long, default_value_t = 201, value_name = "STATUS")]
+    pub answer: u16,
+    /// A repeated key answers 409 "already exists" (as HubSpot does) instead of the task
+    #[arg(long)]
+    pub exists_409: bool,
 }

@@ -1,81 +1,111 @@
 //! The commands that keep the ledger and do the dispatcher's work by hand: init, dispatch,
 //! lookup, sweep and prune.
 
-use super::args::Cmd;
+use std::path::PathBuf;
+
 use super::common::required;
+use super::targets::Many;
 use super::{lookup, output};
 use crate::error::Result;
 use crate::ledger::Ledger;
 
-/// `settle init`, `dispatch`, `lookup` and `sweep`.
-pub(super) async fn upkeep(
+/// `settle init`: the schema made or migrated (opening the ledger did it), and said.
+pub(super) fn init(ledger: &Ledger) -> Result<i32> {
+    say!(
+        "{} is ready (schema version {})",
+        ledger.database(),
+        crate::store::SCHEMA_VERSION
+    );
+    Ok(0)
+}
+
+/// `settle dispatch`: due operations sent until Ctrl-C, or until nothing is left to move.
+pub(super) async fn dispatch(ledger: &Ledger, args: &DispatchArgs) -> Result<i32> {
+    let options = crate::dispatch::Options {
+        concurrency: args.concurrency,
+        until_settled: args.until_settled,
+        ..Default::default()
+    };
+    let t = crate::dispatch::run(ledger.clone(), options).await?;
+    say!(
+        "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",
+        t.attempts,
+        t.retries,
+        t.succeeded,
+        t.looked_up,
+        t.budget_waits
+    );
+    Ok(0)
+}
+
+/// `settle lookup`: ask the destinations now, then reconcile by their answers.
+pub(super) async fn lookup(
     ledger: &Ledger,
-    command: &Cmd,
+    args: &LookupArgs,
     operator: &Option<String>,
 ) -> Result<i32> {
-    match command {
-        Cmd::Init => {
-            say!(
-                "{} is ready (schema version {})",
-                ledger.database(),
-                crate::store::SCHEMA_VERSION
-            );
-        }
-        Cmd::Dispatch {
-            concurrency,
-            until_settled,
-        } => {
-            let options = crate::dispatch::Options {
-                concurrency: *concurrency,
-                until_settled: *until_settled,
-                ..Default::default()
-            };
-            let t = crate::dispatch::run(ledger.clone(), options).await?;
-            say!(
-                "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",
-                t.attempts,
-                t.retries,
-                t.succeeded,
-                t.looked_up,
-                t.budget_waits
-            );
-        }
-        Cmd::Lookup { many, rate } => {
-            return lookup::run(ledger, many, rate.as_deref(), required(operator)?).await;
-        }
-        Cmd::Sweep => {
-            let n = ledger.sweep().await?;
-            say!(
-                "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
-            );
-        }
-        _ => unreachable!("only its own commands come here"),
-    }
+    let actor = required(operator)?;
+    lookup::run(ledger, &args.many, args.rate.as_deref(), actor).await
+}
+
+/// `settle sweep`: attempts past their timeout, settled by the rule of any unknown outcome.
+pub(super) async fn sweep(ledger: &Ledger) -> Result<i32> {
+    let n = ledger.sweep().await?;
+    say!(
+        "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
+    );
     Ok(0)
 }
 
 /// `settle prune`: what `[retention]` lets go, removed (or counted) as the operator.
 pub(super) async fn prune(
     ledger: &Ledger,
-    command: &Cmd,
+    args: &PruneArgs,
     operator: &Option<String>,
 ) -> Result<i32> {
-    let Cmd::Prune {
-        dry_run,
-        archive,
-        json,
-    } = command
-    else {
-        unreachable!("only prune comes here")
-    };
     let options = crate::ledger::PruneOptions {
-        dry_run: *dry_run,
-        archive: archive.clone(),
+        dry_run: args.dry_run,
+        archive: args.archive.clone(),
     };
     let report = ledger.prune(required(operator)?, &options).await?;
-    match *json {
+    match args.json {
         true => output::json(&report),
         false => output::pruned(&report),
     }
     Ok(0)
+}
+
+/// The arguments of `settle dispatch`.
+#[derive(Debug, clap::Args)]
+pub struct DispatchArgs {
+    /// Requests in flight at once
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub concurrency: usize,
+    /// Stop when nothing automation may move is left
+    #[arg(long)]
+    pub until_settled: bool,
+}
+
+/// The arguments of `settle lookup`.
+#[derive(Debug, clap::Args)]
+pub struct LookupArgs {
+    #[command(flatten)]
+    pub many: Many,
+    /// Space the lookups, e.g. 10/s (an incident's 400 lookups do not flood the destination)
+    #[arg(long, value_name = "N/s")]
+    pub rate: Option<String>,
+}
+
+/// The arguments of `settle prune`.
+#[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    /// Count what would be removed; remove nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// First append every removed operation here, a `show --json` document a line
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
+    /// Answer as one JSON document: the cutoffs, the counts pruned, archived and freed
+    #[arg(long)]
+    pub json: bool,
 }
