@@ -8,7 +8,12 @@
 //! allows 3 attempts) and two operators, are applied to the ledger and to the model. After every
 //! step the answer (done or refused) and, per key, the state, version, attempt count, live claim
 //! and the kind of the safe next step must agree. A failing sequence is shrunk (chunks, then
-//! single steps, removed while it still fails) and printed with its seed.
+//! single steps, removed while it still fails) and printed with its seed and its path.
+//!
+//! The sequences take the ledger's three ways in, in turn: every command as its own call; the
+//! automation's commands through the HTTP API's group writer and a person's as bulk actions of
+//! one; records and starts as JSON lines through ingest (reports through the group writer) and a
+//! person's as bulk actions. Each must answer as the model does.
 //!
 //! `SETTLE_MODEL_SEQUENCES` (default 300) and `SETTLE_MODEL_SEED` (default 1) choose the run; the
 //! long run is `SETTLE_MODEL_SEQUENCES=10000 cargo test --release --test model` (docs/development.md).
@@ -454,8 +459,25 @@ impl fmt::Display for Seen {
 }
 
 /// The ledger and the clock it reads, with the keys of one sequence.
+/// How the real ledger is asked: each command as its own call, or through the paths that
+/// write many at once (the HTTP API's group writer and ingest for the automation's commands, a
+/// bulk action of one for a person's), which must answer as the single call does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Path {
+    Single,
+    /// Records, starts and reports through the group writer; staff actions as bulk actions.
+    Writer,
+    /// Records and starts as JSON lines through ingest, reports through the group writer;
+    /// staff actions as bulk actions.
+    Ingest,
+}
+
+const PATHS: [Path; 3] = [Path::Single, Path::Writer, Path::Ingest];
+
 struct Real {
     ledger: Ledger,
+    writer: settle::ledger::Writer,
+    path: Path,
     clock: Arc<Mutex<DateTime<Utc>>>,
     raw: Raw,
     keys: [String; 3],
@@ -471,9 +493,40 @@ impl Real {
     async fn apply(&mut self, cmd: Cmd) -> Result<Said, String> {
         let l = &self.ledger;
         let who = |w: usize| WHO[w];
+        let path = self.path;
         let staff = |k: usize, w: usize, action: StaffAction| {
             let key = self.keys[k].clone();
-            async move { l.staff(&key, who(w), action).await.map(|_| ()) }
+            async move {
+                if path == Path::Single {
+                    return l.staff(&key, who(w), action).await.map(|_| ());
+                }
+                // a bulk action of one: its preview, then its apply
+                let keys = [key.clone()];
+                let preview = l.bulk_preview(&keys, &action, who(w)).await?;
+                if !preview.eligible.contains(&key) {
+                    return Err(Error::Refused(format!("{:?}", preview.refused)));
+                }
+                let stop = std::sync::atomic::AtomicBool::new(false);
+                let report = l
+                    .bulk_apply(&preview.eligible, &action, who(w), &stop, None, |_, _| {})
+                    .await?;
+                match report.done.contains(&key) {
+                    true => Ok(()),
+                    false => Err(Error::Refused(format!("{report:?}"))),
+                }
+            }
+        };
+        let writer = &self.writer;
+        let write =
+            |w: settle::ledger::Write| async move { writer.write(l, "bot", w).await.map(|_| ()) };
+        let ingest = |line: serde_json::Value| async move {
+            let text = format!("{line}\n");
+            let report = l.ingest(text.as_bytes(), "bot").await?;
+            match report.problems.first() {
+                None => Ok(()),
+                Some(p) if p.refused => Err(Error::Refused(p.message.clone())),
+                Some(p) => Err(Error::Invalid(p.message.clone())),
+            }
         };
         let result: settle::Result<()> = match cmd {
             Cmd::Record { k, changed } => {
@@ -486,9 +539,34 @@ impl Real {
                     payload: payload(k, changed),
                     run: None,
                 };
-                l.record(&intent, "bot").await.map(|_| ())
+                match path {
+                    Path::Single => l.record(&intent, "bot").await.map(|_| ()),
+                    Path::Writer => write(settle::ledger::Write::Record(intent)).await,
+                    Path::Ingest => {
+                        ingest(json!({
+                            "type": "intent", "key": intent.key, "workflow": intent.workflow,
+                            "step": intent.step, "destination": intent.destination,
+                            "action": intent.action, "payload": intent.payload,
+                        }))
+                        .await
+                    }
+                }
             }
-            Cmd::Start { k } => l.start_attempt(&self.keys[k], "bot").await.map(|_| ()),
+            Cmd::Start { k } => match path {
+                Path::Single => l.start_attempt(&self.keys[k], "bot").await.map(|_| ()),
+                Path::Writer => write(settle::ledger::Write::Start(self.keys[k].clone())).await,
+                Path::Ingest => {
+                    // a start line names the attempt it starts: the next one
+                    let next = l.show(&self.keys[k], "").await.map(|d| d.op.attempts + 1);
+                    match next {
+                        Ok(n) => {
+                            ingest(json!({"type": "start", "key": self.keys[k], "attempt": n}))
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            },
             Cmd::Report { k, outcome } => {
                 let report = AttemptReport {
                     key: self.keys[k].clone(),
@@ -497,7 +575,12 @@ impl Real {
                     error: (outcome != Outcome::Accepted).then(|| "from the model".into()),
                     ..Default::default()
                 };
-                l.report_attempt(&report, "bot").await.map(|_| ())
+                match path {
+                    Path::Single => l.report_attempt(&report, "bot").await.map(|_| ()),
+                    Path::Writer | Path::Ingest => {
+                        write(settle::ledger::Write::Attempt(report)).await
+                    }
+                }
             }
             Cmd::Claim { k, who, force } => {
                 let force_reason = force.then(|| "taking it over".to_string());
@@ -698,7 +781,10 @@ async fn ledger_and_model_agree(db: &TestDb) {
         .await
         .unwrap()
         .with_clock(move || *c.lock().unwrap());
+    let writer = settle::ledger::Writer::new(&ledger, 1);
     let mut real = Real {
+        writer,
+        path: Path::Single,
         ledger,
         clock,
         raw: Raw::connect(&db.url).await,
@@ -715,6 +801,8 @@ async fn ledger_and_model_agree(db: &TestDb) {
         let cmds: Vec<Cmd> = (0..len).map(|_| random_cmd(&mut rng, focus)).collect();
         steps += cmds.len();
         start += TimeDelta::days(2);
+        // each sequence through one path in turn: the single calls, the group writer, ingest
+        real.path = PATHS[n % PATHS.len()];
         let Some((at, why)) = run(&mut real, start, &format!("s{n}"), &cmds).await else {
             continue;
         };
@@ -722,9 +810,10 @@ async fn ledger_and_model_agree(db: &TestDb) {
         start += TimeDelta::days(2);
         let again = run(&mut real, start, "shrunk", &short).await.is_some();
         panic!(
-            "{}: sequence {n} of seed {seed} (SETTLE_MODEL_SEED={seed}) fails; shrunk to {} steps \
-             (failing again when rerun: {again}):\n{}\n{why}",
+            "{}: sequence {n} of seed {seed} (SETTLE_MODEL_SEED={seed}), through {:?}, fails; \
+             shrunk to {} steps (failing again when rerun: {again}):\n{}\n{why}",
             db.backend,
+            real.path,
             short.len(),
             short
                 .iter()
