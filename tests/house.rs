@@ -7,7 +7,8 @@
 //! `crate::`, `super::` and `self::` paths in the code, and a child module's items; it points at
 //! the file that holds the module the path reaches. A folder's `mod.rs` (and `lib.rs` for the
 //! crate) is the face of its folder: what it declares and re-exports of its own rooms is not an
-//! import of theirs, and so the rooms may use their face.
+//! import of theirs, and so the rooms may use their face. A path to an item a module re-exports
+//! (`pub use`) is followed to the file that defines it, so a re-export hides no circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -266,12 +267,156 @@ fn file_of(src: &Path, module: &[String]) -> Option<PathBuf> {
     facade.exists().then_some(facade)
 }
 
-/// The longest prefix of `path` that is a module of the crate: its file.
-fn resolve(src: &Path, path: &[String]) -> Option<PathBuf> {
-    (0..=path.len())
-        .rev()
-        .find_map(|k| file_of(src, &path[..k]).filter(|_| k > 0 || path.is_empty()))
-        .or_else(|| file_of(src, &[]))
+/// What each module re-exports: (module, name) -> the path it stands for (`pub use a::B;` in
+/// `m` maps `(m, B)` to `m::a::B`; `pub use a::B as C;` maps `(m, C)`).
+type Reexports = BTreeMap<(Vec<String>, String), Vec<String>>;
+
+fn reexports(src: &Path, files: &[PathBuf]) -> Reexports {
+    let mut out = Reexports::new();
+    for file in files {
+        let module = module_of(src, file);
+        let code = product_part(&code_only(&std::fs::read_to_string(file).unwrap()));
+        let children: BTreeSet<String> = files
+            .iter()
+            .map(|f| module_of(src, f))
+            .filter(|m| m.len() == module.len() + 1 && m.starts_with(&module))
+            .map(|m| m.last().unwrap().clone())
+            .collect();
+        let tokens = tokenize(&code);
+        let mut i = 0;
+        while i < tokens.len() {
+            let public = tokens[i] == "pub";
+            if !public {
+                i += 1;
+                continue;
+            }
+            // pub use, pub(crate) use, pub(super) use
+            let mut j = i + 1;
+            if tokens.get(j) == Some(&"(") {
+                while j < tokens.len() && tokens[j] != ")" {
+                    j += 1;
+                }
+                j += 1;
+            }
+            if tokens.get(j) != Some(&"use") {
+                i += 1;
+                continue;
+            }
+            let end = (j..tokens.len())
+                .find(|&k| tokens[k] == ";")
+                .unwrap_or(tokens.len());
+            let statement: Vec<&str> = tokens[j + 1..end].to_vec();
+            let text = statement.join(" ").replace(" :: ", "::");
+            for (path, alias) in use_paths(&text) {
+                let abs = absolute(&path, &module, &children);
+                if let (Some(abs), Some(name)) = (abs, alias.or_else(|| path.last().cloned()))
+                    && name != "*"
+                    && name != "self"
+                {
+                    out.insert((module.clone(), name), abs);
+                }
+            }
+            i = end;
+        }
+    }
+    out
+}
+
+/// The paths of a `use` tree's text (`a::{b, c::D as E}`), each with its alias.
+fn use_paths(text: &str) -> Vec<(Vec<String>, Option<String>)> {
+    fn walk(text: &str, base: &[String], out: &mut Vec<(Vec<String>, Option<String>)>) {
+        let text = text.trim();
+        if let Some(open) = text.find('{') {
+            let prefix: Vec<String> = text[..open]
+                .trim_end_matches("::")
+                .split("::")
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().to_string())
+                .collect();
+            let mut b = base.to_vec();
+            b.extend(prefix);
+            let inner = &text[open + 1..text.rfind('}').unwrap_or(text.len())];
+            let mut depth = 0;
+            let mut start = 0;
+            for (k, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        walk(&inner[start..k], &b, out);
+                        start = k + 1;
+                    }
+                    _ => {}
+                }
+            }
+            walk(&inner[start..], &b, out);
+            return;
+        }
+        if text.is_empty() {
+            return;
+        }
+        let (path, alias) = match text.split_once(" as ") {
+            Some((p, a)) => (p.trim(), Some(a.trim().to_string())),
+            None => (text, None),
+        };
+        let mut b = base.to_vec();
+        b.extend(path.split("::").map(|s| s.trim().to_string()));
+        out.push((b, alias));
+    }
+    let mut out = Vec::new();
+    walk(text, &[], &mut out);
+    out
+}
+
+/// A use path made absolute from the module it is written in.
+fn absolute(
+    path: &[String],
+    module: &[String],
+    children: &BTreeSet<String>,
+) -> Option<Vec<String>> {
+    let first = path.first()?;
+    let mut base = match first.as_str() {
+        "crate" => Vec::new(),
+        "self" => module.to_vec(),
+        "super" => module[..module.len().saturating_sub(1)].to_vec(),
+        child if children.contains(child) => {
+            let mut m = module.to_vec();
+            m.push(child.to_string());
+            m
+        }
+        _ => return None,
+    };
+    let mut rest = &path[1..];
+    while rest.first().map(String::as_str) == Some("super") {
+        base.pop();
+        rest = &rest[1..];
+    }
+    base.extend(rest.iter().cloned());
+    Some(base)
+}
+
+/// The file that holds what `path` names: the longest prefix of it that is a module of the
+/// crate, followed through that module's re-exports to the file that defines the item.
+fn resolve(src: &Path, path: &[String], re: &Reexports) -> Option<PathBuf> {
+    let mut path = path.to_vec();
+    for _ in 0..8 {
+        let k = (0..=path.len())
+            .rev()
+            .find(|&k| file_of(src, &path[..k]).is_some() && (k > 0 || path.is_empty()))
+            .unwrap_or(0);
+        if let Some(name) = path.get(k)
+            && let Some(target) = re.get(&(path[..k].to_vec(), name.clone()))
+        {
+            let mut next = target.clone();
+            next.extend(path[k + 1..].iter().cloned());
+            if next != path {
+                path = next;
+                continue;
+            }
+        }
+        return file_of(src, &path[..k]);
+    }
+    file_of(src, &path)
 }
 
 /// Every path a file names, as absolute module paths (`crate::a::b`, `super::x`, `self::y`,
@@ -540,8 +685,13 @@ fn the_guard_names_each_deliberate_break() {
     };
     write(
         "lib.rs",
-        "pub mod a;\npub mod b;\npub mod cli;\npub mod serve;\npub mod tools;\n",
+        "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod cli;\npub mod serve;\npub mod tools;\n",
     );
+    // a re-export is followed to the file that defines the item: d uses c's Thing, which
+    // c/inner.rs defines and which uses d, a circle even though c/mod.rs only re-exports it
+    write("c/mod.rs", "mod inner;\npub use inner::Thing;\n");
+    write("c/inner.rs", "use crate::d::Y;\npub struct Thing;\n");
+    write("d.rs", "use crate::c::Thing;\npub struct Y;\n");
     write("a.rs", "use crate::b::Y;\npub struct X;\n");
     write("b.rs", "use crate::a::X;\npub struct Y;\n");
     write("cli/mod.rs", "pub fn run() {}\n");
@@ -565,6 +715,7 @@ fn the_guard_names_each_deliberate_break() {
     );
     for expected in [
         "a circle of imports: src/a.rs <-> src/b.rs",
+        "a circle of imports: src/c/inner.rs <-> src/d.rs",
         "src/serve/mod.rs names the command line's cli/mod.rs",
         "src/domain.rs names the tool tools/mod.rs",
         "src/big.rs: 450 lines",
@@ -588,6 +739,7 @@ fn check(src: &Path) -> Vec<String> {
     let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
     let tools = src.join("tools");
     let test_modules = test_modules(&files);
+    let re = reexports(&src, &files);
     for file in files
         .iter()
         .filter(|f| !is_test_file(f) && !test_modules.contains(*f))
@@ -631,7 +783,7 @@ fn check(src: &Path) -> Vec<String> {
             .collect();
         let out = edges.entry(file.clone()).or_default();
         for path in named_paths(&code, &module, &children) {
-            let Some(to) = resolve(&src, &path) else {
+            let Some(to) = resolve(&src, &path, &re) else {
                 continue;
             };
             if to == *file {
