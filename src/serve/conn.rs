@@ -13,7 +13,8 @@ use crate::console::Input;
 use crate::domain::{Identity, Role};
 use crate::serve::screen::{Screen, console, exec, finish, size, too_many};
 use crate::serve::sessions::SessionGuard;
-use crate::serve::{Shared, fingerprint, keys};
+use crate::serve::shared::Shared;
+use crate::serve::{fingerprint, keys};
 
 pub(super) struct Server {
     pub(super) shared: Arc<Shared>,

@@ -22,36 +22,24 @@ mod identity;
 pub mod keys;
 mod screen;
 mod sessions;
+mod shared;
 
 use conn::Server;
 pub use conn::{Conn, ConnError};
 pub use identity::{Operators, fingerprint, host_key};
 pub use sessions::Sessions;
+pub use shared::Exec;
+use shared::Shared;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use russh::{MethodKind, MethodSet};
-use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::domain::Identity;
 use crate::error::{Error, Result};
 use crate::ledger::Ledger;
-
-/// What an `exec` request runs (`ssh HOST COMMAND`): one reading command as the key's operator,
-/// its output written through [`crate::out`]; it returns the exit status. Whoever starts the
-/// server hands it in, so that the server knows nothing of how commands are read.
-pub type Exec = Arc<
-    dyn Fn(
-            Ledger,
-            Identity,
-            String,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = i32> + Send>>
-        + Send
-        + Sync,
->;
 
 pub struct Options {
     pub listen: String,
@@ -75,26 +63,6 @@ pub fn default_host_key() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
         .map(|d| d.join("settle").join("host_key"))
         .unwrap_or_else(|| PathBuf::from("settle_host_key"))
-}
-
-/// What every connection shares.
-struct Shared {
-    ledger: Ledger,
-    operators: RwLock<Arc<Operators>>,
-    sessions: Arc<Sessions>,
-    changes: watch::Receiver<u64>,
-    max_sessions: usize,
-    idle: Duration,
-    exec: Exec,
-}
-
-impl Shared {
-    fn operators(&self) -> Arc<Operators> {
-        self.operators
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
 }
 
 /// Runs the server until SIGTERM or SIGINT. Prints the address, the host key's fingerprint and

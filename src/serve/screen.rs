@@ -11,7 +11,7 @@ use crate::domain::Identity;
 use crate::error::Error;
 use crate::ledger::Ledger;
 use crate::serve::sessions::SessionGuard;
-use crate::serve::{Exec, Shared};
+use crate::serve::shared::{Exec, Shared};
 
 /// A window size from the client: zero means it did not say (`ssh -tt` without a local
 /// terminal; RFC 4254 lets it), and the console then draws 80x24, its design size.

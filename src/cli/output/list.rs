@@ -2,13 +2,15 @@
 
 use std::io::Write;
 
-use super::{esc, io};
+use super::text::esc;
 use crate::domain::format_age;
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, ListFilter, OperationView};
 
-use super::PAGE;
 use super::json::to_json;
+
+/// How many rows a page of `settle list` reads at a time.
+const PAGE: usize = 500;
 
 /// A column of the table: the text escaped, in `width` columns of the terminal (by display
 /// width, so that a name two columns a character wide keeps the columns after it in line).
@@ -56,7 +58,7 @@ pub async fn list(
             crate::stdout_failed(&e);
             Ok(())
         }
-        Err(Failure::Io(e)) => Err(io(e)),
+        Err(Failure::Io(e)) => Err(Error::Invalid(format!("cannot write output: {e}"))),
         Err(Failure::Ledger(e)) => Err(e),
     }
 }

@@ -1,30 +1,19 @@
 //! What the CLI prints: tables and text with stored text escaped, JSON documents with snake_case.
 
-use std::borrow::Cow;
-
-use crate::domain::{escape_text, format_age};
-use crate::error::Error;
+use crate::domain::format_age;
 use crate::ledger::{Applied, PruneReport, Stats};
 
 mod json;
 mod list;
 mod run;
 mod show;
+mod text;
 
 pub use json::{json, step};
 pub use list::{ListFormat, list};
 pub use run::{run, runs};
 pub use show::show;
-
-const PAGE: usize = 500;
-
-pub fn esc(text: &str) -> Cow<'_, str> {
-    escape_text(text)
-}
-
-fn io(e: std::io::Error) -> Error {
-    Error::Invalid(format!("cannot write output: {e}"))
-}
+pub use text::esc;
 
 pub fn applied(a: &Applied, what: &str) {
     let key = esc(&a.key);

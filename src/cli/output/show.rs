@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::esc;
+use super::text::esc;
 use crate::domain::format_age;
 use crate::ledger::OperationDetail;
 

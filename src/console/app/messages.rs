@@ -3,7 +3,6 @@
 use chrono::{DateTime, Utc};
 use ratatui::crossterm::event::KeyEvent;
 
-use crate::console::app::StopFlag;
 use crate::ledger::{
     BulkPreview, BulkReport, EventView, ListFilter, OperationDetail, Page, Position, StaffAction,
     Stats,
@@ -198,4 +197,20 @@ pub enum Msg {
         seq: u64,
         review: Result<Box<crate::ledger::Review>, String>,
     },
+}
+
+/// Stops a bulk action between two items (`Esc`, Ctrl-C); what is done stays done.
+#[derive(Clone, Debug, Default)]
+pub struct StopFlag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl StopFlag {
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl PartialEq for StopFlag {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }

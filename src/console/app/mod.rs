@@ -15,25 +15,9 @@ mod runs;
 mod update;
 
 pub use form::{ActionKind, Form, FormStep};
-pub use messages::{Effect, Header, Msg, Place};
+pub use messages::{Effect, Header, Msg, Place, StopFlag};
 
 use crate::ledger::{EventView, OperationDetail, OperationView, Position, Scope, Sort};
-
-/// Stops a bulk action between two items (`Esc`, Ctrl-C); what is done stays done.
-#[derive(Clone, Debug, Default)]
-pub struct StopFlag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl StopFlag {
-    pub fn stop(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl PartialEq for StopFlag {
-    fn eq(&self, other: &Self) -> bool {
-        std::sync::Arc::ptr_eq(&self.0, &other.0)
-    }
-}
 
 /// A bulk action under way: the progress bar's numbers.
 #[derive(Clone, Debug)]

@@ -6,7 +6,7 @@ use ratatui::widgets::{Paragraph, Row, Table};
 
 use crate::console::app::App;
 use crate::console::theme::{Meaning, Theme};
-use crate::console::ui::{esc, fit};
+use crate::console::ui::cells::{esc, fit};
 
 pub(super) fn draw_activity(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     // narrow: the event's kind alone; wide: with its state change

@@ -6,10 +6,11 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::console::app::{App, Focus, View};
+use crate::console::theme::SPINNER;
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::cells::{esc, state_style};
 use crate::console::ui::pane::{history_lines, label};
 use crate::console::ui::run_detail::{draw_run, step_lines};
-use crate::console::ui::{SPINNER, esc, state_style};
 use crate::ledger::OperationView;
 
 pub(super) fn draw_detail(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {

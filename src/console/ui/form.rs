@@ -6,8 +6,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
 use crate::console::app::{App, FormStep, Mode};
+use crate::console::theme::SPINNER;
 use crate::console::theme::{Meaning, Theme};
-use crate::console::ui::{SPINNER, centered, esc};
+use crate::console::ui::cells::{centered, esc};
 
 /// A bulk preview, grouped (manual: Many at once): what will be done, then what is left alone and why.
 pub(super) fn preview_lines<'a>(

@@ -7,9 +7,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::console::app::{App, View};
+use crate::console::theme::SPINNER;
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::cells::{age_style, cut_text, esc};
 use crate::console::ui::list::sorted_column;
-use crate::console::ui::{SPINNER, age_style, cut_text, esc};
 use crate::domain::{State, format_age};
 
 /// The header's right side at `level` 0 (words in full) to 3 (shortest): it abbreviates before it

@@ -7,8 +7,9 @@ use ratatui::style::Style;
 use ratatui::widgets::{Paragraph, Row, Table};
 
 use crate::console::app::{App, Focus, View};
+use crate::console::theme::SPINNER;
 use crate::console::theme::{Meaning, Theme};
-use crate::console::ui::{SPINNER, age_style, esc, fit, state_style};
+use crate::console::ui::cells::{age_style, esc, fit, state_style};
 use crate::domain::format_age;
 use crate::ledger::OperationView;
 

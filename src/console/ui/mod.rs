@@ -2,20 +2,20 @@
 //! from the database goes through `escape_text` before it reaches a cell.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
+use ratatui::layout::{Constraint, Layout};
 
-use super::theme::{Meaning, SPINNER, Theme};
+use super::theme::Theme;
 use crate::console::app::{App, Focus, Mode, View};
 use crate::console::ui::activity::draw_activity;
+use crate::console::ui::cells::esc;
 use crate::console::ui::detail::draw_detail;
 use crate::console::ui::form::draw_form;
 use crate::console::ui::header::{draw_header, draw_tabs};
 use crate::console::ui::list::draw_list;
 use crate::console::ui::status::{draw_footer, draw_help, draw_status};
-use crate::domain::{State, escape_text};
 
 mod activity;
+mod cells;
 mod detail;
 mod form;
 mod header;
@@ -24,10 +24,6 @@ mod pane;
 mod review;
 mod run_detail;
 mod status;
-
-fn esc(s: &str) -> String {
-    escape_text(s).into_owned()
-}
 
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     let area = f.area();
@@ -74,47 +70,5 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         Mode::Help => draw_help(f, app, theme, area),
         Mode::Form(_) => draw_form(f, app, theme, area),
         _ => {}
-    }
-}
-
-/// `text` in at most `room` columns, ending in `…` when cut.
-fn cut_text(text: &str, room: usize) -> String {
-    crate::domain::escapes::fit_width(text, room, false)
-}
-
-fn age_style(app: &App, theme: &Theme, secs: i64) -> Style {
-    let (warn, critical) = app.age_thresholds;
-    if secs >= critical {
-        theme.style(Meaning::Critical)
-    } else if secs >= warn {
-        theme.style(Meaning::Warning)
-    } else {
-        theme.style(Meaning::Normal)
-    }
-}
-
-/// A cell's text within its width in columns: what does not fit ends in `…`.
-fn fit(text: String, width: u16) -> String {
-    crate::domain::escapes::fit_width(&text, width as usize, false)
-}
-
-fn state_style(theme: &Theme, s: State) -> Style {
-    match s {
-        State::Unknown | State::Conflict => theme.style(Meaning::Critical),
-        State::Rejected | State::Failed => theme.style(Meaning::Warning),
-        State::Succeeded => theme.style(Meaning::Good),
-        State::Closed => theme.style(Meaning::Muted),
-        _ => theme.style(Meaning::Accent),
-    }
-}
-
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let w = width.min(area.width);
-    let h = height.min(area.height);
-    Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
     }
 }

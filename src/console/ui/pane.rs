@@ -3,7 +3,7 @@
 use ratatui::text::{Line, Span};
 
 use crate::console::theme::{Meaning, Theme};
-use crate::console::ui::esc;
+use crate::console::ui::cells::esc;
 
 /// A detail line's label, in the muted column nine characters wide.
 pub(super) fn label<'a>(theme: &Theme, s: &'static str) -> Span<'a> {

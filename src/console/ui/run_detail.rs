@@ -8,9 +8,10 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
 use crate::console::app::{App, Focus};
+use crate::console::theme::SPINNER;
 use crate::console::theme::{Meaning, Theme};
+use crate::console::ui::cells::esc;
 use crate::console::ui::pane::{history_lines, label};
-use crate::console::ui::{SPINNER, esc};
 use crate::domain::format_age;
 use crate::domain::run::RunStep;
 use crate::ledger::RunSummary;

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 use crate::console::app::{App, Mode, View};
 use crate::console::keymap::KEYMAP;
 use crate::console::theme::{Meaning, Theme};
-use crate::console::ui::{centered, esc};
+use crate::console::ui::cells::{centered, esc};
 
 /// A bulk action's progress as text (readable without colour): `[████░░░░] 45 of 180 ...`.
 pub(super) fn progress(b: &crate::console::app::BulkRun, width: usize) -> String {

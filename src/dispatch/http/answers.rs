@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use crate::config::AnswerClass;
 use crate::dispatch::Endpoint;
-use crate::dispatch::http::{ANSWER_LIMIT, pointed};
 use crate::domain::Outcome;
 
 /// The outcome of one HTTP exchange (manual: States, Destinations and the dispatcher).
@@ -165,4 +164,17 @@ pub(super) async fn read_capped(mut resp: reqwest::Response) -> Option<Vec<u8>> 
         }
     }
     Some(body)
+}
+
+/// How much of an answer is read: enough for any error text or reference; a destination that
+/// sends more cannot fill the dispatcher's memory.
+pub(super) const ANSWER_LIMIT: usize = 256 * 1024;
+
+/// The value at a JSON pointer, as text; `None` when absent or null.
+pub(super) fn pointed(body: &Value, pointer: &str) -> Option<String> {
+    match body.pointer(pointer)? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
 }

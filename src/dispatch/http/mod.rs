@@ -18,15 +18,11 @@ use crate::ledger::StartedOp;
 mod answers;
 mod template;
 
-use crate::dispatch::http::answers::{read_capped, transport_failure};
+use crate::dispatch::http::answers::{pointed, read_capped, transport_failure};
 use crate::dispatch::http::template::{
     Encode, Payload, check_template, expand_env, fill, fill_json, form_body,
 };
 pub use answers::{Answer, Observed, Raw, classify};
-
-/// How much of an answer is read: enough for any error text or reference; a destination that
-/// sends more cannot fill the dispatcher's memory.
-const ANSWER_LIMIT: usize = 256 * 1024;
 
 /// A destination as the dispatcher reaches it: its own endpoint and its actions' overrides.
 #[derive(Debug)]
@@ -368,15 +364,6 @@ impl Endpoint {
                 http_status: status,
             },
         })
-    }
-}
-
-/// The value at a JSON pointer, as text; `None` when absent or null.
-fn pointed(body: &Value, pointer: &str) -> Option<String> {
-    match body.pointer(pointer)? {
-        Value::Null => None,
-        Value::String(s) => Some(s.clone()),
-        other => Some(other.to_string()),
     }
 }
 
