@@ -667,9 +667,7 @@ const FACES_THAT_STILL_HOLD: &[&str] = &[
     "dispatch/http",
     "domain/transition",
     "ledger",
-    "ledger/ingest",
     "store",
-    "tools/demo",
     "tools/sim",
 ];
 

@@ -3,7 +3,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use super::{IngestProblem, IngestReport};
+use super::report::{IngestProblem, IngestReport};
 use crate::domain::Op;
 use crate::error::{Error, Result};
 use crate::ledger::change::{self, Ask};

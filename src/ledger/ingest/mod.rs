@@ -9,43 +9,16 @@ mod batch;
 
 pub(super) use batch::{insert_made, made_events};
 mod parse;
+mod report;
 
 use parse::Parsed;
+pub use report::{IngestProblem, IngestReport};
 
 use super::Ledger;
 use crate::error::{Error, Result};
 
 /// Lines per transaction: large enough to amortise the commit, small enough to keep locks short.
 const BATCH: usize = 500;
-
-/// One line that was not taken, with its number and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IngestProblem {
-    pub line: usize,
-    /// A refusal (the ledger said no) rather than a malformed line.
-    pub refused: bool,
-    pub message: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct IngestReport {
-    pub lines: usize,
-    pub created: usize,
-    pub unchanged: usize,
-    pub conflicts: usize,
-    pub attempts: usize,
-    pub started: usize,
-    pub problems: Vec<IngestProblem>,
-}
-
-impl IngestReport {
-    pub fn malformed(&self) -> usize {
-        self.problems.iter().filter(|p| !p.refused).count()
-    }
-    pub fn refused(&self) -> usize {
-        self.problems.iter().filter(|p| p.refused).count()
-    }
-}
 
 impl Ledger {
     /// Reads JSON lines and records each; a bad line is reported with its number and the

@@ -7,7 +7,7 @@ use serde_json::json;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, StaffAction};
-use crate::tools::demo::{Demo, PEOPLE};
+use crate::tools::demo::week::{Demo, PEOPLE};
 use crate::{Outcome, Resolution};
 
 pub(super) async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::error::Result;
 use crate::ledger::StaffAction;
-use crate::tools::demo::{Demo, PEOPLE};
+use crate::tools::demo::week::{Demo, PEOPLE};
 use crate::{Outcome, Resolution};
 
 /// Operation `i`'s intent, made at `t`: one of four kinds of work, for one of the demo's people.

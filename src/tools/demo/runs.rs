@@ -6,10 +6,10 @@ use chrono::{DateTime, TimeDelta, Utc};
 use rand::Rng;
 use serde_json::{Value, json};
 
-use super::{Demo, PEOPLE};
 use crate::Outcome;
 use crate::error::Result;
 use crate::ledger::Intent;
+use crate::tools::demo::week::{Demo, PEOPLE};
 
 /// How a demo run ends.
 #[derive(Clone, Copy, PartialEq)]
