@@ -213,7 +213,8 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 fn no_source_comment_name_or_message_cites_a_section_number_or_an_issue() {
     assert!(!citations(&["SP", "EC 19"].concat()).is_empty());
     assert!(!citations(&["(iss", "ue 23)"].concat()).is_empty());
-    assert!(citations("the spec's example; tissue 3").is_empty());
+    // a word that only contains the tracker's word, before a number, is not a citation
+    assert!(citations(&["the spec's example; tiss", "ue 3"].concat()).is_empty());
     let mut files = Vec::new();
     for dir in ["src", "tests", "benches", "docs", "assets"] {
         files_under(&root().join(dir), &mut files);
