@@ -668,7 +668,6 @@ const FACES_THAT_STILL_HOLD: &[&str] = &[
     "domain/transition",
     "ledger",
     "store",
-    "tools/sim",
 ];
 
 /// Whether `to` is inside the folder whose face is `face`: the crate's `lib.rs`, or a `mod.rs`

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use crate::domain::fingerprint::canonical_json;
-use crate::tools::sim::{Fault, Profile, Records, Sim, Task};
+use crate::tools::sim::state::{Fault, Profile, Records, Sim, Task};
 
 pub(super) fn answer(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()

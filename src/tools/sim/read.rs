@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::tools::sim::create::{answer, unauthorized};
-use crate::tools::sim::{Sim, Task};
+use crate::tools::sim::state::{Sim, Task};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
