@@ -3,6 +3,7 @@
 use super::*;
 use crate::config::Config;
 use chrono::{DateTime, Utc};
+use std::time::Duration;
 
 fn endpoint(toml: &str, env: &[(&str, &str)]) -> Result<HttpDestination> {
     let config = Config::parse(toml, "test.toml")?;

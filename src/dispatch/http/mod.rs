@@ -4,18 +4,18 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::Utc;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::config::{AnswerClass, BodyKind, DestinationConfig, HttpSettings, Method};
+use crate::config::{BodyKind, DestinationConfig, HttpSettings, Method};
 use crate::domain::{LookupAnswer, Outcome};
 use crate::error::{Error, Result};
 use crate::ledger::StartedOp;
 
 mod answers;
+mod endpoint;
 mod template;
 
 use crate::dispatch::http::answers::{pointed, read_capped, transport_failure};
@@ -23,6 +23,8 @@ use crate::dispatch::http::template::{
     Encode, Payload, check_template, expand_env, fill, fill_json, form_body,
 };
 pub use answers::{Answer, Observed, Raw, classify};
+pub use endpoint::Endpoint;
+use endpoint::Lookup;
 
 /// A destination as the dispatcher reaches it: its own endpoint and its actions' overrides.
 #[derive(Debug)]
@@ -81,31 +83,6 @@ impl HttpDestination {
     pub fn sender(&self, action: &str) -> Option<&Arc<Endpoint>> {
         self.endpoint(action).filter(|e| !e.url.is_empty())
     }
-}
-
-/// One destination's (or action's) resolved settings.
-#[derive(Debug)]
-pub struct Endpoint {
-    destination: String,
-    url: String,
-    method: reqwest::Method,
-    body: BodyKind,
-    headers: HeaderMap,
-    idempotency_header: Option<HeaderName>,
-    reference: String,
-    status: HashMap<u16, AnswerClass>,
-    lookup: Option<Lookup>,
-    pub timeout: Duration,
-    /// The values read from the environment: scrubbed from anything a destination answers.
-    secrets: Vec<String>,
-}
-
-#[derive(Debug)]
-struct Lookup {
-    url: String,
-    method: reqwest::Method,
-    body: Option<Value>,
-    found: String,
 }
 
 fn method(m: Method) -> reqwest::Method {
