@@ -664,7 +664,6 @@ const FACES_THAT_STILL_HOLD: &[&str] = &[
     "api/gateway",
     "config",
     "dispatch",
-    "domain/transition",
     "ledger",
     "store",
 ];

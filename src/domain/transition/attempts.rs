@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{AttemptEffect, Command, Ctx, Made, Op, Refusal, fmt_time, refuse};
+use super::terms::{Made, fmt_time, refuse};
+use super::{AttemptEffect, Command, Ctx, Op, Refusal};
 use crate::domain::state::{Outcome, State};
 use crate::domain::time::after;
 

@@ -4,10 +4,8 @@
 use serde_json::json;
 
 use super::rules::staff_check;
-use super::{
-    AttemptEffect, Claim, Command, Ctx, Made, Op, Refusal, StaffAction, Transition, Why, lease_end,
-    refuse, renewed,
-};
+use super::terms::{Made, lease_end, refuse, renewed};
+use super::{AttemptEffect, Claim, Command, Ctx, Op, Refusal, StaffAction, Transition, Why};
 use crate::domain::lookup::LookupAnswer;
 use crate::domain::state::{Outcome, Resolution, State};
 

@@ -5,7 +5,8 @@
 use serde_json::json;
 
 use super::attempts::{Answered, finish_attempt};
-use super::{AttemptEffect, Ctx, Made, Op, Refusal, refuse};
+use super::terms::{Made, refuse};
+use super::{AttemptEffect, Ctx, Op, Refusal};
 use crate::domain::lookup::LookupAnswer;
 use crate::domain::state::{Outcome, State};
 use crate::domain::time::format_duration;
