@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::config::{opt_backoff, opt_http_timeout, opt_retention};
+use crate::config::bounds::{opt_backoff, opt_http_timeout, opt_retention};
 use serde::Deserialize;
 
 /// Declares a config table with the HTTP settings of the manual's Destinations and the dispatcher beside its own fields: a

@@ -7,14 +7,15 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::domain::redact::FieldRule;
-use crate::domain::time::parse_duration_within;
 
 mod automations;
+mod bounds;
 mod destinations;
 mod load;
 mod retention;
 
 pub use automations::*;
+use bounds::{age_limit, lease_or_timeout, opt_age_limit, opt_step_gap};
 pub use destinations::*;
 pub use retention::*;
 
@@ -22,42 +23,6 @@ pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
 /// How long a request to a destination may take when its `timeout` is not set (manual: Destinations and the dispatcher).
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(10);
-
-const SECOND: Duration = Duration::from_secs(1);
-const MILLI: Duration = Duration::from_millis(1);
-const fn days(n: u64) -> Duration {
-    Duration::from_secs(n * 86_400)
-}
-
-/// A duration field of the config, read within the range its use makes sense of (a lease of a
-/// century is a typo, and one too large to add to the clock would stop settle): `$name` reads a
-/// required field, `$opt` an optional one. An error names the file, line and key.
-macro_rules! bounded {
-    ($name:ident, $opt:ident, $min:expr, $max:expr) => {
-        fn $name<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Duration, D::Error> {
-            let text = String::deserialize(d)?;
-            parse_duration_within(&text, $min, $max).map_err(serde::de::Error::custom)
-        }
-        #[allow(dead_code)]
-        fn $opt<'de, D: Deserializer<'de>>(
-            d: D,
-        ) -> std::result::Result<Option<Duration>, D::Error> {
-            $name(d).map(Some)
-        }
-    };
-}
-
-bounded!(lease_or_timeout, opt_lease_or_timeout, SECOND, days(7));
-bounded!(age_limit, opt_age_limit, SECOND, days(365));
-bounded!(retention, opt_retention, SECOND, days(3650));
-bounded!(step_gap, opt_step_gap, SECOND, days(365));
-bounded!(backoff, opt_backoff, MILLI, days(7));
-bounded!(
-    http_timeout,
-    opt_http_timeout,
-    MILLI,
-    Duration::from_secs(3600)
-);
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -244,6 +209,21 @@ pub struct RedactionConfig {
     /// an email's first letter and domain, a phone's or card's last four digits). Off by default.
     #[serde(default)]
     pub hints: bool,
+}
+
+impl Config {
+    /// How long a pruned operation's key answers as a live one (manual: Retention and the archive).
+    pub fn key_horizon(&self) -> Duration {
+        let longest = self
+            .destinations
+            .values()
+            .filter_map(|d| d.key_retention)
+            .max()
+            .unwrap_or_default();
+        self.retention
+            .key_horizon
+            .unwrap_or(longest.max(MIN_KEY_HORIZON))
+    }
 }
 
 #[cfg(test)]

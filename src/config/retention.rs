@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Config, opt_retention};
+use super::bounds::opt_retention;
 
 /// The shortest `key_horizon` whatever the destinations say: a key answers for 30 days after
 /// its operation became terminal.
@@ -36,24 +36,10 @@ impl RetentionConfig {
     }
 }
 
-impl Config {
-    /// How long a pruned operation's key answers as a live one (manual: Retention and the archive).
-    pub fn key_horizon(&self) -> Duration {
-        let longest = self
-            .destinations
-            .values()
-            .filter_map(|d| d.key_retention)
-            .max()
-            .unwrap_or_default();
-        self.retention
-            .key_horizon
-            .unwrap_or(longest.max(MIN_KEY_HORIZON))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn retention_reads_its_keys_and_the_horizon_defaults_from_the_destinations() {

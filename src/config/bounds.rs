@@ -1,0 +1,45 @@
+//! The durations of the config, each read within the range its use makes sense of.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::domain::time::parse_duration_within;
+
+const SECOND: Duration = Duration::from_secs(1);
+const MILLI: Duration = Duration::from_millis(1);
+const fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+/// A duration field of the config, read within the range its use makes sense of (a lease of a
+/// century is a typo, and one too large to add to the clock would stop settle): `$name` reads a
+/// required field, `$opt` an optional one. An error names the file, line and key.
+macro_rules! bounded {
+    ($name:ident, $opt:ident, $min:expr, $max:expr) => {
+        pub(super) fn $name<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Duration, D::Error> {
+            let text = String::deserialize(d)?;
+            parse_duration_within(&text, $min, $max).map_err(serde::de::Error::custom)
+        }
+        #[allow(dead_code)]
+        pub(super) fn $opt<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Option<Duration>, D::Error> {
+            $name(d).map(Some)
+        }
+    };
+}
+
+bounded!(lease_or_timeout, opt_lease_or_timeout, SECOND, days(7));
+bounded!(age_limit, opt_age_limit, SECOND, days(365));
+bounded!(retention, opt_retention, SECOND, days(3650));
+bounded!(step_gap, opt_step_gap, SECOND, days(365));
+bounded!(backoff, opt_backoff, MILLI, days(7));
+bounded!(
+    http_timeout,
+    opt_http_timeout,
+    MILLI,
+    Duration::from_secs(3600)
+);
