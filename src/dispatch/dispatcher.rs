@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::dispatch::{
-    DISPATCHER, Done, HttpDestination, Options, Sent, Totals, kept, kept_answer, send,
-};
+use crate::dispatch::http::HttpDestination;
+use crate::dispatch::send::{DISPATCHER, Done, Options, Sent, Totals, kept, kept_answer, send};
 use crate::domain::LookupAnswer;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};

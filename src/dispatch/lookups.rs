@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::http::HttpDestination;
-use super::{kept, kept_answer};
+use super::send::{kept, kept_answer};
 use crate::config::Config;
 use crate::domain::LookupAnswer;
 use crate::error::Result;

@@ -35,162 +35,16 @@ macro_rules! db {
 mod dispatcher;
 mod http;
 mod lookups;
+mod send;
 
 pub use http::{Answer, Endpoint, HttpDestination, Observed, Raw, classify};
 pub use lookups::{Looked, Lookups};
+use send::Done;
+pub use send::{DISPATCHER, Options, Totals, attempt};
 
 use crate::dispatch::dispatcher::Dispatcher;
-use crate::domain::redact::OperationRedaction;
-use crate::domain::{LookupAnswer, Outcome};
 use crate::error::{Error, Result};
-use crate::ledger::{AttemptReport, Finished, Ledger, StartedOp};
-
-/// The actor named on attempts the dispatcher runs.
-pub const DISPATCHER: &str = "dispatcher";
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Operations sent at once.
-    pub concurrency: usize,
-    /// Stop when nothing automation may move is left (for drills and scripts).
-    pub until_settled: bool,
-    /// How long to wait between polls for due work.
-    pub idle: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            concurrency: 16,
-            until_settled: false,
-            idle: Duration::from_millis(200),
-        }
-    }
-}
-
-/// What a run did, for its closing line.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub attempts: u64,
-    pub retries: u64,
-    pub succeeded: u64,
-    pub looked_up: u64,
-    /// Operations that waited for the retry budget at least once (counted up to about 100,000).
-    pub budget_waits: u64,
-}
-
-/// An attempt sent and answered, on its way to be recorded.
-struct Sent {
-    finished: Finished,
-    destination: String,
-    retry: bool,
-}
-
-/// A destination's text as settle keeps it: scrubbed of this operation's sensitive values (an
-/// answer may echo the payload) and of the built-in patterns, and with any NUL escaped, since
-/// PostgreSQL cannot store one (the same on SQLite, so both backends keep the same text).
-fn kept(scrub: &OperationRedaction, text: &str) -> String {
-    let text = scrub.text(text);
-    if text.contains('\0') {
-        text.replace('\0', "\\x00")
-    } else {
-        text
-    }
-}
-
-/// A lookup's answer as settle keeps it: its reference scrubbed like any text of the destination.
-pub(crate) fn kept_answer(answer: LookupAnswer, keep: &dyn Fn(String) -> String) -> LookupAnswer {
-    match answer {
-        LookupAnswer::Found {
-            reference,
-            http_status,
-        } => LookupAnswer::Found {
-            reference: keep(reference),
-            http_status,
-        },
-        other => other,
-    }
-}
-
-/// Sends one started attempt and, where the outcome is unknown and the destination has a lookup,
-/// asks whether the work exists. What the destination said is kept only scrubbed (of this
-/// operation's sensitive values and of the secrets read from the environment).
-async fn send(
-    client: reqwest::Client,
-    dest: Arc<HttpDestination>,
-    row: StartedOp,
-    scrub: OperationRedaction,
-) -> Sent {
-    let (finished, _) = attempt(&client, &dest, &row, &scrub).await;
-    Sent {
-        finished,
-        destination: row.destination,
-        retry: row.retry,
-    }
-}
-
-/// One started attempt sent as the dispatcher sends it (manual: Destinations and the dispatcher), and looked up where its
-/// outcome is unknown and the destination has a lookup: the attempt's report for the ledger,
-/// kept only scrubbed, and the answer as it came (the gateway hands it to its caller).
-pub async fn attempt(
-    client: &reqwest::Client,
-    dest: &HttpDestination,
-    row: &StartedOp,
-    scrub: &OperationRedaction,
-) -> (Finished, Option<Raw>) {
-    let endpoint = dest.sender(&row.action);
-    let (mut seen, raw) = match endpoint {
-        Some(e) => e.exchange(client, row).await,
-        None => (
-            Observed {
-                outcome: Outcome::Rejected,
-                http_status: None,
-                reference: None,
-                error: Some(format!(
-                    "not sent: destination {} has no url for action {}",
-                    dest.name, row.action
-                )),
-                retry_after: None,
-                pause: None,
-            },
-            None,
-        ),
-    };
-    let keep = |text: String| match endpoint {
-        Some(e) => kept(scrub, &e.scrub_secrets(text)),
-        None => kept(scrub, &text),
-    };
-    seen.error = seen.error.map(keep);
-    seen.reference = seen.reference.map(keep);
-    let lookup = match endpoint {
-        Some(e) if seen.outcome == Outcome::Unknown && e.has_lookup() => {
-            e.look_up(client, row).await.map(|a| kept_answer(a, &keep))
-        }
-        _ => None,
-    };
-    let finished = Finished {
-        report: AttemptReport {
-            key: row.key.clone(),
-            attempt: None,
-            outcome: Some(seen.outcome),
-            reference: seen.reference,
-            error: seen.error,
-            http_status: seen.http_status,
-            retry_after: seen.retry_after,
-        },
-        lookup,
-        pause_destination: seen.pause,
-    };
-    (finished, raw)
-}
-
-/// What a task spawned by the dispatcher hands back.
-enum Done {
-    /// An attempt sent and answered.
-    Attempt(Sent),
-    /// An interrupted attempt looked up at its destination.
-    LookedUp { key: String, answer: LookupAnswer },
-}
+use crate::ledger::Ledger;
 
 /// Runs until interrupted (SIGINT/SIGTERM: finishes the attempts in flight, starts no more), or
 /// with `until_settled` until nothing automation may move is left.
