@@ -24,7 +24,7 @@ mod request;
 mod sent;
 
 use request::intent_of;
-use sent::{Shown, first_answer, unrecorded};
+use sent::{ORIGIN, Shown, first_answer, unrecorded};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -128,9 +128,6 @@ pub async fn send(
     }
     response
 }
-
-/// Who wrote a gateway's answer: `settle`, or the `destination`.
-pub(super) const ORIGIN: &str = "settle-origin";
 
 async fn answer(
     State(api): State<Api>,

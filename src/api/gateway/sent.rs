@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::super::answer::Failure;
-use super::{ORIGIN, replay};
+use super::replay;
 use crate::dispatch::Raw;
 use crate::domain::{Outcome, State as OpState};
 use crate::error::Error;
@@ -109,3 +109,6 @@ pub(super) fn first_answer(shown: &Shown, report: &AttemptReport, raw: Option<Ra
     }
     response
 }
+
+/// Who wrote a gateway's answer: `settle`, or the `destination`.
+pub(super) const ORIGIN: &str = "settle-origin";
