@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use super::change::{Ask, Decided, write_changes};
+use super::change::{Ask, Decided};
+use super::engine::Batch;
 use super::{Ledger, ListFilter, Position, Tried};
 use crate::domain::{Command, StaffAction, staff_check, validate_key};
 use crate::error::{Error, Result};
@@ -265,26 +266,23 @@ impl Ledger {
         tx: &mut Tx,
         chunk: &[(String, StaffAction)],
         actor: &str,
-        batch: &str,
+        batch_id: &str,
         pace_of: &(dyn Fn(usize) -> Option<chrono::DateTime<chrono::Utc>> + Sync),
     ) -> Result<Tried<Vec<std::result::Result<(), String>>>> {
         let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
-        let mut ops = tx.load_ops(&keys, true).await?;
+        let mut batch = Batch::hold(tx, &keys).await?;
         let mut outcomes = Vec::with_capacity(chunk.len());
-        let mut changes = Vec::new();
         for (i, (key, action)) in chunk.iter().enumerate() {
-            let Some((id, op)) = ops.get(key.as_str()).cloned() else {
-                outcomes.push(Err(format!("no operation with key {key}")));
-                continue;
-            };
+            // a key twice in one chunk (a file may repeat it): the second is judged on what the
+            // first made of it, as one after the other would be
             let ask = Ask::Cmd(Command::Staff(action.clone()));
-            match self.decide(tx, id, &op, actor, &ask, None, None).await {
+            match batch.judge(self, tx, key, actor, &ask, None).await {
                 Ok(Decided::Unchanged(_)) => outcomes.push(Ok(())),
                 Ok(Decided::Change(mut c)) => {
                     let mut detail: serde_json::Value =
                         serde_json::from_str(&c.detail).unwrap_or_default();
                     if let Some(d) = detail.as_object_mut() {
-                        d.insert("batch".into(), batch.into());
+                        d.insert("batch".into(), batch_id.into());
                         // a paced retry: its next attempt takes its place in the pace (the
                         // first at the start, each next one a pace later)
                         if let Some(at) = pace_of(i)
@@ -296,17 +294,14 @@ impl Ledger {
                         }
                     }
                     c.detail = detail.to_string();
-                    // a key twice in one chunk (a file may repeat it): the second is decided on
-                    // what the first made of it, as one after the other would be
-                    ops.insert(key.clone(), (id, c.op.clone()));
-                    changes.push(c);
+                    batch.take(c);
                     outcomes.push(Ok(()));
                 }
                 Err(Error::Refused(why) | Error::NotFound(why)) => outcomes.push(Err(why)),
                 Err(e) => return Err(e),
             }
         }
-        if !write_changes(self, tx, &changes).await? {
+        if batch.write(self, tx, actor).await?.is_none() {
             return Ok(Tried::Raced);
         }
         Ok(Tried::Done(outcomes))

@@ -1,7 +1,6 @@
-//! A decided change and how it is written: the rules ([`crate::domain::apply`]) say what an
-//! ask does to an operation loaded in a transaction; the change holds the new row, the
-//! attempt's effect and the audit event, and [`write_changes`] writes any number of them at
-//! once (one, a dispatcher's round, an ingest batch).
+//! The judging of the write engine (see `engine.rs`): the rules ([`crate::domain::apply`]) say
+//! what an ask does to an operation held in a transaction; the change holds the new row, the
+//! attempt's effect and the audit event, for a batch to write.
 
 use chrono::{DateTime, Utc};
 
@@ -77,97 +76,6 @@ impl Change {
             _ => None,
         }
     }
-}
-
-/// Writes decided changes (one, or a dispatcher's round or an ingest batch) in one call: the
-/// operations' new rows (a compare-and-set on each; several changes to one operation make one
-/// row, expected at the version first loaded), the attempts and the events in order. False when
-/// another writer changed one of the operations first. The rows of the runs they belong to are
-/// kept in the same transaction.
-pub(super) async fn write_changes(
-    ledger: &Ledger,
-    tx: &mut Tx,
-    changes: &[Box<Change>],
-) -> Result<bool> {
-    if !write_only(tx, changes).await? {
-        return Ok(false);
-    }
-    // the runs whose operations settled (or left a settled state) are read again
-    let touched = touched_by(std::iter::empty(), changes);
-    ledger.keep_runs(tx, &touched, false).await?;
-    Ok(true)
-}
-
-/// What a write touched, for its runs' rows: the operations it made (in their final state), then
-/// its changes in order, each with whether it settled (or left a settled state).
-pub(super) fn touched_by<'a>(
-    made: impl Iterator<Item = &'a Op>,
-    changes: &'a [Box<Change>],
-) -> Vec<(&'a Op, bool)> {
-    let mut touched: Vec<(&Op, bool)> = made.map(|op| (op, op.state.is_terminal())).collect();
-    touched.extend(
-        changes
-            .iter()
-            .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal())),
-    );
-    touched
-}
-
-/// Changes to operations a batch made (numbered -1, -2, ... until the database numbered them),
-/// numbered as it did: their rows are written with the batch, only attempts and events are left.
-pub(super) fn number_made(changes: &mut [Box<Change>], ids: &[i64]) {
-    for c in changes.iter_mut().filter(|c| c.id < 0) {
-        c.id = ids[(-c.id - 1) as usize];
-        c.made_here = true;
-    }
-}
-
-/// [`write_changes`] without keeping the runs' rows: for a caller that keeps them itself, once
-/// for what it inserted and changed together (an ingest batch).
-pub(super) async fn write_only(tx: &mut Tx, changes: &[Box<Change>]) -> Result<bool> {
-    write_after(tx, Vec::new(), changes).await
-}
-
-/// [`write_only`] with these events first (the `recorded` events of the operations a batch
-/// made): on PostgreSQL one statement for all, not one more round trip for them.
-pub(super) async fn write_after<'a>(
-    tx: &mut Tx,
-    mut events: Vec<NewEvent<'a>>,
-    changes: &'a [Box<Change>],
-) -> Result<bool> {
-    if events.is_empty() && changes.is_empty() {
-        return Ok(true);
-    }
-    let mut rows: Vec<(i64, &crate::domain::Op, i64)> = Vec::with_capacity(changes.len());
-    let mut at: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
-    for c in changes.iter().filter(|c| !c.made_here) {
-        match at.get(&c.id) {
-            Some(i) => rows[*i].1 = &c.op,
-            None => {
-                at.insert(c.id, rows.len());
-                rows.push((c.id, &c.op, c.expected_version));
-            }
-        }
-    }
-    let opened: Vec<_> = changes
-        .iter()
-        .filter_map(|c| match c.attempt {
-            crate::domain::AttemptEffect::Start { n } => Some((c.id, n, c.actor.as_str(), c.at)),
-            _ => None,
-        })
-        .collect();
-    let mut closed = Vec::new();
-    let mut whole = Vec::new();
-    for (write, made_elsewhere) in changes.iter().filter_map(|c| c.attempt_write()) {
-        if made_elsewhere {
-            whole.push(write);
-        } else {
-            closed.push(write);
-        }
-    }
-    events.extend(changes.iter().map(|c| c.event()));
-    tx.write_changes(&rows, &opened, &closed, &whole, &events)
-        .await
 }
 
 impl Ledger {

@@ -10,7 +10,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::change::{self, Ask, Decided};
+use super::change::{Ask, Decided};
+use super::engine::Batch;
 use super::views::OperationView;
 use super::{Applied, AttemptReport, Intent, Ledger, Recorded};
 use crate::domain::next_step::Paused;
@@ -73,7 +74,7 @@ impl Prepared {
 /// Each write's answer, or `None` where the writes must be run one by one (a row another writer
 /// changed meanwhile, a key stored meanwhile, a workflow with a stopping threshold, whose count
 /// must see each start before the next).
-pub(super) type Batch = Option<Vec<Result<Answered>>>;
+pub(super) type GroupAnswers = Option<Vec<Result<Answered>>>;
 
 impl Ledger {
     /// `writes`, all by `actor` through this handle, in `tx` (see the module's design).
@@ -82,77 +83,50 @@ impl Ledger {
         tx: &mut Tx,
         actor: &str,
         writes: &[&Prepared],
-    ) -> Result<Batch> {
+    ) -> Result<GroupAnswers> {
         let now = self.now();
-        let (loaded, mut known, paused) = group_reads(tx, writes).await?;
-        let fresh = fresh_ops(writes, &loaded, now);
+        let (loaded, known, paused) = group_reads(tx, writes).await?;
         if self.counts_each_start(writes, &loaded) {
             return Ok(None);
         }
-        let mut ops: HashMap<&str, (i64, Cow<Op>)> = loaded
-            .iter()
-            .map(|(k, (id, op))| (k.as_str(), (*id, Cow::Borrowed(op))))
-            .collect();
-        let mut made: Vec<&Op> = Vec::new();
-        let mut changes: Vec<Box<change::Change>> = Vec::new();
+        let mut batch = Batch::of(loaded).recording().knowing(known);
         let mut budgets = BTreeMap::new();
         let mut outcomes = Vec::with_capacity(writes.len());
         let mut after: Vec<Option<(i64, Op)>> = Vec::with_capacity(writes.len());
-        let mut fresh = fresh.iter();
         for w in writes {
             let key = w.key();
             let outcome = match w {
-                Prepared::Record(..) if !ops.contains_key(key) => {
-                    let op = fresh.next().expect("made above, in order");
-                    let temp = -(made.len() as i64) - 1;
-                    made.push(op);
-                    ops.insert(&op.key, (temp, Cow::Borrowed(op)));
+                Prepared::Record(op, _) if batch.row(key).is_none() => {
+                    batch.make(Cow::Owned(stamped(op, now)));
                     Ok(Written::Recorded(Recorded::Created))
                 }
-                _ => {
-                    let (id, op) = match ops.get(key) {
-                        Some((id, op)) => (*id, op.as_ref()),
-                        None => {
-                            outcomes.push(Err(match w {
-                                Prepared::Start(_) => {
-                                    super::start::not_there_to_start(tx, key, now).await?
-                                }
-                                _ => Error::NotFound(format!("no operation with key {key}")),
-                            }));
-                            after.push(None);
-                            continue;
-                        }
-                    };
-                    let flags = paused_of(&paused, op);
-                    match self
-                        .judge(tx, id, op, actor, w, flags, &known, &mut budgets, now)
-                        .await
-                    {
-                        Ok((written, Some(c))) => {
-                            if let crate::domain::AttemptEffect::Finish { n, outcome, .. } =
-                                &c.attempt
-                            {
-                                known.insert((id, *n), Some(*outcome));
-                            }
-                            ops.insert(key, (id, Cow::Owned(c.op.clone())));
-                            changes.push(c);
-                            Ok(written)
-                        }
-                        Ok((written, None)) => Ok(written),
-                        Err(e) if super::round_types::per_operation(&e) => Err(e),
-                        Err(e) => return Err(e),
-                    }
-                }
+                _ if batch.row(key).is_none() => Err(match w {
+                    Prepared::Start(_) => super::start::not_there_to_start(tx, key, now).await?,
+                    _ => Error::NotFound(format!("no operation with key {key}")),
+                }),
+                _ => match self
+                    .judge(tx, &mut batch, actor, w, &paused, &mut budgets, now)
+                    .await
+                {
+                    Ok(written) => Ok(written),
+                    Err(e) if super::round_types::per_operation(&e) => Err(e),
+                    Err(e) => return Err(e),
+                },
             };
-            after.push(ops.get(key).map(|(id, op)| (*id, op.clone().into_owned())));
+            after.push(batch.row(key).map(|(id, op)| (id, op.clone())));
             outcomes.push(outcome);
         }
-        let Some(made_ids) = self
-            .write_judged(tx, actor, &made, &ops, &mut changes, &budgets)
-            .await?
-        else {
+        let Some(made_ids) = batch.write(self, tx, actor).await? else {
             return Ok(None);
         };
+        for (destination, b) in budgets.iter().filter(|(_, b)| b.changed) {
+            if !tx
+                .save_budget(destination, b.bucket.tokens, b.since, b.version)
+                .await?
+            {
+                return Ok(None);
+            }
+        }
         Ok(Some(
             self.answers(outcomes, after, &made_ids, &paused, actor, now),
         ))
@@ -207,56 +181,19 @@ impl Ledger {
             })
     }
 
-    /// What the group judged, written: the new operations and their events, every change, the
-    /// runs' rows, the budgets spent. The new operations' ids, or `None` where another writer
-    /// came first (nothing of the group then stands).
-    async fn write_judged(
-        &self,
-        tx: &mut Tx,
-        actor: &str,
-        made: &[&Op],
-        ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
-        changes: &mut [Box<change::Change>],
-        budgets: &BTreeMap<String, super::budgets::Budget>,
-    ) -> Result<Option<Vec<i64>>> {
-        let Some((made_ids, details)) = super::ingest::insert_made(self, tx, made, ops).await?
-        else {
-            return Ok(None);
-        };
-        change::number_made(changes, &made_ids);
-        let recorded = super::ingest::made_events(made, &made_ids, &details, actor);
-        if !change::write_after(tx, recorded, changes).await? {
-            return Ok(None);
-        }
-        let made_rows = made.iter().map(|op| &*ops[op.key.as_str()].1);
-        let touched = change::touched_by(made_rows, changes);
-        self.keep_runs(tx, &touched, true).await?;
-        for (destination, b) in budgets.iter().filter(|(_, b)| b.changed) {
-            if !tx
-                .save_budget(destination, b.bucket.tokens, b.since, b.version)
-                .await?
-            {
-                return Ok(None);
-            }
-        }
-        Ok(Some(made_ids))
-    }
-
-    /// One write on a loaded operation, by the rules of its single call: what it came to, and
-    /// its change (none where it changes nothing).
+    /// One write on an operation the batch holds, by the rules of its single call: what it came
+    /// to; its change, where it makes one, taken by the batch.
     #[allow(clippy::too_many_arguments)]
     async fn judge(
         &self,
         tx: &mut Tx,
-        id: i64,
-        op: &Op,
+        batch: &mut Batch<'_>,
         actor: &str,
         write: &Prepared,
-        paused: Paused,
-        known: &super::KnownAttempts,
+        paused: &PauseFlags,
         budgets: &mut BTreeMap<String, super::budgets::Budget>,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(Written, Option<Box<change::Change>>)> {
+    ) -> Result<Written> {
         let ask = match write {
             Prepared::Record(new, _) => Ask::Cmd(Command::Record {
                 payload: new.payload.clone(),
@@ -266,19 +203,22 @@ impl Ledger {
             Prepared::Start(_) => Ask::Cmd(Command::StartAttempt),
             Prepared::Attempt(report) => Ask::Attempt(report),
         };
-        let decided = self
-            .decide(tx, id, op, actor, &ask, Some(paused.workflow), Some(known))
-            .await?;
-        let c = match decided {
+        let key = write.key();
+        let op = batch
+            .row(key)
+            .map(|(_, op)| op.clone())
+            .expect("held, asked above");
+        let flags = paused_of(paused, &op);
+        let c = match batch
+            .judge(self, tx, key, actor, &ask, Some(flags.workflow))
+            .await?
+        {
             Decided::Unchanged(a) => {
-                return Ok((
-                    match write {
-                        Prepared::Record(..) => Written::Recorded(Recorded::Unchanged),
-                        Prepared::Start(_) => Written::Started(a, op.attempts),
-                        Prepared::Attempt(_) => Written::Reported(a),
-                    },
-                    None,
-                ));
+                return Ok(match write {
+                    Prepared::Record(..) => Written::Recorded(Recorded::Unchanged),
+                    Prepared::Start(_) => Written::Started(a, op.attempts),
+                    Prepared::Attempt(_) => Written::Reported(a),
+                });
             }
             Decided::Change(c) => c,
         };
@@ -286,17 +226,18 @@ impl Ledger {
             Prepared::Record(..) => Written::Recorded(Recorded::Conflict),
             Prepared::Attempt(_) => Written::Reported(c.applied.clone()),
             Prepared::Start(key) => {
-                if paused.destination {
+                if flags.destination {
                     let d = &op.destination;
                     return Err(Error::Refused(format!(
                         "{key}: destination {d} is paused: `settle resume --destination {d}` lifts it"
                     )));
                 }
-                self.pay_for_retry(tx, budgets, op, now).await?;
+                self.pay_for_retry(tx, budgets, &op, now).await?;
                 Written::Started(c.applied.clone(), c.op.attempts)
             }
         };
-        Ok((written, Some(c)))
+        batch.take(c);
+        Ok(written)
     }
 }
 
@@ -324,26 +265,13 @@ async fn group_reads(
     Ok((reads.ops, reads.attempts, pause_flags(reads.paused)))
 }
 
-/// The operations a group makes (its records of keys not stored), stamped now as `record_in`
-/// stamps one.
-fn fresh_ops(
-    writes: &[&Prepared],
-    loaded: &HashMap<String, (i64, Op)>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Vec<Op> {
-    writes
-        .iter()
-        .filter_map(|w| match w {
-            Prepared::Record(op, _) if !loaded.contains_key(&op.key) => {
-                let mut op = (**op).clone();
-                op.created_at = now;
-                op.updated_at = now;
-                op.next_attempt_at = Some(now);
-                Some(op)
-            }
-            _ => None,
-        })
-        .collect()
+/// A new operation of a group, stamped now as a record of one is.
+fn stamped(op: &Op, now: chrono::DateTime<chrono::Utc>) -> Op {
+    let mut op = op.clone();
+    op.created_at = now;
+    op.updated_at = now;
+    op.next_attempt_at = Some(now);
+    op
 }
 
 /// The paused workflows and destinations among those a group names (any other is not paused).

@@ -10,6 +10,7 @@ mod bulk;
 mod change;
 mod checks;
 mod dispatcher;
+mod engine;
 pub use dispatcher::Background;
 mod group;
 mod group_lane;
@@ -41,11 +42,12 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::domain::{Command, Op, Outcome, Redactor, validate_key};
+use crate::domain::{Command, Outcome, Redactor, validate_key};
 use crate::error::{Error, Result};
 use crate::store::{self, Store, Tried, Tx};
-use change::{Ask, Decided, write_changes};
+use change::{Ask, Decided};
 use checks::{check_name, check_report, check_text};
+use engine::Batch;
 use record::recorded_event;
 
 pub use crate::domain::StaffAction;
@@ -245,7 +247,7 @@ impl Ledger {
         Ok(applied)
     }
 
-    /// One change inside a transaction: load, decide, compare-and-set, audit.
+    /// One change inside a transaction: a batch of one (hold, judge, compare-and-set, audit).
     async fn act_in(
         &self,
         tx: &mut Tx,
@@ -253,30 +255,16 @@ impl Ledger {
         actor: &str,
         ask: &Ask<'_>,
     ) -> Result<Tried<Applied>> {
-        let Some((id, op)) = tx.hold_op(key).await? else {
-            return Err(Error::NotFound(format!("no operation with key {key}")));
-        };
-        self.act_loaded(tx, id, op, actor, ask, None).await
-    }
-
-    /// [`Ledger::act_in`] on an operation already loaded in this transaction. `paused` is its
-    /// workflow's pause flag where the caller knows it (asked of the database otherwise).
-    async fn act_loaded(
-        &self,
-        tx: &mut Tx,
-        id: i64,
-        op: Op,
-        actor: &str,
-        ask: &Ask<'_>,
-        paused: Option<bool>,
-    ) -> Result<Tried<Applied>> {
-        match self.decide(tx, id, &op, actor, ask, paused, None).await? {
+        let mut batch = Batch::hold(tx, &[key]).await?;
+        match batch.judge(self, tx, key, actor, ask, None).await? {
             Decided::Unchanged(a) => Ok(Tried::Done(a)),
             Decided::Change(c) => {
-                if !write_changes(self, tx, std::slice::from_ref(&c)).await? {
-                    return Ok(Tried::Raced);
-                }
-                Ok(Tried::Done(c.applied))
+                let applied = c.applied.clone();
+                batch.take(c);
+                Ok(match batch.write(self, tx, actor).await? {
+                    Some(_) => Tried::Done(applied),
+                    None => Tried::Raced,
+                })
             }
         }
     }

@@ -5,6 +5,7 @@ use serde_json::json;
 
 use super::change::Ask;
 use super::checks::{check_name, check_op_name};
+use super::engine::Batch;
 use super::{Intent, Ledger, Recorded};
 use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
 use crate::domain::{Command, Op, State, validate_key};
@@ -90,11 +91,9 @@ impl Ledger {
         op.created_at = now;
         op.updated_at = now;
         op.next_attempt_at = Some(now);
-        if let Some((id, _)) = tx.insert_ops(&[&op]).await?.pop() {
-            let detail = self.recorded_detail(&op);
-            tx.insert_events(&[recorded_event(id, &op, actor, &detail)])
-                .await?;
-            self.keep_runs(tx, &[(&op, false)], true).await?;
+        let mut batch = Batch::of(Default::default()).recording();
+        batch.make(std::borrow::Cow::Borrowed(&op));
+        if batch.write(self, tx, actor).await?.is_some() {
             return Ok(Tried::Done(Recorded::Created));
         }
         let cmd = Command::Record {

@@ -2,12 +2,13 @@
 //! finished attempts (and their lookups), pause what reached its stopping threshold, start the
 //! due operations its budgets pay for, and write it all at once.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
 use super::budgets::Budget;
-use super::change::{Ask, Change, Decided, write_changes};
+use super::change::{Ask, Decided};
+use super::engine::Batch;
 use super::guards::Guard;
 use super::round_types::{Finished, Round, StartedOp, StartedRows, per_operation};
 use super::{Applied, Ledger, SYSTEM_ACTOR, Tried};
@@ -18,16 +19,26 @@ use crate::store::{self, Tx};
 
 /// What a round has decided so far, written together at the end: one statement per kind of row,
 /// not per operation.
-#[derive(Default)]
 pub(super) struct RoundWork {
     pub(super) round: Round,
     budgets: BTreeMap<String, Budget>,
     guards: BTreeMap<String, Guard>,
-    /// Boxed as the rules hand them over (`Decided::Change`), and as `write_changes` takes them.
-    #[allow(clippy::vec_box)]
-    changes: Vec<Box<Change>>,
+    /// The round's own attempts' rows, then the due rows it starts, and what it did to them.
+    batch: Batch<'static>,
     /// Destinations an answer says to pause, with the reason.
     pausing: Vec<(String, String)>,
+}
+
+impl Default for RoundWork {
+    fn default() -> RoundWork {
+        RoundWork {
+            round: Round::default(),
+            budgets: BTreeMap::new(),
+            guards: BTreeMap::new(),
+            batch: Batch::of(HashMap::new()),
+            pausing: Vec::new(),
+        }
+    }
 }
 
 impl Ledger {
@@ -35,7 +46,7 @@ impl Ledger {
     /// key order; those in `known` as their starting rounds left them), then the budgets (name
     /// order), then the workflows with a stopping threshold by count (name order); the rows to
     /// start are taken later without waiting. So two rounds never wait for each other in a
-    /// circle. Returns its own rows.
+    /// circle. Its own rows are held in the round's batch.
     pub(super) async fn hold_for_round(
         &self,
         conn: &mut Tx,
@@ -44,7 +55,7 @@ impl Ledger {
         known: Option<&StartedRows>,
         destinations: &[String],
         now: DateTime<Utc>,
-    ) -> Result<HashMap<String, (i64, Op)>> {
+    ) -> Result<()> {
         conn.lookups_by_key().await?;
         let mut own = HashMap::new();
         let keys: Vec<&str> = finished
@@ -76,7 +87,8 @@ impl Ledger {
             w.guards
                 .insert(name.clone(), Guard::new(limit, row, exceptions, running));
         }
-        Ok(own)
+        w.batch = Batch::of(own);
+        Ok(())
     }
 
     /// Records each finished attempt on its row (and its lookup's answer, where the outcome is
@@ -86,13 +98,15 @@ impl Ledger {
         conn: &mut Tx,
         w: &mut RoundWork,
         finished: &[Finished],
-        mut own: HashMap<String, (i64, Op)>,
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<()> {
+        // a key's attempt finishes once a round: a second report of it is not this round's
+        let mut seen = HashSet::new();
         for f in finished {
             let key = f.report.key.as_str();
-            let Some((id, op)) = own.remove(key) else {
+            let row = w.batch.row(key).map(|(_, op)| op.clone());
+            let Some(op) = row.filter(|_| seen.insert(key)) else {
                 w.round
                     .finished
                     .push(Err(Error::NotFound(format!("no operation with key {key}"))));
@@ -104,7 +118,7 @@ impl Ledger {
                 w.pausing.push((op.destination.clone(), reason.clone()));
             }
             let first_try = op.attempts == op.budget_start + 1;
-            let result = self.record_one(conn, w, f, id, &op, actor, now).await?;
+            let result = self.record_one(conn, w, f, &op, actor, now).await?;
             if first_try
                 && f.report.outcome == Some(Outcome::Accepted)
                 && result.as_ref().is_ok_and(|a| a.kind.is_some())
@@ -121,62 +135,58 @@ impl Ledger {
         Ok(())
     }
 
-    /// One finished attempt: its outcome decided on its row, then its lookup's answer. A refusal
-    /// is the operation's answer; anything else (the database) ends the round.
-    #[allow(clippy::too_many_arguments)]
+    /// One finished attempt: its outcome judged on its row, then its lookup's answer on the row
+    /// as that left it. A refusal is the operation's answer; anything else (the database) ends
+    /// the round.
     async fn record_one(
         &self,
         conn: &mut Tx,
         w: &mut RoundWork,
         f: &Finished,
-        id: i64,
         op: &Op,
         actor: &str,
         now: DateTime<Utc>,
     ) -> Result<Result<Applied>> {
-        let c = match self
-            .decide(conn, id, op, actor, &Ask::Attempt(&f.report), None, None)
-            .await
-        {
+        let key = op.key.as_str();
+        let ask = Ask::Attempt(&f.report);
+        let c = match w.batch.judge(self, conn, key, actor, &ask, None).await {
             Ok(Decided::Unchanged(a)) => return Ok(Ok(a)),
             Ok(Decided::Change(c)) => c,
             Err(e) if per_operation(&e) => return Ok(Err(e)),
             Err(e) => return Err(e),
         };
         let mut applied = c.applied.clone();
-        let lookup = match &f.lookup {
-            Some(answer) if c.op.state == State::Unknown => {
-                let ask = Ask::Cmd(Command::Lookup {
-                    answer: answer.clone(),
-                });
-                match self
-                    .decide(conn, id, &c.op, SYSTEM_ACTOR, &ask, None, None)
-                    .await
-                {
-                    Ok(Decided::Change(l)) => Some(l),
-                    Ok(Decided::Unchanged(_)) => None,
-                    Err(e) if per_operation(&e) => None,
-                    Err(e) => return Err(e),
-                }
-            }
-            _ => None,
-        };
         if let Some(g) = w.guards.get_mut(&op.workflow) {
             g.changed(op, &c.op, now);
-            if let Some(l) = &lookup {
-                g.changed(&c.op, &l.op, now);
-            }
         }
-        w.changes.push(c);
-        if let Some(l) = lookup {
-            // settled by it: found or absent (no answer leaves it unknown)
-            w.round.looked_up += usize::from(l.op.state != State::Unknown);
-            applied = Applied {
-                from: applied.from,
-                ..l.applied.clone()
-            };
-            w.changes.push(l);
+        let unknown = c.op.state == State::Unknown;
+        w.batch.take(c);
+        let Some(answer) = f.lookup.as_ref().filter(|_| unknown) else {
+            return Ok(Ok(applied));
+        };
+        let ask = Ask::Cmd(Command::Lookup {
+            answer: answer.clone(),
+        });
+        let l = match w
+            .batch
+            .judge(self, conn, key, SYSTEM_ACTOR, &ask, None)
+            .await
+        {
+            Ok(Decided::Change(l)) => l,
+            Ok(Decided::Unchanged(_)) => return Ok(Ok(applied)),
+            Err(e) if per_operation(&e) => return Ok(Ok(applied)),
+            Err(e) => return Err(e),
+        };
+        if let (Some(g), Some((_, before))) = (w.guards.get_mut(&op.workflow), w.batch.row(key)) {
+            g.changed(before, &l.op, now);
         }
+        // settled by it: found or absent (no answer leaves it unknown)
+        w.round.looked_up += usize::from(l.op.state != State::Unknown);
+        applied = Applied {
+            from: applied.from,
+            ..l.applied.clone()
+        };
+        w.batch.take(l);
         Ok(Ok(applied))
     }
 
@@ -286,31 +296,34 @@ impl Ledger {
             None
         };
         // the due query left out paused workflows
+        let key = op.key.clone();
+        w.batch.add(id, op);
         let ask = Ask::Cmd(Command::StartAttempt);
-        match self
-            .decide(conn, id, &op, actor, &ask, Some(false), None)
+        match w
+            .batch
+            .judge(self, conn, &key, actor, &ask, Some(false))
             .await
         {
             Ok(Decided::Change(c)) if c.op.state == State::InFlight => {
                 let row = std::sync::Arc::new((id, c.op.clone()));
                 if let Some(left) = left {
-                    let b = w.budgets.get_mut(&op.destination).expect("loaded above");
+                    let b = w.budgets.get_mut(&c.op.destination).expect("loaded above");
                     b.bucket = left;
                     b.changed = true;
                 }
-                if let Some(g) = w.guards.get_mut(&op.workflow) {
+                if let Some(g) = w.guards.get_mut(&c.op.workflow) {
                     g.started += 1;
                 }
-                w.changes.push(c);
                 w.round.started.push(StartedOp {
-                    attempt: op.attempts + 1,
+                    attempt: c.op.attempts,
                     retry,
-                    key: op.key,
-                    destination: op.destination,
-                    action: op.action,
-                    payload: op.payload,
+                    key,
+                    destination: c.op.destination.clone(),
+                    action: c.op.action.clone(),
+                    payload: c.op.payload.clone(),
                     row: Some(row),
                 });
+                w.batch.take(c);
                 Ok(())
             }
             // claimed or changed since the query: not this round's to start
@@ -325,10 +338,10 @@ impl Ledger {
     pub(super) async fn write_round(
         &self,
         conn: &mut Tx,
-        w: &RoundWork,
+        w: &mut RoundWork,
         now: DateTime<Utc>,
     ) -> Result<Tried<()>> {
-        if !write_changes(self, conn, &w.changes).await? {
+        if w.batch.write(self, conn, SYSTEM_ACTOR).await?.is_none() {
             return Ok(Tried::Raced);
         }
         for (name, g) in &w.guards {

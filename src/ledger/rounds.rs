@@ -79,17 +79,16 @@ impl Ledger {
     ) -> Result<Tried<Round>> {
         let now = self.now();
         let mut w = RoundWork::default();
-        let own = self
-            .hold_for_round(conn, &mut w, finished, known, destinations, now)
+        self.hold_for_round(conn, &mut w, finished, known, destinations, now)
             .await?;
-        self.record_finished(conn, &mut w, finished, own, actor, now)
+        self.record_finished(conn, &mut w, finished, actor, now)
             .await?;
         if !self.pause_at_limits(conn, &mut w, now).await? {
             return Ok(Tried::Raced);
         }
         self.start_due(conn, &mut w, destinations, limit, actor, now)
             .await?;
-        Ok(match self.write_round(conn, &w, now).await? {
+        Ok(match self.write_round(conn, &mut w, now).await? {
             Tried::Done(()) => Tried::Done(w.round),
             Tried::Raced => Tried::Raced,
         })

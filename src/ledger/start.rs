@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::change::{Ask, Decided, write_changes};
+use super::change::{Ask, Decided};
+use super::engine::Batch;
 use super::round_types::StartedOp;
 use super::{Applied, Ledger, Tried};
 use crate::domain::{Command, State, validate_key};
@@ -45,11 +46,13 @@ impl Ledger {
         actor: &str,
     ) -> Result<Tried<(Applied, u32)>> {
         let now = self.now();
-        let Some((id, op)) = tx.hold_op(key).await? else {
+        let mut batch = Batch::hold(tx, &[key]).await?;
+        let Some((_, op)) = batch.row(key) else {
             return Err(not_there_to_start(tx, key, now).await?);
         };
+        let op = op.clone();
         let ask = Ask::Cmd(Command::StartAttempt);
-        let change = match self.decide(tx, id, &op, actor, &ask, None, None).await? {
+        let change = match batch.judge(self, tx, key, actor, &ask, None).await? {
             Decided::Unchanged(a) => return Ok(Tried::Done((a, op.attempts))),
             Decided::Change(c) => c,
         };
@@ -67,7 +70,9 @@ impl Ledger {
         self.threshold_room(tx, key, &op.workflow, now).await?;
         let mut budgets = BTreeMap::new();
         self.pay_for_retry(tx, &mut budgets, &op, now).await?;
-        if !write_changes(self, tx, std::slice::from_ref(&change)).await? {
+        let done = (change.applied.clone(), change.op.attempts);
+        batch.take(change);
+        if batch.write(self, tx, actor).await?.is_none() {
             return Ok(Tried::Raced);
         }
         for (destination, b) in &budgets {
@@ -78,7 +83,7 @@ impl Ledger {
                 return Ok(Tried::Raced);
             }
         }
-        Ok(Tried::Done((change.applied, change.op.attempts)))
+        Ok(Tried::Done(done))
     }
 
     /// The gateway's repeat of a request confirmed not done (manual: The gateway): `failed` made `pending`

@@ -1,14 +1,14 @@
 //! A batch of ingested lines in one transaction, or line by line where another writer raced it.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 
 use super::report::{IngestProblem, IngestReport};
-use crate::domain::Op;
 use crate::error::{Error, Result};
-use crate::ledger::change::{self, Ask};
-use crate::ledger::{Ledger, Recorded, Tried, recorded_event};
-use crate::store::{self, NewEvent, Tx};
+use crate::ledger::change::{Ask, Decided};
+use crate::ledger::engine::Batch;
+use crate::ledger::{Ledger, Recorded, Tried};
+use crate::store::{self, Tx};
 
 use super::parse::Parsed;
 
@@ -70,48 +70,6 @@ fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
         }
     }
     taken_new
-}
-
-/// The operations a batch made, in one statement: their ids in order and the details of their
-/// `recorded` events (written with the batch's changes, [`made_events`]), or `None` where one of
-/// the keys was stored already (nothing is then written).
-pub(in crate::ledger) async fn insert_made(
-    ledger: &Ledger,
-    tx: &mut Tx,
-    made: &[&Op],
-    ops: &HashMap<&str, (i64, Cow<'_, Op>)>,
-) -> Result<Option<(Vec<i64>, Vec<String>)>> {
-    if made.is_empty() {
-        return Ok(Some((Vec::new(), Vec::new())));
-    }
-    let rows: Vec<&Op> = made.iter().map(|op| &*ops[op.key.as_str()].1).collect();
-    let numbered: HashMap<String, i64> = tx
-        .insert_ops(&rows)
-        .await?
-        .into_iter()
-        .map(|(id, k)| (k, id))
-        .collect();
-    if numbered.len() != made.len() {
-        return Ok(None);
-    }
-    let ids = made.iter().map(|op| numbered[&op.key]).collect();
-    let details = made.iter().map(|op| ledger.recorded_detail(op)).collect();
-    Ok(Some((ids, details)))
-}
-
-/// The `recorded` events of the operations a batch made ([`insert_made`]), to be written before
-/// the events of what the batch then did to them.
-pub(in crate::ledger) fn made_events<'a>(
-    made: &[&'a Op],
-    ids: &[i64],
-    details: &'a [String],
-    actor: &'a str,
-) -> Vec<NewEvent<'a>> {
-    made.iter()
-        .zip(ids)
-        .zip(details)
-        .map(|((op, id), detail)| recorded_event(*id, op, actor, detail))
-        .collect()
 }
 
 fn tally(
@@ -237,12 +195,12 @@ impl Ledger {
     async fn batch_in(
         &self,
         tx: &mut Tx,
-        batch: &[(usize, Parsed)],
+        batch_lines: &[(usize, Parsed)],
         actor: &str,
         assume_new: bool,
     ) -> Result<Batched> {
-        let taken_new = taken_for_new(batch, assume_new);
-        let mut keys: Vec<&str> = batch
+        let taken_new = taken_for_new(batch_lines, assume_new);
+        let mut keys: Vec<&str> = batch_lines
             .iter()
             .map(|(_, p)| p.key())
             .filter(|k| !taken_new.contains(k))
@@ -252,53 +210,32 @@ impl Ledger {
         let loaded = tx.load_ops(&keys, false).await?;
         let all_new = loaded.is_empty();
         let known_ids: Vec<i64> = loaded.values().map(|(id, _)| *id).collect();
-        let mut known = tx.attempt_outcomes(&known_ids).await?;
-        let mut ops: HashMap<&str, (i64, Cow<Op>)> = loaded
-            .iter()
-            .map(|(k, (id, op))| (k.as_str(), (*id, Cow::Borrowed(op))))
-            .collect();
+        let known = tx.attempt_outcomes(&known_ids).await?;
+        let mut batch = Batch::of(loaded).recording().knowing(known);
 
         // Every line in memory first, in order: the first intent line of a new key makes its
-        // operation (numbered -1, -2, ... until the database numbers it; stamped with the time
-        // its line was read), and what later lines do to it lands on that row, so a new
-        // operation is written once, in its final state.
-        let mut made: Vec<&Op> = Vec::new();
-        let mut outcomes = Vec::with_capacity(batch.len());
-        let mut changes: Vec<Box<change::Change>> = Vec::new();
-        for (_, parsed) in batch {
+        // operation (stamped with the time its line was read), and what later lines do to it
+        // lands on that row, so a new operation is written once, in its final state.
+        let mut outcomes = Vec::with_capacity(batch_lines.len());
+        for (_, parsed) in batch_lines {
             if let Parsed::Intent(op, _) = parsed
-                && !ops.contains_key(op.key.as_str())
+                && batch.row(&op.key).is_none()
             {
-                let temp = -(made.len() as i64) - 1;
-                made.push(op);
-                ops.insert(&op.key, (temp, Cow::Borrowed(&**op)));
+                batch.make(Cow::Borrowed(&**op));
                 outcomes.push(Ok(Taken::Intent(Recorded::Created)));
                 continue;
             }
-            let key = parsed.key();
-            let Some((id, op)) = ops.get(key) else {
-                outcomes.push(Err(Error::NotFound(format!("no operation with key {key}"))));
-                continue;
-            };
-            let id = *id;
             let ask = parsed.ask();
-            let decided = self
-                .decide(tx, id, op, actor, &ask, None, Some(&known))
-                .await;
-            let outcome = match decided {
-                Ok(change::Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
-                Ok(change::Decided::Change(c)) => {
-                    if let crate::domain::AttemptEffect::Finish { n, outcome, .. } = &c.attempt {
-                        known.insert((id, *n), Some(*outcome));
-                    }
-                    ops.insert(key, (id, Cow::Owned(c.op.clone())));
+            let outcome = match batch.judge(self, tx, parsed.key(), actor, &ask, None).await {
+                Ok(Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
+                Ok(Decided::Change(c)) => {
                     let taken = match parsed {
                         Parsed::Intent(..) => Taken::Intent(Recorded::Conflict),
                         Parsed::Attempt(_) | Parsed::Start(..) => {
                             Taken::Attempt(c.applied.workflow.clone())
                         }
                     };
-                    changes.push(c);
+                    batch.take(c);
                     Ok(taken)
                 }
                 Err(
@@ -311,26 +248,16 @@ impl Ledger {
             };
             outcomes.push(outcome);
         }
-
-        // the new operations in one statement; their `recorded` events with the changes' (before
-        // the events of what later lines did to them)
-        let Some((ids, details)) = insert_made(self, tx, &made, &ops).await? else {
+        // the new operations in one statement, every change and event in one more, the runs'
+        // rows once for the batch
+        if batch.write(self, tx, actor).await?.is_none() {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored
             } else {
                 Batched::Raced
             });
-        };
-        change::number_made(&mut changes, &ids);
-        let recorded = made_events(&made, &ids, &details, actor);
-        if !change::write_after(tx, recorded, &changes).await? {
-            return Ok(Batched::Raced);
         }
-        // the runs' rows, once for the batch
-        let made_rows = made.iter().map(|op| &*ops[op.key.as_str()].1);
-        let touched = change::touched_by(made_rows, &changes);
-        self.keep_runs(tx, &touched, true).await?;
         Ok(Batched::Done { outcomes, all_new })
     }
 

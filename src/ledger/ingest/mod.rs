@@ -7,7 +7,6 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 mod batch;
 
-pub(super) use batch::{insert_made, made_events};
 mod parse;
 mod report;
 
