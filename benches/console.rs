@@ -212,7 +212,16 @@ async fn main() {
             }
         };
         let ledger = Ledger::open(&url, Config::default()).await.unwrap();
-        if ledger.stats().await.unwrap().by_state.values().sum::<i64>() == 0 {
+        if ledger
+            .read()
+            .stats()
+            .await
+            .unwrap()
+            .by_state
+            .values()
+            .sum::<i64>()
+            == 0
+        {
             ledger
                 .ingest(common::seed_lines(n).as_bytes(), "bench")
                 .await
@@ -221,7 +230,7 @@ async fn main() {
         // what a team's database has between bulk loads: the counters' rows of differences
         // folded (`settle serve` and the dispatcher do it every minute) and, on PostgreSQL, the
         // tables vacuumed and analyzed (autovacuum does it after a bulk load)
-        ledger.fold_counters().await.unwrap();
+        ledger.rounds().fold_counters().await.unwrap();
         ledger.close().await;
         if url.starts_with("postgres") {
             let mut raw = common::Raw::connect(&url).await;

@@ -161,10 +161,18 @@ async fn main() {
     let mut keys = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        keys = ledger.matching_keys(&unknown, "alice").await.unwrap();
+        keys = ledger
+            .read()
+            .matching_keys(&unknown, "alice")
+            .await
+            .unwrap();
         mark.push(t.elapsed());
         let t = Instant::now();
-        let p = ledger.bulk_preview(&keys, &close, "alice").await.unwrap();
+        let p = ledger
+            .staff()
+            .bulk_preview(&keys, &close, "alice")
+            .await
+            .unwrap();
         preview.push(t.elapsed());
         assert_eq!(p.eligible.len(), keys.len());
     }
@@ -184,12 +192,17 @@ async fn main() {
         query: Filter::parse("state:rejected").unwrap(),
         ..Default::default()
     };
-    let others = ledger.matching_keys(&rejected, "alice").await.unwrap();
+    let others = ledger
+        .read()
+        .matching_keys(&rejected, "alice")
+        .await
+        .unwrap();
     let (mut ours, mut plain) = (Vec::new(), Vec::new());
     for run in 0..3 {
         let mine = &keys[run * 10_000..(run + 1) * 10_000];
         let t = Instant::now();
         let r = ledger
+            .staff()
             .bulk_apply(mine, &close, "alice", &stop, None, |_, _| {})
             .await
             .unwrap();
@@ -214,7 +227,7 @@ async fn main() {
     let mut counts = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let s = ledger.stats().await.unwrap();
+        let s = ledger.read().stats().await.unwrap();
         counts.push(t.elapsed());
         assert_eq!(s.by_state.values().sum::<i64>(), n as i64);
     }
@@ -244,6 +257,7 @@ async fn main() {
             let t = Instant::now();
             review = Some(
                 ledger
+                    .read()
                     .review(
                         Duration::from_secs(days * 86_400),
                         &settle::ledger::ReviewScope::default(),

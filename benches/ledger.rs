@@ -430,6 +430,7 @@ async fn main() {
         for _ in 0..200 {
             let t = Instant::now();
             let page = ledger
+                .read()
                 .list(&ListFilter::default(), "bench", None, PAGE)
                 .await
                 .unwrap();

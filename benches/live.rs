@@ -123,7 +123,8 @@ async fn main() {
         // a change comes at any moment, not just after the console looked
         std::thread::sleep(Duration::from_millis(rand::random_range(0..1000)));
         ledger
-            .staff(&key, "alice", StaffAction::Claim { force_reason: None })
+            .staff()
+            .act(&key, "alice", StaffAction::Claim { force_reason: None })
             .await
             .unwrap();
         let committed = Instant::now();

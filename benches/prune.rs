@@ -142,6 +142,7 @@ async fn main() {
         tokio::spawn(async move {
             let t = Instant::now();
             let r = ledger
+                .retention()
                 .prune("alice", &PruneOptions::default())
                 .await
                 .unwrap();

@@ -102,7 +102,7 @@ async fn first_data(ledger: &Ledger) -> (Duration, Duration, usize) {
             page = t_fx.elapsed();
         }
     }
-    (t.elapsed(), page, app.stalled.len())
+    (t.elapsed(), page, app.stalled.runs.len())
 }
 
 #[tokio::main]
@@ -120,7 +120,7 @@ async fn main() {
     let ledger = Ledger::open_console(&url, config()).await.unwrap();
     // as a running dispatcher's heartbeat does after a bulk load: the planner's statistics
     // (PostgreSQL; autovacuum would in time)
-    ledger.heartbeat("bench").await.unwrap();
+    ledger.rounds().heartbeat("bench").await.unwrap();
     let (ops, _, _) = ledger.counts().await.unwrap();
     println!(
         "runs on {backend}: {runs} runs, {ops} operations, {} stalled (written in {:.0} s)",
@@ -149,7 +149,11 @@ async fn main() {
     let mut listed = Vec::new();
     for _ in 0..7 {
         let t = Instant::now();
-        let r = ledger.runs("state:stalled", "bench", 100).await.unwrap();
+        let r = ledger
+            .read()
+            .runs("state:stalled", "bench", 100)
+            .await
+            .unwrap();
         listed.push(t.elapsed());
         assert_eq!(r.len(), 100);
     }
@@ -163,14 +167,14 @@ async fn main() {
     let (mut found, mut header) = (Vec::new(), Vec::new());
     for _ in 0..7 {
         let t = Instant::now();
-        let c = ledger.stalled_counts().await.unwrap();
+        let c = ledger.read().stalled_counts().await.unwrap();
         found.push(t.elapsed());
         assert_eq!(
             c.iter().map(|(_, n, _)| n).sum::<i64>(),
             (runs / 100) as i64
         );
         let t = Instant::now();
-        let s = ledger.stats().await.unwrap();
+        let s = ledger.read().stats().await.unwrap();
         header.push(t.elapsed());
         assert_eq!(s.stalled_runs, (runs / 100) as i64);
     }

@@ -27,9 +27,9 @@ fn family(out: &mut String, name: &str, help: &str) {
 /// The metrics as Prometheus text (format 0.0.4). `sessions`: the console sessions open now.
 pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
     let now = ledger.now();
-    let stats = ledger.stats().await?;
-    let (groups, oldest) = ledger.exceptions_by_workflow().await?;
-    let dispatchers = ledger.dispatchers().await?;
+    let stats = ledger.read().stats().await?;
+    let (groups, oldest) = ledger.read().exceptions_by_workflow().await?;
+    let dispatchers = ledger.read().dispatchers().await?;
     let mut out = String::new();
     family(
         &mut out,
@@ -62,7 +62,7 @@ pub async fn render(ledger: &Ledger, sessions: usize) -> Result<String> {
         "settle_runs_stalled",
         "Runs stalled between steps now, by workflow.",
     );
-    for (workflow, n, _) in ledger.stalled_counts().await? {
+    for (workflow, n, _) in ledger.read().stalled_counts().await? {
         let _ = writeln!(
             out,
             "settle_runs_stalled{{workflow=\"{}\"}} {n}",
@@ -148,7 +148,7 @@ async fn metrics(State(s): State<Served>) -> Response {
 }
 
 async fn healthz(State(s): State<Served>) -> Response {
-    match s.ledger.latest_event_id().await {
+    match s.ledger.read().latest_event_id().await {
         Ok(_) => (StatusCode::OK, "ok\n").into_response(),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n").into_response(),
     }

@@ -54,11 +54,12 @@ fn no_runs() -> serde_json::Value {
 }
 
 async fn state(l: &Ledger, key: &str) -> State {
-    l.show(key, "t").await.unwrap().op.state
+    l.read().show(key, "t").await.unwrap().op.state
 }
 
 async fn claim(l: &Ledger, key: &str, who: &str) -> settle::Result<Applied> {
-    l.staff(key, who, StaffAction::Claim { force_reason: None })
+    l.staff()
+        .act(key, who, StaffAction::Claim { force_reason: None })
         .await
 }
 
@@ -86,7 +87,7 @@ async fn recording_is_idempotent_and_a_conflict_keeps_both(db: &TestDb) {
         json!({"title": "Kickoff (moved)", "assignee": {"id": 7}}),
     );
     assert_eq!(l.record(&changed, "bot").await.unwrap(), Recorded::Conflict);
-    let d = l.show("onb-1", "t").await.unwrap();
+    let d = l.read().show("onb-1", "t").await.unwrap();
     assert_eq!(d.op.state, State::Conflict);
     assert_eq!(d.payload["title"], "Kickoff");
     assert_eq!(d.conflicting_payload.unwrap()["title"], "Kickoff (moved)");
@@ -107,7 +108,8 @@ async fn a_superseding_key_must_exist(db: &TestDb) {
         note: "replaced".into(),
     };
     let err = l
-        .staff("old-1", "alice", close("made-up-9"))
+        .staff()
+        .act("old-1", "alice", close("made-up-9"))
         .await
         .unwrap_err();
     assert!(
@@ -115,9 +117,13 @@ async fn a_superseding_key_must_exist(db: &TestDb) {
         "{err}"
     );
     assert_eq!(state(&l, "old-1").await, State::Pending);
-    let a = l.staff("old-1", "alice", close("new-1")).await.unwrap();
+    let a = l
+        .staff()
+        .act("old-1", "alice", close("new-1"))
+        .await
+        .unwrap();
     assert_eq!(a.to, State::Closed);
-    let shown = l.show("old-1", "alice").await.unwrap();
+    let shown = l.read().show("old-1", "alice").await.unwrap();
     assert_eq!(shown.op.superseded_by.as_deref(), Some("new-1"));
 }
 
@@ -142,7 +148,7 @@ async fn a_terminal_operation_refuses_new_contents(db: &TestDb) {
         .unwrap_err();
     assert!(matches!(err, Error::Refused(_)), "{err}");
     assert_eq!(l.counts().await.unwrap(), before);
-    let d = l.show("onb-2", "t").await.unwrap();
+    let d = l.read().show("onb-2", "t").await.unwrap();
     assert_eq!(
         (
             d.op.state,
@@ -170,11 +176,12 @@ async fn outcomes_follow_the_destination_capabilities(db: &TestDb) {
     assert_eq!(state(&l, "p-1").await, State::RetryWait);
     assert_eq!(state(&l, "c-1").await, State::Unknown);
     assert_eq!(
-        l.show("c-1", "t").await.unwrap().op.next_step,
+        l.read().show("c-1", "t").await.unwrap().op.next_step,
         "Look up c-1 in crm, then reconcile found/absent"
     );
     assert!(
-        l.show("s-1", "t")
+        l.read()
+            .show("s-1", "t")
             .await
             .unwrap()
             .op
@@ -197,7 +204,7 @@ async fn outcomes_follow_the_destination_capabilities(db: &TestDb) {
             .unwrap();
     }
     assert_eq!(state(&l, "s-2").await, State::Failed);
-    let d = l.show("s-2", "t").await.unwrap();
+    let d = l.read().show("s-2", "t").await.unwrap();
     assert_eq!(d.attempt_log.len(), 3);
     assert!(
         d.attempt_log
@@ -234,8 +241,16 @@ async fn fifty_concurrent_claims_one_winner(db: &TestDb) {
         }
     }
     assert_eq!((won.len(), refused), (1, 49));
-    let holder = l.show("race-1", "t").await.unwrap().op.claimed_by.unwrap();
+    let holder = l
+        .read()
+        .show("race-1", "t")
+        .await
+        .unwrap()
+        .op
+        .claimed_by
+        .unwrap();
     let claims = l
+        .read()
         .show("race-1", "t")
         .await
         .unwrap()
@@ -260,15 +275,17 @@ async fn two_concurrent_retries_one_wins(db: &TestDb) {
     .unwrap();
     claim(&l, "retry-1", "alice").await.unwrap();
     let (a, b) = tokio::join!(
-        l.staff("retry-1", "alice", StaffAction::Retry { note: None }),
-        l.staff("retry-1", "alice", StaffAction::Retry { note: None })
+        l.staff()
+            .act("retry-1", "alice", StaffAction::Retry { note: None }),
+        l.staff()
+            .act("retry-1", "alice", StaffAction::Retry { note: None })
     );
     assert_eq!(
         [a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(),
         1,
         "{a:?} {b:?}"
     );
-    let d = l.show("retry-1", "t").await.unwrap();
+    let d = l.read().show("retry-1", "t").await.unwrap();
     assert_eq!(d.op.state, State::Pending);
     assert_eq!(
         d.history
@@ -300,52 +317,61 @@ async fn every_action_writes_exactly_one_event(db: &TestDb) {
     step("attempt", events(&l).await);
     claim(&l, "ev-1", "alice").await.unwrap();
     step("claim", events(&l).await);
-    l.staff(
-        "ev-1",
-        "alice",
-        StaffAction::Note {
-            text: "checking".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            "ev-1",
+            "alice",
+            StaffAction::Note {
+                text: "checking".into(),
+            },
+        )
+        .await
+        .unwrap();
     step("note", events(&l).await);
-    l.staff("ev-1", "alice", StaffAction::ReconcileAbsent { note: None })
+    l.staff()
+        .act("ev-1", "alice", StaffAction::ReconcileAbsent { note: None })
         .await
         .unwrap();
     step("reconcile absent", events(&l).await);
-    l.staff("ev-1", "alice", StaffAction::Release)
+    l.staff()
+        .act("ev-1", "alice", StaffAction::Release)
         .await
         .unwrap();
     step("release", events(&l).await);
     claim(&l, "ev-1", "bob").await.unwrap();
     step("claim", events(&l).await);
-    l.staff("ev-1", "bob", StaffAction::Retry { note: None })
+    l.staff()
+        .act("ev-1", "bob", StaffAction::Retry { note: None })
         .await
         .unwrap();
     step("retry", events(&l).await);
     claim(&l, "ev-1", "bob").await.unwrap();
     step("claim", events(&l).await);
-    l.staff(
-        "ev-1",
-        "bob",
-        StaffAction::Close {
-            resolution: Resolution::Abandoned,
-            reference: None,
-            superseded_by: None,
-            note: "dropped".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            "ev-1",
+            "bob",
+            StaffAction::Close {
+                resolution: Resolution::Abandoned,
+                reference: None,
+                superseded_by: None,
+                note: "dropped".into(),
+            },
+        )
+        .await
+        .unwrap();
     step("close", events(&l).await);
-    l.pause("onboarding", "incident", "bob").await.unwrap();
+    l.staff()
+        .pause("onboarding", "incident", "bob")
+        .await
+        .unwrap();
     step("pause", events(&l).await);
-    l.resume("onboarding", "bob").await.unwrap();
+    l.staff().resume("onboarding", "bob").await.unwrap();
     step("resume", events(&l).await);
     // refusals write nothing
     assert!(
-        l.staff("ev-1", "bob", StaffAction::Retry { note: None })
+        l.staff()
+            .act("ev-1", "bob", StaffAction::Retry { note: None })
             .await
             .is_err()
     );
@@ -407,7 +433,7 @@ async fn a_batch_of_new_and_stored_keys(db: &TestDb) {
     );
     assert_eq!(state(&l, "mix-3").await, State::Conflict);
     for i in (0..20).filter(|i| *i != 3) {
-        let d = l.show(&format!("mix-{i}"), "t").await.unwrap();
+        let d = l.read().show(&format!("mix-{i}"), "t").await.unwrap();
         assert_eq!(
             (d.op.state, d.attempt_log.len()),
             (State::Unknown, 1),
@@ -467,7 +493,7 @@ async fn ingesting_twice_changes_nothing(db: &TestDb) {
     let r3 = l.ingest(changed.as_bytes(), "bot").await.unwrap();
     assert_eq!((r3.conflicts, r3.refused()), (1, 1));
     assert_eq!(state(&l, "ing-2").await, State::Conflict);
-    assert_eq!(l.show("ing-1", "t").await.unwrap().payload["n"], 1);
+    assert_eq!(l.read().show("ing-1", "t").await.unwrap().payload["n"], 1);
     // a new key three times in one run of intents (new ones go in many to a statement): created
     // once, the same again unchanged, changed contents a conflict, each judged in line order
     let line = |key: &str, n: i64| {
@@ -487,7 +513,7 @@ async fn ingesting_twice_changes_nothing(db: &TestDb) {
     assert_eq!((r4.created, r4.unchanged, r4.conflicts), (2, 1, 1));
     assert_eq!(state(&l, "rep-1").await, State::Conflict);
     assert_eq!(state(&l, "rep-2").await, State::Pending);
-    assert_eq!(l.show("rep-1", "t").await.unwrap().payload["n"], 1);
+    assert_eq!(l.read().show("rep-1", "t").await.unwrap().payload["n"], 1);
     let after = l.counts().await.unwrap();
     assert_eq!(
         (after.0 - before.0, after.1 - before.1, after.2 - before.2),
@@ -517,28 +543,32 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     claim(&l, "sw-2", "alice").await.unwrap();
     *clock.lock().unwrap() = t0 + TimeDelta::minutes(2);
     assert_eq!(
-        l.sweep().await.unwrap(),
+        l.rounds().sweep().await.unwrap(),
         0,
         "nothing is past its timeout yet"
     );
     *clock.lock().unwrap() = t0 + TimeDelta::minutes(6);
     // in_flight past its timeout is an exception even before the sweep
-    let queue = l.list(&ListFilter::default(), "t", None, 10).await.unwrap();
+    let queue = l
+        .read()
+        .list(&ListFilter::default(), "t", None, 10)
+        .await
+        .unwrap();
     assert_eq!(queue.items.len(), 5);
-    assert_eq!(l.sweep().await.unwrap(), 4);
+    assert_eq!(l.rounds().sweep().await.unwrap(), 4);
     assert_eq!(state(&l, "sw-1").await, State::Unknown);
     assert_eq!(
         state(&l, "sw-2").await,
         State::InFlight,
         "a live claim keeps the sweep away"
     );
-    let d = l.show("sw-3", "t").await.unwrap();
+    let d = l.read().show("sw-3", "t").await.unwrap();
     assert_eq!(
         d.op.next_step,
         "Look up sw-3 in crm, then reconcile found/absent"
     );
     assert_eq!(d.attempt_log[0].outcome, Some(Outcome::Unknown));
-    let d = l.show("sw-4", "t").await.unwrap();
+    let d = l.read().show("sw-4", "t").await.unwrap();
     assert_eq!(
         (d.op.state, d.op.next_step.as_str()),
         (
@@ -546,7 +576,7 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
             "Attempt interrupted: reconcile as an unknown outcome"
         )
     );
-    let d = l.show("sw-5", "t").await.unwrap();
+    let d = l.read().show("sw-5", "t").await.unwrap();
     assert_eq!(
         d.op.state,
         State::RetryWait,
@@ -554,7 +584,8 @@ async fn sweep_interrupts_stuck_attempts_but_not_claimed_ones(db: &TestDb) {
     );
     assert_eq!(d.attempt_log[0].outcome, Some(Outcome::Unknown));
     assert_eq!(
-        l.list(&ListFilter::default(), "t", None, 10)
+        l.read()
+            .list(&ListFilter::default(), "t", None, 10)
             .await
             .unwrap()
             .items
@@ -592,18 +623,18 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
         ..intent(key, "crm", json!({}))
     };
     assert!(matches!(
-        l.run("onb-42", "t").await,
+        l.read().run("onb-42", "t").await,
         Err(settle::Error::NotFound(_))
     ));
     assert!(matches!(
-        l.run("onb 42", "t").await,
+        l.read().run("onb 42", "t").await,
         Err(settle::Error::Invalid(_))
     ));
 
     l.record(&step("onb-42:customer", "create-customer"), "bot")
         .await
         .unwrap();
-    let r = l.run("onb-42", "t").await.unwrap();
+    let r = l.read().run("onb-42", "t").await.unwrap();
     assert_eq!(
         (r.state, r.workflow.as_str(), r.declared),
         (RunState::Running, "onboarding", true)
@@ -614,7 +645,7 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
     };
     l.report_attempt(&accepted, "bot").await.unwrap();
     at(10);
-    let r = l.run("onb-42", "t").await.unwrap();
+    let r = l.read().run("onb-42", "t").await.unwrap();
     assert_eq!(
         r.state,
         RunState::Running,
@@ -623,7 +654,7 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
     );
     assert!(r.next_step.contains("create-task"), "{}", r.next_step);
     at(16);
-    let r = l.run("onb-42", "t").await.unwrap();
+    let r = l.read().run("onb-42", "t").await.unwrap();
     assert_eq!(r.state, RunState::Stalled, "past the gap");
     assert!(
         r.next_step.contains("stopped after create-customer")
@@ -649,31 +680,35 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
     l.record(&step("onb-42:task", "create-task"), "bot")
         .await
         .unwrap();
-    assert_eq!(l.run("onb-42", "t").await.unwrap().state, RunState::Running);
+    assert_eq!(
+        l.read().run("onb-42", "t").await.unwrap().state,
+        RunState::Running
+    );
     l.report_attempt(
         &outcome("onb-42:task", Outcome::Unknown, Some("timeout")),
         "bot",
     )
     .await
     .unwrap();
-    let r = l.run("onb-42", "t").await.unwrap();
+    let r = l.read().run("onb-42", "t").await.unwrap();
     assert_eq!(r.state, RunState::Blocked);
     assert!(
         r.next_step.starts_with("create-task (onb-42:task): "),
         "{}",
         r.next_step
     );
-    l.staff(
-        "onb-42:task",
-        "alice",
-        StaffAction::ReconcileFound {
-            reference: "TASK-9".into(),
-            note: None,
-        },
-    )
-    .await
-    .unwrap();
-    let r = l.run("onb-42", "t").await.unwrap();
+    l.staff()
+        .act(
+            "onb-42:task",
+            "alice",
+            StaffAction::ReconcileFound {
+                reference: "TASK-9".into(),
+                note: None,
+            },
+        )
+        .await
+        .unwrap();
+    let r = l.read().run("onb-42", "t").await.unwrap();
     assert_eq!(r.state, RunState::Done, "{}", r.next_step);
 
     // the filter's run: term: the operations of a run, or (negated) every other one
@@ -693,7 +728,7 @@ async fn a_runs_state_follows_its_steps_and_the_clock(db: &TestDb) {
         .await
         .unwrap();
     at(600);
-    let r = l.run("free-1", "t").await.unwrap();
+    let r = l.read().run("free-1", "t").await.unwrap();
     assert_eq!((r.state, r.declared), (RunState::Done, false));
 }
 
@@ -704,14 +739,14 @@ async fn the_stopping_threshold_pauses_a_workflow(db: &TestDb) {
         let mut it = intent(&key, "sms", json!({}));
         it.workflow = "guarded".into();
         l.record(&it, "bot").await.unwrap();
-        assert!(l.stats().await.unwrap().paused_workflows.is_empty());
+        assert!(l.read().stats().await.unwrap().paused_workflows.is_empty());
         l.report_attempt(&outcome(&key, Outcome::Rejected, Some("bad")), "bot")
             .await
             .unwrap();
     }
-    let stats = l.stats().await.unwrap();
+    let stats = l.read().stats().await.unwrap();
     assert_eq!(stats.paused_workflows, vec!["guarded".to_string()]);
-    let paused = l.paused_workflows().await.unwrap();
+    let paused = l.read().paused_workflows().await.unwrap();
     assert_eq!(paused[0].by.as_deref(), Some("settle"));
     assert!(
         paused[0]
@@ -728,7 +763,7 @@ async fn the_stopping_threshold_pauses_a_workflow(db: &TestDb) {
         l.start_attempt("g-9", "dispatcher").await,
         Err(Error::Refused(_))
     ));
-    assert!(l.resume("guarded", "alice").await.unwrap());
+    assert!(l.staff().resume("guarded", "alice").await.unwrap());
     assert_eq!(
         l.start_attempt("g-9", "dispatcher").await.unwrap().to,
         State::InFlight
@@ -754,7 +789,11 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
     let mut seen = Vec::new();
     let mut after = None;
     loop {
-        let Page { items, next, .. } = l.list(&ListFilter::default(), "t", after, 4).await.unwrap();
+        let Page { items, next, .. } = l
+            .read()
+            .list(&ListFilter::default(), "t", after, 4)
+            .await
+            .unwrap();
         seen.extend(items.iter().map(|v| v.key.clone()));
         match next {
             Some(c) => after = Some(c),
@@ -764,6 +803,7 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
     let want: Vec<String> = (0..25).step_by(2).map(|i| format!("pg-{i:02}")).collect();
     assert_eq!(seen, want, "every exception once, oldest first");
     let all = l
+        .read()
         .list(
             &ListFilter {
                 scope: Scope::All,
@@ -780,7 +820,7 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
         older_than: Some(std::time::Duration::from_secs(110 * 60)),
         ..Default::default()
     };
-    let old = l.list(&older, "t", None, 100).await.unwrap();
+    let old = l.read().list(&older, "t", None, 100).await.unwrap();
     assert_eq!(
         old.items.iter().map(|v| v.key.as_str()).collect::<Vec<_>>(),
         ["pg-00", "pg-02", "pg-04", "pg-06", "pg-08", "pg-10"]
@@ -791,7 +831,12 @@ async fn lists_page_by_keyset_oldest_first(db: &TestDb) {
         ..Default::default()
     };
     assert_eq!(
-        l.list(&failed, "t", None, 100).await.unwrap().items.len(),
+        l.read()
+            .list(&failed, "t", None, 100)
+            .await
+            .unwrap()
+            .items
+            .len(),
         12
     );
 }
@@ -817,9 +862,10 @@ async fn readers_never_see_sensitive_values(db: &TestDb) {
     l.report_attempt(&outcome("red-1", Outcome::Rejected, Some(err)), "bot")
         .await
         .unwrap();
-    let shown = serde_json::to_string(&l.show("red-1", "t").await.unwrap()).unwrap();
+    let shown = serde_json::to_string(&l.read().show("red-1", "t").await.unwrap()).unwrap();
     let listed = serde_json::to_string(
-        &l.list(&ListFilter::default(), "t", None, 10)
+        &l.read()
+            .list(&ListFilter::default(), "t", None, 10)
             .await
             .unwrap()
             .items,
@@ -861,27 +907,43 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
             .unwrap();
     }
     // first attempts cost nothing, even beyond the budget's size
-    let first = a.round(&[], &dests, 500, "dispatcher").await.unwrap();
+    let first = a
+        .rounds()
+        .round(&[], &dests, 500, "dispatcher")
+        .await
+        .unwrap();
     assert_eq!(first.started.len(), 120);
     assert!(first.started.iter().all(|s| s.attempt == 1 && !s.retry));
     let failed: Vec<Finished> = keys.iter().map(|k| transient(k)).collect();
-    let recorded = a.round(&failed, &dests, 0, "dispatcher").await.unwrap();
+    let recorded = a
+        .rounds()
+        .round(&failed, &dests, 0, "dispatcher")
+        .await
+        .unwrap();
     assert!(
         recorded
             .finished
             .iter()
             .all(|r| r.as_ref().unwrap().to == State::RetryWait)
     );
-    assert_eq!(a.retry_budget("projects").await.unwrap(), 500);
+    assert_eq!(a.read().retry_budget("projects").await.unwrap(), 500);
     // every first retry is due within base = 1 s (full jitter); the budget did not change
     *clock.lock().unwrap() = t0 + TimeDelta::seconds(2);
-    let by_a = a.round(&[], &dests, 60, "dispatcher").await.unwrap();
-    let by_b = b.round(&[], &dests, 60, "dispatcher").await.unwrap();
+    let by_a = a
+        .rounds()
+        .round(&[], &dests, 60, "dispatcher")
+        .await
+        .unwrap();
+    let by_b = b
+        .rounds()
+        .round(&[], &dests, 60, "dispatcher")
+        .await
+        .unwrap();
     assert_eq!(by_a.started.len(), 60);
     assert!(by_a.started.iter().all(|s| s.attempt == 2 && s.retry));
     assert_eq!(by_b.started.len(), 40, "500 / 5 = 100 retries in all");
     assert_eq!(by_b.waiting_for_budget.len(), 20);
-    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    assert_eq!(a.read().retry_budget("projects").await.unwrap(), 0);
     // a script's start (manual: The protocol) follows the same budget: the retry waits
     let refused = a
         .start_attempt(&by_b.waiting_for_budget[0], "script")
@@ -902,16 +964,24 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     a.record(&intent("budget-new", "projects", json!({})), "bot")
         .await
         .unwrap();
-    let new = b.round(&[], &dests, 5, "dispatcher").await.unwrap();
+    let new = b
+        .rounds()
+        .round(&[], &dests, 5, "dispatcher")
+        .await
+        .unwrap();
     assert_eq!(new.started.len(), 1);
     assert_eq!(new.started[0].key, "budget-new");
     // 5 tokens a second: after 2 s two more retries may go
     *clock.lock().unwrap() = t0 + TimeDelta::seconds(4);
-    assert_eq!(b.retry_budget("projects").await.unwrap(), 10);
-    let later = a.round(&[], &dests, 100, "dispatcher").await.unwrap();
+    assert_eq!(b.read().retry_budget("projects").await.unwrap(), 10);
+    let later = a
+        .rounds()
+        .round(&[], &dests, 100, "dispatcher")
+        .await
+        .unwrap();
     assert_eq!(later.started.len(), 2);
     assert_eq!(later.waiting_for_budget.len(), 18);
-    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    assert_eq!(a.read().retry_budget("projects").await.unwrap(), 0);
     // a first-try success refunds one token; a retry's success does not
     let ok = |k: &str| Finished {
         report: AttemptReport {
@@ -922,6 +992,7 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
         pause_destination: None,
     };
     let done = b
+        .rounds()
         .round(
             &[ok("budget-new"), ok(&by_a.started[0].key)],
             &dests,
@@ -935,7 +1006,7 @@ async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
             .iter()
             .all(|r| r.as_ref().unwrap().to == State::Succeeded)
     );
-    assert_eq!(a.retry_budget("projects").await.unwrap(), 1);
+    assert_eq!(a.read().retry_budget("projects").await.unwrap(), 1);
 }
 
 /// A busy dispatcher's round decides the answers it records on the rows the rounds that started
@@ -950,20 +1021,25 @@ async fn a_round_on_known_rows_sees_other_writers(db: &TestDb) {
             .await
             .unwrap();
     }
-    let started = l.round(&[], &dests, 10, "dispatcher").await.unwrap();
+    let started = l
+        .rounds()
+        .round(&[], &dests, 10, "dispatcher")
+        .await
+        .unwrap();
     let rows = started.started_rows();
     assert_eq!(rows.len(), 2, "each start leaves its row");
     // meanwhile a person works known-2: a claim and a note change its row
     claim(&l, "known-2", "alice").await.unwrap();
-    l.staff(
-        "known-2",
-        "alice",
-        StaffAction::Note {
-            text: "customer called".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            "known-2",
+            "alice",
+            StaffAction::Note {
+                text: "customer called".into(),
+            },
+        )
+        .await
+        .unwrap();
     let ok = |k: &str| Finished {
         report: AttemptReport {
             reference: Some(format!("T-{k}")),
@@ -973,6 +1049,7 @@ async fn a_round_on_known_rows_sees_other_writers(db: &TestDb) {
         pause_destination: None,
     };
     let done = l
+        .rounds()
         .round_knowing(
             &[ok("known-1"), ok("known-2")],
             &rows,
@@ -990,7 +1067,7 @@ async fn a_round_on_known_rows_sees_other_writers(db: &TestDb) {
         done.finished
     );
     for k in ["known-1", "known-2"] {
-        let d = l.show(k, "t").await.unwrap();
+        let d = l.read().show(k, "t").await.unwrap();
         assert_eq!(d.op.reference.as_deref(), Some(format!("T-{k}").as_str()));
         let kinds: Vec<&str> = d.history.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(
@@ -999,7 +1076,7 @@ async fn a_round_on_known_rows_sees_other_writers(db: &TestDb) {
             "{k}: one event for its answer: {kinds:?}"
         );
     }
-    let kept = l.show("known-2", "t").await.unwrap();
+    let kept = l.read().show("known-2", "t").await.unwrap();
     assert!(
         kept.history.iter().any(|e| e.kind == "note"),
         "the note made meanwhile is kept"
@@ -1031,17 +1108,24 @@ async fn rounds_at_once_never_spend_more_than_the_budget(db: &TestDb) {
             .await
             .unwrap();
     }
-    let first = a.round(&[], &dests, 500, "dispatcher").await.unwrap();
+    let first = a
+        .rounds()
+        .round(&[], &dests, 500, "dispatcher")
+        .await
+        .unwrap();
     assert_eq!(first.started.len(), 150);
     let failed: Vec<Finished> = keys.iter().map(|k| transient(k)).collect();
-    a.round(&failed, &dests, 0, "dispatcher").await.unwrap();
+    a.rounds()
+        .round(&failed, &dests, 0, "dispatcher")
+        .await
+        .unwrap();
     // every retry is due; the clock stands still, so nothing refills the budget
     *clock.lock().unwrap() = t0 + TimeDelta::seconds(2);
     let run = |l: Ledger, name: &'static str| async move {
         let dests = vec!["projects".to_string()];
         let mut mine: Vec<String> = Vec::new();
         loop {
-            let round = l.round(&[], &dests, 7, name).await.unwrap();
+            let round = l.rounds().round(&[], &dests, 7, name).await.unwrap();
             if round.started.is_empty() {
                 return mine;
             }
@@ -1059,7 +1143,7 @@ async fn rounds_at_once_never_spend_more_than_the_budget(db: &TestDb) {
     all.dedup();
     assert_eq!(before, all.len(), "a retry was started twice");
     assert_eq!(all.len(), 100, "the budget pays for exactly 100 retries");
-    assert_eq!(a.retry_budget("projects").await.unwrap(), 0);
+    assert_eq!(a.read().retry_budget("projects").await.unwrap(), 0);
     let mut waiting = 0;
     for k in &keys {
         match state(&a, k).await {
@@ -1087,7 +1171,11 @@ async fn two_dispatchers_never_start_one_operation_twice(db: &TestDb) {
         let mut mine: Vec<String> = Vec::new();
         let mut in_flight: Vec<Finished> = Vec::new();
         loop {
-            let round = l.round(&in_flight, &dests, 16, name).await.unwrap();
+            let round = l
+                .rounds()
+                .round(&in_flight, &dests, 16, name)
+                .await
+                .unwrap();
             assert!(
                 round
                     .finished
@@ -1125,7 +1213,7 @@ async fn two_dispatchers_never_start_one_operation_twice(db: &TestDb) {
     assert_eq!(before, all.len(), "an operation was started twice");
     assert_eq!(all.len(), 300, "every operation was started");
     for k in &keys {
-        let d = a.show(k, "t").await.unwrap();
+        let d = a.read().show(k, "t").await.unwrap();
         assert_eq!(d.op.state, State::Succeeded);
         assert_eq!(d.attempt_log.len(), 1, "{k}: one attempt");
     }
@@ -1220,7 +1308,7 @@ async fn the_filter_selects_what_each_term_says(db: &TestDb) {
                 query: settle::domain::filter::Filter::parse(text).unwrap(),
                 ..Default::default()
             };
-            let page = l.list(&filter, viewer, None, 50).await.unwrap();
+            let page = l.read().list(&filter, viewer, None, 50).await.unwrap();
             let mut k: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
             k.sort();
             k.join(" ")
@@ -1283,7 +1371,11 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
         .map(String::from)
         .to_vec();
     let retry = StaffAction::Retry { note: None };
-    let p = l.bulk_preview(&keys, &retry, "alice").await.unwrap();
+    let p = l
+        .staff()
+        .bulk_preview(&keys, &retry, "alice")
+        .await
+        .unwrap();
     assert_eq!(p.matched, 7);
     assert_eq!(p.eligible, vec!["b-1", "b-2", "b-3"]);
     let refused: Vec<(String, Vec<String>)> = p.refused.clone().into_iter().collect();
@@ -1306,6 +1398,7 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
     let stop = AtomicBool::new(false);
     let mut seen = Vec::new();
     let r = l
+        .staff()
         .bulk_apply(&p.eligible, &retry, "alice", &stop, None, |i, n| {
             seen.push((i, n))
         })
@@ -1319,7 +1412,7 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
     assert!(r.not_reached.is_empty());
     assert_eq!(seen, vec![(1, 3), (2, 3), (3, 3)]);
     for k in ["b-1", "b-2"] {
-        let d = l.show(k, "alice").await.unwrap();
+        let d = l.read().show(k, "alice").await.unwrap();
         assert_eq!(d.op.state, State::Pending);
         let batched: Vec<_> = d
             .history
@@ -1341,6 +1434,7 @@ async fn a_bulk_action_previews_freezes_and_acts_item_by_item(db: &TestDb) {
         note: "outage".into(),
     };
     let r = l
+        .staff()
         .bulk_apply(
             &["b-1".to_string()],
             &close,
@@ -1374,12 +1468,13 @@ async fn a_paced_bulk_retry_spaces_the_next_attempts(db: &TestDb) {
     let stop = AtomicBool::new(false);
     let pace = Some(std::time::Duration::from_millis(100));
     let r = l
+        .staff()
         .bulk_apply(&keys, &retry, "alice", &stop, pace, |_, _| {})
         .await
         .unwrap();
     assert_eq!(r.done.len(), 4);
     for (i, k) in keys.iter().enumerate() {
-        let d = l.show(k, "alice").await.unwrap();
+        let d = l.read().show(k, "alice").await.unwrap();
         assert_eq!(d.op.state, State::Pending);
         assert_eq!(
             d.op.next_attempt_at,
@@ -1414,10 +1509,15 @@ async fn a_reversed_list_pages_newest_first(db: &TestDb) {
         ..Default::default()
     };
     let keys = |p: &Page| p.items.iter().map(|v| v.key.clone()).collect::<Vec<_>>();
-    let first = l.page(&filter, "alice", &Position::First, 2).await.unwrap();
+    let first = l
+        .read()
+        .page(&filter, "alice", &Position::First, 2)
+        .await
+        .unwrap();
     assert_eq!(keys(&first), ["e-4", "e-3"]);
     assert!(first.more_after && !first.more_before);
     let second = l
+        .read()
         .page(
             &filter,
             "alice",
@@ -1429,6 +1529,7 @@ async fn a_reversed_list_pages_newest_first(db: &TestDb) {
     assert_eq!(keys(&second), ["e-2", "e-1"]);
     assert!(second.more_after && second.more_before);
     let third = l
+        .read()
         .page(
             &filter,
             "alice",
@@ -1440,6 +1541,7 @@ async fn a_reversed_list_pages_newest_first(db: &TestDb) {
     assert_eq!(keys(&third), ["e-0"]);
     assert!(!third.more_after && third.next.is_none());
     let back = l
+        .read()
         .page(
             &filter,
             "alice",
@@ -1450,6 +1552,7 @@ async fn a_reversed_list_pages_newest_first(db: &TestDb) {
         .unwrap();
     assert_eq!(keys(&back), ["e-4", "e-3"]);
     let in_place = l
+        .read()
         .page(
             &filter,
             "alice",
@@ -1459,14 +1562,22 @@ async fn a_reversed_list_pages_newest_first(db: &TestDb) {
         .await
         .unwrap();
     assert_eq!(keys(&in_place), ["e-3", "e-2"]);
-    let last = l.page(&filter, "alice", &Position::Last, 2).await.unwrap();
+    let last = l
+        .read()
+        .page(&filter, "alice", &Position::Last, 2)
+        .await
+        .unwrap();
     assert_eq!(keys(&last), ["e-1", "e-0"]);
     // not reversed: the same rows oldest first
     let plain = ListFilter {
         reverse: false,
         ..filter
     };
-    let first = l.page(&plain, "alice", &Position::First, 5).await.unwrap();
+    let first = l
+        .read()
+        .page(&plain, "alice", &Position::First, 5)
+        .await
+        .unwrap();
     assert_eq!(keys(&first), ["e-0", "e-1", "e-2", "e-3", "e-4"]);
 }
 
@@ -1597,12 +1708,13 @@ async fn counts_agree_with_the_list(db: &TestDb) {
             ..Default::default()
         };
         let shown = l
+            .read()
             .list(&filter, "alice", None, 50)
             .await
             .unwrap()
             .items
             .len();
-        let counted = l.count_matching(&filter, "alice").await.unwrap();
+        let counted = l.read().count_matching(&filter, "alice").await.unwrap();
         assert_eq!(counted, Some(shown as i64), "{text:?}");
     }
 }
@@ -1629,17 +1741,22 @@ async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: 
             .unwrap();
     }
     claim(&l, "act-1", "bob").await.unwrap();
-    l.staff(
-        "act-1",
-        "bob",
-        StaffAction::Note {
-            text: "asked the team".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            "act-1",
+            "bob",
+            StaffAction::Note {
+                text: "asked the team".into(),
+            },
+        )
+        .await
+        .unwrap();
     claim(&l, "act-2", "carol").await.unwrap();
-    let people = l.activity(50, &ActivityFilter::default()).await.unwrap();
+    let people = l
+        .read()
+        .activity(50, &ActivityFilter::default())
+        .await
+        .unwrap();
     let kinds: Vec<(&str, &str)> = people
         .iter()
         .map(|e| (e.actor.as_str(), e.kind.as_str()))
@@ -1653,20 +1770,20 @@ async fn activity_is_people_first_and_filters_by_actor_kind_and_shown_words(db: 
         automation: true,
         ..Default::default()
     };
-    let everything = l.activity(50, &all).await.unwrap();
+    let everything = l.read().activity(50, &all).await.unwrap();
     assert!(everything.len() > people.len());
     assert!(everything.iter().any(|e| e.kind == "recorded"));
     assert!(everything.windows(2).all(|w| w[0].id > w[1].id));
     let (bob, _) = ActivityFilter::lenient("actor:bob", false);
-    let bob = l.activity(50, &bob).await.unwrap();
+    let bob = l.read().activity(50, &bob).await.unwrap();
     assert!(bob.len() == 2 && bob.iter().all(|e| e.actor == "bob"));
     let (notes, _) = ActivityFilter::lenient("kind:note team", false);
-    let notes = l.activity(50, &notes).await.unwrap();
+    let notes = l.read().activity(50, &notes).await.unwrap();
     assert_eq!(notes.len(), 1);
     assert_eq!(notes[0].op_key.as_deref(), Some("act-1"));
     let (secret, _) = ActivityFilter::lenient("ada@example.com", true);
     assert!(
-        l.activity(50, &secret).await.unwrap().is_empty(),
+        l.read().activity(50, &secret).await.unwrap().is_empty(),
         "a redacted value never matches"
     );
 }
@@ -1693,7 +1810,7 @@ hints = true
     )
     .await
     .unwrap();
-    let d = l.show("sms-1", "alice").await.unwrap();
+    let d = l.read().show("sms-1", "alice").await.unwrap();
     let next = &d.op.next_step;
     assert!(next.contains("Search by: sent "), "{next}");
     assert!(next.contains("[redacted a…@example.com]"), "{next}");
@@ -1738,7 +1855,7 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
             .await
             .unwrap();
         let report = |o| outcome(&key, o, Some("e"));
-        let seed = |a| l.staff(&key, "seed", a);
+        let seed = |a| l.staff().act(&key, "seed", a);
         match state {
             "pending" => {}
             "conflict" => {
@@ -1808,6 +1925,7 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
                 // (an unknown at a deduplicating destination is retried by itself: it is a
                 // retry_wait there; the situation is named by the state it is in)
                 let state = l
+                    .read()
                     .show(&key, "alice")
                     .await
                     .unwrap()
@@ -1824,14 +1942,14 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
                         role,
                         fingerprint: "SHA256:test".into(),
                     });
-                    let offered = as_role.show(&key, "alice").await.unwrap().op.actions;
+                    let offered = as_role.read().show(&key, "alice").await.unwrap().op.actions;
                     let mut accepted = Vec::new();
                     for o in Offer::ALL {
                         // each action tried on a copy of the situation made afresh
                         let copy = make(state, claim, dest).await.unwrap();
                         // accepted: it did what the key says (a claim that changes nothing, or
                         // a "take-over" of a claim nobody holds, is a plain claim)
-                        let did = match as_role.staff(&copy, "alice", action(o)).await {
+                        let did = match as_role.staff().act(&copy, "alice", action(o)).await {
                             Ok(a) if o == Offer::TakeOver => a.kind == Some("claim_taken"),
                             Ok(a) => a.kind.is_some(),
                             Err(_) => false,
@@ -1870,7 +1988,8 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
 }
 
 async fn claim_as(l: &Ledger, key: &str, who: &str) -> Result<(), ()> {
-    l.staff(key, who, StaffAction::Claim { force_reason: None })
+    l.staff()
+        .act(key, who, StaffAction::Claim { force_reason: None })
         .await
         .map(|_| ())
         .map_err(|_| ())
@@ -1906,7 +2025,7 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
     let t0 = Utc::now();
     let (l, clock) = ledger_at(db, t0).await;
     let check = async |when: &str| {
-        let stats = l.stats().await.unwrap();
+        let stats = l.read().stats().await.unwrap();
         for state in State::ALL {
             let filter = ListFilter {
                 scope: Scope::All,
@@ -1914,17 +2033,23 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
                     .unwrap(),
                 ..Default::default()
             };
-            let n = l.matching_keys(&filter, "alice").await.unwrap().len() as i64;
+            let n = l
+                .read()
+                .matching_keys(&filter, "alice")
+                .await
+                .unwrap()
+                .len() as i64;
             assert_eq!(stats.by_state[&state], n, "{when}: {state:?}");
         }
         let exceptions = l
+            .read()
             .matching_keys(&ListFilter::default(), "alice")
             .await
             .unwrap()
             .len() as i64;
         assert_eq!(stats.exceptions, exceptions, "{when}: exceptions");
         // by workflow and state too (schema 8; the metrics read them)
-        let (groups, _) = l.exceptions_by_workflow().await.unwrap();
+        let (groups, _) = l.read().exceptions_by_workflow().await.unwrap();
         assert_eq!(
             groups.iter().map(|(_, _, n)| n).sum::<i64>(),
             exceptions,
@@ -1940,7 +2065,12 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
                 .unwrap(),
                 ..Default::default()
             };
-            let counted = l.matching_keys(&filter, "alice").await.unwrap().len() as i64;
+            let counted = l
+                .read()
+                .matching_keys(&filter, "alice")
+                .await
+                .unwrap()
+                .len() as i64;
             assert_eq!(*n, counted, "{when}: {workflow} {state:?}");
         }
         // the review's exceptions opened per day (schema 14) equal a count of the spans
@@ -1977,11 +2107,13 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
         "exceptions were opened"
     );
     claim(&l, "c-3", "bob").await.unwrap();
-    l.staff("c-3", "bob", StaffAction::ReconcileAbsent { note: None })
+    l.staff()
+        .act("c-3", "bob", StaffAction::ReconcileAbsent { note: None })
         .await
         .unwrap();
     check("after staff actions").await;
     let keys = l
+        .read()
         .matching_keys(&ListFilter::default(), "alice")
         .await
         .unwrap();
@@ -1992,7 +2124,8 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
         note: "outage".into(),
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
-    l.bulk_apply(&keys, &close, "alice", &stop, None, |_, _| {})
+    l.staff()
+        .bulk_apply(&keys, &close, "alice", &stop, None, |_, _| {})
         .await
         .unwrap();
     check("after a bulk close").await;
@@ -2002,14 +2135,14 @@ async fn the_state_counters_equal_a_count_of_the_operations(db: &TestDb) {
         .join("\n");
     l.ingest(lines.as_bytes(), "bot").await.unwrap();
     check("after an ingest").await;
-    l.heartbeat("dispatcher-1").await.unwrap();
+    l.rounds().heartbeat("dispatcher-1").await.unwrap();
     check("after the heartbeat folded the counters").await;
     // an attempt in flight past its timeout (5 minutes) is an exception of no exception state
     l.start_attempt("in-0", "dispatcher").await.unwrap();
     check("an attempt in flight").await;
-    let before = l.stats().await.unwrap().exceptions;
+    let before = l.read().stats().await.unwrap().exceptions;
     *clock.lock().unwrap() = t0 + TimeDelta::minutes(10);
-    assert_eq!(l.stats().await.unwrap().exceptions, before + 1);
+    assert_eq!(l.read().stats().await.unwrap().exceptions, before + 1);
     check("an attempt in flight past its timeout").await;
 }
 
@@ -2049,16 +2182,17 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     // D0 03:00: u-1 found by a person (2 h); D0 05:00: l-1 found by lookup (4 h)
     at(d0 + TimeDelta::hours(3));
     claim(&l, "u-1", "alice").await.unwrap();
-    l.staff(
-        "u-1",
-        "alice",
-        StaffAction::ReconcileFound {
-            reference: "T-1".into(),
-            note: None,
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            "u-1",
+            "alice",
+            StaffAction::ReconcileFound {
+                reference: "T-1".into(),
+                note: None,
+            },
+        )
+        .await
+        .unwrap();
     at(d0 + TimeDelta::hours(5));
     let found = settle::domain::LookupAnswer::Found {
         reference: "CRM-9".into(),
@@ -2070,18 +2204,19 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     let t3 = d0 + TimeDelta::hours(26);
     at(t3);
     claim(&l, "r-1", "alice").await.unwrap();
-    l.staff(
-        "r-1",
-        "alice",
-        StaffAction::Close {
-            resolution: Resolution::DuplicateCleanedUp,
-            reference: None,
-            superseded_by: None,
-            note: "deleted the second task".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            "r-1",
+            "alice",
+            StaffAction::Close {
+                resolution: Resolution::DuplicateCleanedUp,
+                reference: None,
+                superseded_by: None,
+                note: "deleted the second task".into(),
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(
         rec("c-1", "onboarding", "crm", json!({"v": 2})).await,
         Recorded::Conflict
@@ -2094,7 +2229,7 @@ async fn the_review_counts_what_happened(db: &TestDb) {
             .unwrap();
     }
     assert_eq!(
-        l.stats().await.unwrap().paused_workflows,
+        l.read().stats().await.unwrap().paused_workflows,
         vec!["guarded".to_string()]
     );
     // D2 11:30: one more unknown; the review is asked at D2 12:00
@@ -2121,12 +2256,13 @@ async fn the_review_counts_what_happened(db: &TestDb) {
                "resolve_p50_seconds": p50, "resolve_p90_seconds": p90, "auto_pauses": auto})
     };
     let week = serde_json::to_value(
-        l.review(
-            std::time::Duration::from_secs(7 * 86_400),
-            &ReviewScope::default(),
-        )
-        .await
-        .unwrap(),
+        l.read()
+            .review(
+                std::time::Duration::from_secs(7 * 86_400),
+                &ReviewScope::default(),
+            )
+            .await
+            .unwrap(),
     )
     .unwrap();
     let days = |d: &[(&str, i64, i64)]| {
@@ -2161,12 +2297,13 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     assert_eq!(got, expected, "7 days");
     // the last day only: what happened before it is out of the window; what is open is not
     let mut day = serde_json::to_value(
-        l.review(
-            std::time::Duration::from_secs(86_400),
-            &ReviewScope::default(),
-        )
-        .await
-        .unwrap(),
+        l.read()
+            .review(
+                std::time::Duration::from_secs(86_400),
+                &ReviewScope::default(),
+            )
+            .await
+            .unwrap(),
     )
     .unwrap();
     day.as_object_mut().unwrap().remove("at");
@@ -2189,6 +2326,7 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     assert_eq!(day, expected, "1 day");
     // one workflow: its numbers only
     let guarded = l
+        .read()
         .review(
             std::time::Duration::from_secs(7 * 86_400),
             &ReviewScope {
@@ -2248,10 +2386,11 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
         Err(settle::Error::Refused(why)) => why,
         other => panic!("expected a refusal, got {other:?}"),
     };
-    let why = refused(viewer.staff("r-0", "vera", claim()).await.map(|_| ()));
+    let why = refused(viewer.staff().act("r-0", "vera", claim()).await.map(|_| ()));
     assert!(why.contains("viewer"), "{why}");
     assert!(
         viewer
+            .read()
             .show("r-0", "vera")
             .await
             .unwrap()
@@ -2262,10 +2401,16 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
             .is_none()
     );
     // a session acts under its own name only
-    let why = refused(operator.staff("r-0", "lena", claim()).await.map(|_| ()));
+    let why = refused(
+        operator
+            .staff()
+            .act("r-0", "lena", claim())
+            .await
+            .map(|_| ()),
+    );
     assert!(why.contains("acts as oscar only"), "{why}");
-    operator.staff("r-0", "oscar", claim()).await.unwrap();
-    let d = l.show("r-0", "oscar").await.unwrap();
+    operator.staff().act("r-0", "oscar", claim()).await.unwrap();
+    let d = l.read().show("r-0", "oscar").await.unwrap();
     let last = d.history.last().unwrap();
     assert_eq!(
         (last.actor.as_str(), &last.detail["key"]),
@@ -2277,27 +2422,31 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
     };
     let why = refused(
         session("otto", Role::Operator)
-            .staff("r-0", "otto", take.clone())
+            .staff()
+            .act("r-0", "otto", take.clone())
             .await
             .map(|_| ()),
     );
     assert!(why.contains("for a lead"), "{why}");
-    lead.staff("r-0", "lena", take).await.unwrap();
+    lead.staff().act("r-0", "lena", take).await.unwrap();
     // pausing is a lead's
     let why = refused(
         operator
+            .staff()
             .pause_one(Pausable::Destination, "sms", "outage", "oscar")
             .await
             .map(|_| ()),
     );
     assert!(why.contains("for a lead"), "{why}");
     assert!(
-        lead.pause_one(Pausable::Destination, "sms", "outage", "lena")
+        lead.staff()
+            .pause_one(Pausable::Destination, "sms", "outage", "lena")
             .await
             .unwrap()
     );
     assert!(
-        lead.resume_one(Pausable::Destination, "sms", "lena")
+        lead.staff()
+            .resume_one(Pausable::Destination, "sms", "lena")
             .await
             .unwrap()
     );
@@ -2308,6 +2457,7 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
     };
     let why = refused(
         operator
+            .staff()
             .bulk_preview(&keys, &note, "oscar")
             .await
             .map(|_| ()),
@@ -2316,6 +2466,7 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let why = refused(
         operator
+            .staff()
             .bulk_apply(&keys, &note, "oscar", &stop, None, |_, _| {})
             .await
             .map(|_| ()),
@@ -2323,6 +2474,7 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
     assert!(why.contains("at most 3 items"), "{why}");
     assert_eq!(
         operator
+            .staff()
             .bulk_preview(&keys[..3], &note, "oscar")
             .await
             .unwrap()
@@ -2331,6 +2483,7 @@ async fn roles_are_enforced_in_the_ledger(db: &TestDb) {
         3
     );
     let r = lead
+        .staff()
         .bulk_apply(&keys, &note, "lena", &stop, None, |_, _| {})
         .await
         .unwrap();
@@ -2358,6 +2511,7 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
     };
     for role in [Role::Viewer, Role::Operator] {
         let e = as_role(role)
+            .staff()
             .reveal("rv-1", "customer.email", "checking", "lena")
             .await
             .unwrap_err();
@@ -2365,6 +2519,7 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
     }
     let lead = as_role(Role::Lead);
     let e = lead
+        .staff()
         .reveal("rv-1", "title", "why not", "lena")
         .await
         .unwrap_err();
@@ -2373,11 +2528,13 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
         "{e}"
     );
     let e = lead
+        .staff()
         .reveal("rv-1", "customer.email", " ", "lena")
         .await
         .unwrap_err();
     assert!(e.to_string().contains("needs a reason"), "{e}");
     let value = lead
+        .staff()
         .reveal(
             "rv-1",
             "customer.email",
@@ -2387,7 +2544,7 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
         .await
         .unwrap();
     assert_eq!(value, "ada@example.com");
-    let d = l.show("rv-1", "lena").await.unwrap();
+    let d = l.read().show("rv-1", "lena").await.unwrap();
     let last = d.history.last().unwrap();
     assert_eq!(
         (last.kind.as_str(), last.actor.as_str()),
@@ -2401,6 +2558,7 @@ async fn a_lead_reveals_one_field_and_the_audit_never_holds_the_value(db: &TestD
         "{reason}"
     );
     let everything = l
+        .read()
         .activity(
             100,
             &settle::domain::activity_filter::ActivityFilter {

@@ -411,7 +411,7 @@ fn every_action_confirms_or_cancels() {
             staff(&fx).is_none() && matches!(app.mode, Mode::Normal),
             "{c}: Esc cancels"
         );
-        assert!(app.status.as_ref().unwrap().0.contains("cancelled"));
+        assert!(app.status.line.as_ref().unwrap().0.contains("cancelled"));
     }
     let mut app = loaded(3, false);
     app.update(key('c'));
@@ -505,7 +505,7 @@ fn a_refused_action_shows_the_refusal_and_refreshes() {
     let fx = app.update(Msg::Acted(Err(
         "refused: op-0 is claimed by bob until 10:32 UTC".into(),
     )));
-    let (text, error) = app.status.clone().unwrap();
+    let (text, error) = app.status.line.clone().unwrap();
     assert!(error && text.contains("claimed by bob"));
     assert!(
         fx.iter().any(|e| matches!(e, Effect::Page { .. })),
@@ -520,7 +520,14 @@ fn actions_are_off_while_the_database_is_unreachable() {
     assert!(!app.online);
     let fx = app.update(key('c'));
     assert!(fx.is_empty() && matches!(app.mode, Mode::Normal));
-    assert!(app.status.as_ref().unwrap().0.contains("actions are off"));
+    assert!(
+        app.status
+            .line
+            .as_ref()
+            .unwrap()
+            .0
+            .contains("actions are off")
+    );
     // back: refresh by itself
     let fx = app.update(Msg::Polled(Ok(7)));
     assert!(app.online && fx.iter().any(|e| matches!(e, Effect::Page { .. })));
@@ -632,7 +639,7 @@ fn keys_offer_only_what_the_ledger_accepts_and_c_takes_over() {
         fx.is_empty() && matches!(app.mode, Mode::Normal),
         "no form opens"
     );
-    let (text, error) = app.status.clone().unwrap();
+    let (text, error) = app.status.line.clone().unwrap();
     assert!(error, "{text}");
     assert!(
         text.contains("retry is not possible on op-0") && text.contains("C takes it over"),
@@ -703,17 +710,21 @@ fn status_lines_expire() {
     app.update(key('s'));
     assert!(
         app.status
+            .line
             .as_ref()
             .is_some_and(|(t, _)| t.contains("sorted by"))
     );
     app.update(Msg::Tick);
-    assert!(app.status.is_none(), "a minute later the result is gone");
+    assert!(
+        app.status.line.is_none(),
+        "a minute later the result is gone"
+    );
     // a refusal stays longer: 10 s later it is still there
     app.now = Utc::now() - chrono::TimeDelta::seconds(10);
     app.update(key('u'));
-    assert!(app.status.as_ref().is_some_and(|(_, error)| *error));
+    assert!(app.status.line.as_ref().is_some_and(|(_, error)| *error));
     app.update(Msg::Tick);
-    assert!(app.status.is_some(), "a refusal is kept for 20 s");
+    assert!(app.status.line.is_some(), "a refusal is kept for 20 s");
 }
 
 /// A new order starts at its top: after `S` the first row of the new page is selected, not the

@@ -99,7 +99,7 @@ impl Fixture {
     }
 
     async fn staff(&self, ago: TimeDelta, key: &str, who: &str, action: StaffAction) {
-        self.at(ago).staff(key, who, action).await.unwrap();
+        self.at(ago).staff().act(key, who, action).await.unwrap();
     }
 }
 
@@ -249,6 +249,7 @@ async fn incident() -> Fixture {
     )
     .await;
     f.at(hour)
+        .staff()
         .pause("crm-sync", "crm maintenance until 11:00", "alice")
         .await
         .unwrap();
@@ -331,7 +332,11 @@ async fn incident() -> Fixture {
     .await;
     f.record(secs(45), "crm-sync-9011", "crm-sync", "upsert-customer", "crm",
         json!({"customer": {"id": 9011, "name": "Zoe Quist", "email": "zoe@example.org", "plan": "enterprise"}})).await;
-    f.at(secs(2)).heartbeat("dispatcher-1").await.unwrap();
+    f.at(secs(2))
+        .rounds()
+        .heartbeat("dispatcher-1")
+        .await
+        .unwrap();
     f.at(TimeDelta::zero());
     f
 }
@@ -537,7 +542,8 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
             .await
             .unwrap();
         ledger
-            .staff(
+            .staff()
+            .act(
                 &key,
                 bob,
                 StaffAction::Note {
@@ -548,7 +554,8 @@ async fn no_screen_shows_a_secret_or_a_raw_escape() {
             .unwrap();
     }
     ledger
-        .staff("sec-1", bob, StaffAction::Claim { force_reason: None })
+        .staff()
+        .act("sec-1", bob, StaffAction::Claim { force_reason: None })
         .await
         .unwrap();
     // settle refuses such names, but automations may write the ledger with plain SQL (manual: the manual),
@@ -631,6 +638,7 @@ async fn a_paused_destination_shows_in_the_header_and_the_activity() {
     let f = incident().await;
     let paused = f
         .ledger
+        .staff()
         .pause_one(
             settle::ledger::Pausable::Destination,
             "crm",
@@ -665,6 +673,7 @@ async fn a_paused_destination_shows_in_the_header_and_the_activity() {
 async fn at_80x24_the_header_and_rows_keep_what_on_call_needs() {
     let f = incident().await;
     f.ledger
+        .staff()
         .pause_one(
             settle::ledger::Pausable::Destination,
             "crm",
@@ -898,7 +907,7 @@ async fn marks_a_bulk_preview_and_its_progress() {
     insta::assert_snapshot!("bulk_progress_80x24", progress);
     settle_effects(&mut app, &f.ledger, fx, "alice").await;
     assert!(app.bulk.is_none(), "done");
-    let (status, _) = app.status.clone().unwrap();
+    let (status, _) = app.status.line.clone().unwrap();
     assert!(
         status.starts_with(&format!("close: {} done (batch b-", keys.len())),
         "{status}"
@@ -911,14 +920,14 @@ async fn marks_a_bulk_preview_and_its_progress() {
     // every acted item holds exactly one close event, all with the same batch id
     let mut batches = std::collections::BTreeSet::new();
     for k in &keys {
-        let d = f.ledger.show(k, "alice").await.unwrap();
+        let d = f.ledger.read().show(k, "alice").await.unwrap();
         let closes: Vec<_> = d.history.iter().filter(|e| e.kind == "closed").collect();
         assert_eq!(closes.len(), 1, "{k}: {closes:?}");
         batches.insert(closes[0].detail["batch"].as_str().unwrap().to_string());
     }
     assert_eq!(batches.len(), 1, "{batches:?}");
     for k in &held_by_bob {
-        let d = f.ledger.show(k, "alice").await.unwrap();
+        let d = f.ledger.read().show(k, "alice").await.unwrap();
         assert!(d.op.state.is_exception(), "{k} left alone");
     }
 }
@@ -993,10 +1002,11 @@ async fn a_change_by_another_writer_is_highlighted() {
         .clone();
     assert!(app.changed.is_empty());
     f.at(TimeDelta::zero())
-        .staff(&other, "carol", StaffAction::Claim { force_reason: None })
+        .staff()
+        .act(&other, "carol", StaffAction::Claim { force_reason: None })
         .await
         .unwrap();
-    let latest = f.ledger.latest_event_id().await.unwrap();
+    let latest = f.ledger.read().latest_event_id().await.unwrap();
     press(&mut app, &f, Msg::Polled(Ok(latest))).await;
     assert_eq!(
         app.selected_row().unwrap().key,
@@ -1040,19 +1050,27 @@ async fn esc_stops_a_bulk_action_between_items() {
     let before: Vec<usize> = {
         let mut n = Vec::new();
         for k in &keys {
-            n.push(f.ledger.show(k, "alice").await.unwrap().history.len());
+            n.push(
+                f.ledger
+                    .read()
+                    .show(k, "alice")
+                    .await
+                    .unwrap()
+                    .history
+                    .len(),
+            );
         }
         n
     };
     settle_effects(&mut app, &f.ledger, fx, "alice").await;
-    let (status, error) = app.status.clone().unwrap();
+    let (status, error) = app.status.line.clone().unwrap();
     assert!(
         status.contains(&format!("stopped: {} not reached, untouched", keys.len())),
         "{status}"
     );
     assert!(error, "a stopped action is said as such");
     for (k, n) in keys.iter().zip(before) {
-        let d = f.ledger.show(k, "alice").await.unwrap();
+        let d = f.ledger.read().show(k, "alice").await.unwrap();
         assert_eq!(d.history.len(), n, "{k} untouched");
     }
     assert_eq!(app.marks.len(), marked, "what was not reached stays marked");
@@ -1088,6 +1106,7 @@ async fn the_footer_offers_only_what_the_role_allows() {
             }
             let before = f
                 .ledger
+                .read()
                 .show(&app.rows[0].key, "alice")
                 .await
                 .unwrap()
@@ -1104,6 +1123,7 @@ async fn the_footer_offers_only_what_the_role_allows() {
             assert!(app.marks.is_empty());
             let after = f
                 .ledger
+                .read()
                 .show(&app.rows[0].key, "alice")
                 .await
                 .unwrap()
@@ -1146,7 +1166,7 @@ async fn a_lead_reveals_a_field_on_the_detail_pane_only() {
         line.contains("customer.email = ") && !line.contains("[redacted"),
         "{line}"
     );
-    let d = f.ledger.show(&key0, "alice").await.unwrap();
+    let d = f.ledger.read().show(&key0, "alice").await.unwrap();
     assert_eq!(d.history.last().unwrap().kind, "revealed");
     press(&mut app, &f, press_code(KeyCode::Esc)).await;
     assert!(app.revealed.is_none(), "gone when the pane closes");
@@ -1159,7 +1179,7 @@ async fn a_lead_reveals_a_field_on_the_detail_pane_only() {
     app.role = settle::domain::Role::Operator;
     press(&mut app, &f, press_code(KeyCode::Enter)).await;
     press(&mut app, &f, key('v')).await;
-    assert!(app.status.as_ref().unwrap().0.contains("for a lead"));
+    assert!(app.status.line.as_ref().unwrap().0.contains("for a lead"));
 }
 
 /// Which cells carry a colour: per row, runs of columns with the same non-default foreground or
@@ -1202,7 +1222,10 @@ async fn snapshots_of_the_review() {
     let f = incident().await;
     let mut app = console(&f, "alice").await;
     press(&mut app, &f, key('6')).await;
-    assert!(app.review.is_some() && app.review_seq.is_none(), "loaded");
+    assert!(
+        app.review.shown.is_some() && app.review.seq.is_none(),
+        "loaded"
+    );
     let text = render(&app, 80, 24);
     assert!(
         text.contains("Review · last 7 days · all workflows"),
@@ -1243,7 +1266,7 @@ async fn snapshots_of_the_review() {
     )
     .await;
     press(&mut app, &f, key('6')).await;
-    let review = app.review.as_ref().unwrap();
+    let review = app.review.shown.as_ref().unwrap();
     assert_eq!(
         review.by_workflow.keys().collect::<Vec<_>>(),
         vec!["onboarding"]
@@ -1269,7 +1292,7 @@ async fn a_long_refusal_is_shown_whole_at_80x24() {
     }
     let row = app.rows[held].clone();
     press(&mut app, &f, key('x')).await;
-    let (text, error) = app.status.clone().expect("a refusal");
+    let (text, error) = app.status.line.clone().expect("a refusal");
     assert!(error && text.chars().count() > 80, "{text}");
     let screen = render(&app, 80, 24);
     let bottom: Vec<&str> = screen.lines().skip(22).take(2).collect();
@@ -1283,7 +1306,7 @@ async fn a_long_refusal_is_shown_whole_at_80x24() {
         "the whole refusal on the last two lines:\n{screen}"
     );
     // once it clears, the footer is back
-    app.status = None;
+    app.status.line = None;
     let screen = render(&app, 80, 24);
     assert!(
         screen.lines().nth(23).unwrap().contains("q quit"),
@@ -1328,7 +1351,8 @@ async fn wide_names_keep_the_columns_at_80_and_120() {
         .await
         .unwrap();
     f.at(mins(1))
-        .staff("wide-2", "李雷", StaffAction::Claim { force_reason: None })
+        .staff()
+        .act("wide-2", "李雷", StaffAction::Claim { force_reason: None })
         .await
         .unwrap();
     let app = console(&f, "alice").await;

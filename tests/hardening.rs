@@ -843,7 +843,7 @@ fn payloads_over_the_limit_and_redacted_keys(url: &str) {
                     run: None,
                 };
                 let e = l.record(&intent, "bot").await.unwrap_err();
-                let exists = l.show("big-5", "t").await.is_ok();
+                let exists = l.read().show("big-5", "t").await.is_ok();
                 (e.to_string(), e.exit_code(), exists)
             })
     })

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 const MAX_FILE_LINES: usize = 400;
 const MAX_FN_LINES: usize = 100;
+const MAX_METHODS: usize = 50;
 
 /// The source with comments, string and char literals blanked (newlines kept), so that braces
 /// and paths are read from code only.
@@ -427,6 +428,13 @@ fn named_paths(code: &str, module: &[String], children: &BTreeSet<String>) -> Ve
     let mut i = 0;
     while i < tokens.len() {
         let t = tokens[i];
+        // a visibility (`pub(in crate::ledger)`) names where an item may be seen, not a use
+        if t == "in" && i >= 2 && tokens[i - 1] == "(" && tokens[i - 2] == "pub" {
+            i = (i..tokens.len())
+                .find(|&k| tokens[k] == ")")
+                .unwrap_or(tokens.len());
+            continue;
+        }
         let starts = matches!(t, "crate" | "super" | "self") || children.contains(t);
         let path_start =
             starts && tokens.get(i + 1) == Some(&"::") && !(i > 0 && tokens[i - 1] == "::");
@@ -593,6 +601,88 @@ fn long_functions(code: &str) -> Vec<(String, usize, usize)> {
     out
 }
 
+/// The methods of each inherent `impl` block of a file (not a trait's): (type, methods).
+fn impl_methods(code: &str) -> Vec<(String, usize)> {
+    let tokens = tokenize(code);
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < tokens.len() {
+        match tokens[i] {
+            "{" => depth += 1,
+            "}" => depth = depth.saturating_sub(1),
+            // an `impl` block stands where an item starts (not `-> impl Trait`, `x: impl Trait`)
+            "impl"
+                if depth == 0
+                    && (i == 0 || matches!(tokens[i - 1], "}" | ";" | "]" | "unsafe")) =>
+            {
+                // the impl's own generics, then the type's path up to its body
+                let mut j = i + 1;
+                if tokens.get(j) == Some(&"<") {
+                    let mut angles = 0;
+                    while j < tokens.len() {
+                        match tokens[j] {
+                            "<" => angles += 1,
+                            ">" if tokens[j - 1] != "-" => angles -= 1,
+                            _ => {}
+                        }
+                        j += 1;
+                        if angles == 0 {
+                            break;
+                        }
+                    }
+                }
+                // the type: the last name of its path, outside its generics
+                let mut name = String::new();
+                let mut k = j;
+                let mut of_trait = false;
+                let (mut angles, mut bounds) = (0, false);
+                while k < tokens.len() && tokens[k] != "{" && tokens[k] != ";" {
+                    match tokens[k] {
+                        "<" => angles += 1,
+                        ">" if tokens[k - 1] != "-" => angles -= 1,
+                        "for" => of_trait = true,
+                        "where" => bounds = true,
+                        t if angles == 0 && !bounds && is_ident(t) => name = t.to_string(),
+                        _ => {}
+                    }
+                    k += 1;
+                }
+                if tokens.get(k) != Some(&"{") {
+                    i = k;
+                    continue;
+                }
+                // the block: its `fn`s at its own depth
+                let mut inner = 0usize;
+                let mut methods = 0;
+                let mut m = k;
+                while m < tokens.len() {
+                    match tokens[m] {
+                        "{" => inner += 1,
+                        "}" => {
+                            inner -= 1;
+                            if inner == 0 {
+                                break;
+                            }
+                        }
+                        "fn" if inner == 1 => methods += 1,
+                        _ => {}
+                    }
+                    m += 1;
+                }
+                if !of_trait && is_ident(&name) {
+                    out.push((name, methods));
+                }
+                i = m + 1;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
 /// The circles among `edges`: each strongly connected set of more than one file (Tarjan).
 fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
     struct T<'a> {
@@ -655,22 +745,11 @@ fn circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
     t.out
 }
 
-/// The folders whose `mod.rs` still defines what its own rooms use while it uses them, so that
-/// it is read as the face of its folder (its imports of its rooms not counted). Every other
-/// folder's `mod.rs` is a room like any other: a circle through it is a circle. The list only
-/// shrinks: a folder leaves it once its shared definitions have a room of their own.
-const FACES_THAT_STILL_HOLD: &[&str] = &["api", "ledger", "store"];
-
-/// Whether `to` is inside the folder whose face is `face`: the crate's `lib.rs`, or a `mod.rs`
-/// of a folder still in [`FACES_THAT_STILL_HOLD`].
+/// Whether `face` is the crate's `lib.rs` naming a file of the crate: the crate's face, whose
+/// declarations are not imports. Every folder's `mod.rs` is a room like any other: a circle
+/// through it is a circle.
 fn faces(src: &Path, face: &Path, to: &Path) -> bool {
-    let name = face.file_name().unwrap();
-    let folder = face.parent().unwrap();
-    let holds = name == "mod.rs"
-        && folder
-            .strip_prefix(src)
-            .is_ok_and(|f| FACES_THAT_STILL_HOLD.iter().any(|h| Path::new(h) == f));
-    (name == "lib.rs" || holds) && to.starts_with(folder)
+    face.file_name().unwrap() == "lib.rs" && to.starts_with(src)
 }
 
 #[test]
@@ -726,7 +805,31 @@ fn the_guard_names_each_deliberate_break() {
         "long.rs",
         &format!("fn long() {{\n{}}}\n", "x();\n".repeat(120)),
     );
+    let many: String = (0..51)
+        .map(|n| format!("    fn m{n}(&self) {{}}\n"))
+        .collect();
+    write(
+        "wide.rs",
+        &format!(
+            "pub struct Wide;\nimpl Wide {{\n{many}}}\nimpl Clone for Wide {{\n    fn clone(&self) -> Wide {{ Wide }}\n}}\n"
+        ),
+    );
+    write(
+        "e/mod.rs",
+        "mod f;\npub struct Spread;\nimpl Spread {\n    fn one(&self) {}\n}\n",
+    );
+    write(
+        "e/f/mod.rs",
+        "impl<'a> super::Spread {\n    fn two(&self) {}\n}\n",
+    );
+    // a visibility names where an item may be seen, not a use: no circle through `v/mod.rs`
+    write("v/mod.rs", "mod room;\npub use room::g;\n");
+    write("v/room.rs", "pub(in crate::v) fn g() {}\n");
     let problems = check(&src).join("\n");
+    assert!(
+        !problems.contains("src/v/"),
+        "a visibility is not an import:\n{problems}"
+    );
     assert!(
         !problems.contains("room.rs:4"),
         "a test module's glob is its own:\n{problems}"
@@ -740,6 +843,8 @@ fn the_guard_names_each_deliberate_break() {
         "src/big.rs: 450 lines",
         "src/long.rs:1: fn long is 122 lines",
         "src/serve/room.rs:1: a glob import (use super::*;)",
+        "type Wide (src) has 51 methods (at most 50)",
+        "type Spread (src/e) has methods in src/e, src/e/f",
     ] {
         assert!(
             problems.contains(expected),
@@ -759,6 +864,22 @@ fn check(src: &Path) -> Vec<String> {
     let tools = src.join("tools");
     let test_modules = test_modules(&files);
     let re = reexports(&src, &files);
+    // each type's methods, and the folders they are written in
+    let mut types: BTreeMap<String, (usize, BTreeSet<PathBuf>)> = BTreeMap::new();
+    // where each type is defined: two types of one name in two folders are two types
+    let mut defined: BTreeMap<String, BTreeSet<PathBuf>> = BTreeMap::new();
+    for file in &files {
+        let code = product_part(&code_only(&std::fs::read_to_string(file).unwrap()));
+        let tokens = tokenize(&code);
+        for w in tokens.windows(2) {
+            if matches!(w[0], "struct" | "enum" | "trait" | "union") && is_ident(w[1]) {
+                defined
+                    .entry(w[1].to_string())
+                    .or_default()
+                    .insert(file.parent().unwrap().to_path_buf());
+            }
+        }
+    }
     for file in files
         .iter()
         .filter(|f| !is_test_file(f) && !test_modules.contains(*f))
@@ -785,6 +906,28 @@ fn check(src: &Path) -> Vec<String> {
                     n + 1
                 ));
             }
+        }
+        for (name, n) in impl_methods(&code) {
+            let here = file.parent().unwrap().to_path_buf();
+            let home = match defined.get(&name) {
+                Some(homes) if homes.contains(&here) => here,
+                Some(homes) if homes.len() == 1 => homes.iter().next().unwrap().clone(),
+                _ => here,
+            };
+            let home = Path::new("src").join(home.strip_prefix(&src).unwrap());
+            let name = format!(
+                "{name} ({})",
+                home.display().to_string().trim_end_matches('/')
+            );
+            let t = types.entry(name).or_default();
+            t.0 += n;
+            t.1.insert(
+                file.parent()
+                    .unwrap()
+                    .strip_prefix(&src)
+                    .unwrap()
+                    .to_path_buf(),
+            );
         }
         for (name, at, n) in long_functions(&code) {
             problems.push(format!(
@@ -830,6 +973,23 @@ fn check(src: &Path) -> Vec<String> {
             if !faces(&src, file, &to) {
                 out.insert(to);
             }
+        }
+    }
+    for (name, (methods, folders)) in &types {
+        if *methods > MAX_METHODS {
+            problems.push(format!(
+                "type {name} has {methods} methods (at most {MAX_METHODS}): split it by what it serves"
+            ));
+        }
+        if folders.len() > 1 {
+            let names: Vec<String> = folders
+                .iter()
+                .map(|f| format!("src/{}", f.display()))
+                .collect();
+            problems.push(format!(
+                "type {name} has methods in {}: a type's methods live in one folder",
+                names.join(", ")
+            ));
         }
     }
     for circle in circles(&edges) {

@@ -60,13 +60,15 @@ async fn the_gauges_equal_stats(db: &TestDb) {
     l.record(&intent("m-9", "onboarding", "sms"), "bot")
         .await
         .unwrap();
-    l.pause_one(Pausable::Workflow, "crm-sync", "maintenance", "alice")
+    l.staff()
+        .pause_one(Pausable::Workflow, "crm-sync", "maintenance", "alice")
         .await
         .unwrap();
-    l.pause_one(Pausable::Destination, "sms", "outage", "alice")
+    l.staff()
+        .pause_one(Pausable::Destination, "sms", "outage", "alice")
         .await
         .unwrap();
-    l.heartbeat("dispatcher-1").await.unwrap();
+    l.rounds().heartbeat("dispatcher-1").await.unwrap();
     let base = serve(l.clone(), 3).await;
     let r = reqwest::get(format!("{base}/metrics")).await.unwrap();
     assert_eq!(r.status(), 200);
@@ -78,7 +80,7 @@ async fn the_gauges_equal_stats(db: &TestDb) {
     );
     let text = r.text().await.unwrap();
     let samples = parse(&text);
-    let stats = l.stats().await.unwrap();
+    let stats = l.read().stats().await.unwrap();
     // the alert rules name only metrics settle serves
     let rules = include_str!("../assets/alerts.yml");
     let mut named = std::collections::BTreeSet::new();

@@ -498,16 +498,17 @@ impl Real {
             let key = self.keys[k].clone();
             async move {
                 if path == Path::Single {
-                    return l.staff(&key, who(w), action).await.map(|_| ());
+                    return l.staff().act(&key, who(w), action).await.map(|_| ());
                 }
                 // a bulk action of one: its preview, then its apply
                 let keys = [key.clone()];
-                let preview = l.bulk_preview(&keys, &action, who(w)).await?;
+                let preview = l.staff().bulk_preview(&keys, &action, who(w)).await?;
                 if !preview.eligible.contains(&key) {
                     return Err(Error::Refused(format!("{:?}", preview.refused)));
                 }
                 let stop = std::sync::atomic::AtomicBool::new(false);
                 let report = l
+                    .staff()
                     .bulk_apply(&preview.eligible, &action, who(w), &stop, None, |_, _| {})
                     .await?;
                 match report.done.contains(&key) {
@@ -557,7 +558,11 @@ impl Real {
                 Path::Writer => write(settle::ledger::Write::Start(self.keys[k].clone())).await,
                 Path::Ingest => {
                     // a start line names the attempt it starts: the next one
-                    let next = l.show(&self.keys[k], "").await.map(|d| d.op.attempts + 1);
+                    let next = l
+                        .read()
+                        .show(&self.keys[k], "")
+                        .await
+                        .map(|d| d.op.attempts + 1);
                     match next {
                         Ok(n) => {
                             ingest(json!({"type": "start", "key": self.keys[k], "attempt": n}))
@@ -616,9 +621,13 @@ impl Real {
                 let text = "looked at it".into();
                 staff(k, who, StaffAction::Note { text }).await
             }
-            Cmd::Pause => l.pause("onboarding", "model", "alice").await.map(|_| ()),
-            Cmd::Resume => l.resume("onboarding", "alice").await.map(|_| ()),
-            Cmd::Sweep => l.sweep().await.map(|_| ()),
+            Cmd::Pause => l
+                .staff()
+                .pause("onboarding", "model", "alice")
+                .await
+                .map(|_| ()),
+            Cmd::Resume => l.staff().resume("onboarding", "alice").await.map(|_| ()),
+            Cmd::Sweep => l.rounds().sweep().await.map(|_| ()),
             Cmd::Tick { minutes } => {
                 *self.clock.lock().unwrap() += TimeDelta::minutes(minutes);
                 Ok(())
@@ -634,7 +643,7 @@ impl Real {
     /// What the ledger shows of key `k`, and when its next automatic attempt is due.
     async fn seen(&mut self, k: usize) -> (Seen, Option<DateTime<Utc>>) {
         let key = &self.keys[k];
-        let shown = match self.ledger.show(key, "carol").await {
+        let shown = match self.ledger.read().show(key, "carol").await {
             Ok(d) => d.op,
             Err(Error::NotFound(_)) => {
                 let none = Seen {
@@ -688,7 +697,11 @@ async fn run(
 ) -> Option<(usize, String)> {
     real.keys = std::array::from_fn(|k| format!("{tag}-{}", DESTS[k].0));
     *real.clock.lock().unwrap() = start;
-    real.ledger.resume("onboarding", "alice").await.unwrap();
+    real.ledger
+        .staff()
+        .resume("onboarding", "alice")
+        .await
+        .unwrap();
     let mut model = Model::new(start);
     for (i, &cmd) in cmds.iter().enumerate() {
         let said = model.apply(cmd);

@@ -283,7 +283,7 @@ async fn reads_and_writes_of_many_clients_on_few_server_connections() {
     let ledger = settle::Ledger::open(&db.url, common::config())
         .await
         .unwrap();
-    let stats = ledger.stats().await.unwrap();
+    let stats = ledger.read().stats().await.unwrap();
     let total: i64 = stats.by_state.values().sum();
     assert_eq!(total, 24 * 40, "{stats:?}");
 }
@@ -303,7 +303,7 @@ async fn one_client(url: &str, client: usize) {
             run: None,
         };
         ledger.record(&intent, "t").await.unwrap();
-        assert_eq!(ledger.show(&key, "t").await.unwrap().op.key, key);
+        assert_eq!(ledger.read().show(&key, "t").await.unwrap().op.key, key);
     }
     ledger.close().await;
 }

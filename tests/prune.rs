@@ -81,18 +81,19 @@ async fn close(l: &Ledger, key: &str) {
     l.record(&intent(key, json!({"k": key})), "bot")
         .await
         .unwrap();
-    l.staff(
-        key,
-        "alice",
-        StaffAction::Close {
-            resolution: Resolution::Abandoned,
-            reference: None,
-            superseded_by: None,
-            note: "not needed".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .act(
+            key,
+            "alice",
+            StaffAction::Close {
+                resolution: Resolution::Abandoned,
+                reference: None,
+                superseded_by: None,
+                note: "not needed".into(),
+            },
+        )
+        .await
+        .unwrap();
 }
 
 async fn rows(db: &TestDb, table: &str) -> i64 {
@@ -132,10 +133,11 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
     *clock.lock().unwrap() = t0() + TimeDelta::hours(60);
     let ops_before = rows(db, "operations").await;
     let events_before = rows(db, "events").await;
-    let stats_before = l.stats().await.unwrap();
+    let stats_before = l.read().stats().await.unwrap();
 
     // a dry run counts and removes nothing
     let dry = l
+        .retention()
         .prune(
             "alice",
             &PruneOptions {
@@ -155,7 +157,7 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
         dry_run: false,
         archive: Some(archive.clone()),
     };
-    let report = l.prune("alice", &options).await.unwrap();
+    let report = l.retention().prune("alice", &options).await.unwrap();
     assert_eq!(
         (report.succeeded, report.closed, report.archived),
         (1, 1, 2)
@@ -183,7 +185,7 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
         (Some(1), Some(1))
     );
     // the counts the console and metrics read follow the removal
-    let stats = l.stats().await.unwrap();
+    let stats = l.read().stats().await.unwrap();
     let n = |s: &settle::ledger::Stats, state: State| s.by_state.get(&state).copied().unwrap_or(0);
     assert_eq!(
         n(&stats, State::Succeeded),
@@ -265,14 +267,14 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
         "{ingested:?}"
     );
     // read, it is what its key still answers: the terminal state and reference, marked pruned
-    let shown = l.show("s-old", "alice").await.unwrap();
+    let shown = l.read().show("s-old", "alice").await.unwrap();
     assert!(shown.pruned);
     assert_eq!(shown.op.state, State::Succeeded);
     assert_eq!(shown.op.reference.as_deref(), Some("T-1"));
     assert!(shown.op.is_done() && shown.attempt_log.is_empty() && shown.payload.is_null());
-    let listed = l.operation("c-old", "alice").await.unwrap();
+    let listed = l.read().operation("c-old", "alice").await.unwrap();
     assert_eq!(listed.state, State::Closed);
-    let never = l.show("never-was", "alice").await.unwrap_err();
+    let never = l.read().show("never-was", "alice").await.unwrap_err();
     assert!(matches!(never, Error::NotFound(_)), "{never}");
     assert_eq!(
         rows(db, "operations").await,
@@ -284,7 +286,11 @@ async fn prune_removes_exactly_what_retention_lets_go(db: &TestDb) {
     // the keys past theirs, its own included (c-mid became terminal 31 days ago)
     *clock.lock().unwrap() = t0() + TimeDelta::hours(31 * 24 + 12);
     assert_eq!(l.record(&same, "bot").await.unwrap(), Recorded::Created);
-    let later = l.prune("alice", &PruneOptions::default()).await.unwrap();
+    let later = l
+        .retention()
+        .prune("alice", &PruneOptions::default())
+        .await
+        .unwrap();
     assert_eq!(
         (later.succeeded, later.closed, later.keys_freed),
         (1, 1, 3),
@@ -405,7 +411,14 @@ async fn a_half_written_archive_line_is_cut_before_appending() {
         dry_run: false,
         archive: Some(archive.clone()),
     };
-    assert_eq!(l.prune("alice", &options).await.unwrap().archived, 2);
+    assert_eq!(
+        l.retention()
+            .prune("alice", &options)
+            .await
+            .unwrap()
+            .archived,
+        2
+    );
     let text = std::fs::read_to_string(&archive).unwrap();
     let keys: Vec<String> = text
         .lines()
@@ -424,7 +437,14 @@ async fn a_half_written_archive_line_is_cut_before_appending() {
         dry_run: false,
         archive: Some(other.clone()),
     };
-    assert_eq!(l.prune("alice", &options).await.unwrap().archived, 1);
+    assert_eq!(
+        l.retention()
+            .prune("alice", &options)
+            .await
+            .unwrap()
+            .archived,
+        1
+    );
     let text = std::fs::read_to_string(&other).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("my notes, no newline"));
@@ -438,18 +458,24 @@ async fn a_half_written_archive_line_is_cut_before_appending() {
 /// retention lets go, again and again, as settle; without `auto` there is none.
 async fn auto_prune_runs_in_the_background(db: &TestDb) {
     let (l, _) = ledger_at(db).await;
-    assert!(l.auto_prune().is_none(), "only where the config asks");
+    assert!(
+        l.retention().auto_prune().is_none(),
+        "only where the config asks"
+    );
     let mut config = l.config().clone();
     config.retention.auto = true;
     let (l, clock) = ledger_on(db, config).await;
     succeed(&l, "b-1", "T-1").await;
     *clock.lock().unwrap() = t0() + TimeDelta::days(2);
-    let pruning = l.auto_prune_every(Duration::from_millis(10), Duration::from_millis(50));
+    let pruning = l
+        .retention()
+        .auto_prune_every(Duration::from_millis(10), Duration::from_millis(50));
     assert!(pruning.is_some());
     let gone = |key: &'static str| {
         let l = l.clone();
         async move {
-            l.show(key, "alice")
+            l.read()
+                .show(key, "alice")
                 .await
                 .map(|d| d.pruned)
                 .unwrap_or(false)
@@ -512,12 +538,20 @@ async fn a_runs_operations_wait_for_the_run(db: &TestDb) {
     l.report_attempt(&done("r-first"), "bot").await.unwrap();
     l.record(&step("r-second", "second"), "bot").await.unwrap();
     *clock.lock().unwrap() = t0() + TimeDelta::days(3);
-    let r = l.prune("alice", &PruneOptions::default()).await.unwrap();
+    let r = l
+        .retention()
+        .prune("alice", &PruneOptions::default())
+        .await
+        .unwrap();
     assert_eq!(r.succeeded, 0, "its run still waits for its second step");
     assert_eq!(rows(db, "runs").await, 1);
     l.report_attempt(&done("r-second"), "bot").await.unwrap();
     *clock.lock().unwrap() = t0() + TimeDelta::days(6);
-    let r = l.prune("alice", &PruneOptions::default()).await.unwrap();
+    let r = l
+        .retention()
+        .prune("alice", &PruneOptions::default())
+        .await
+        .unwrap();
     assert_eq!(r.succeeded, 2, "the run is done: both steps go");
     assert_eq!(rows(db, "operations").await, 0);
     assert_eq!(rows(db, "runs").await, 0, "and the run's row with them");

@@ -95,7 +95,7 @@ async fn make(l: &Ledger, run: &str, workflow: &str, situation: &str) {
     let key = second.key.as_str();
     l.record(&second, "bot").await.unwrap();
     let attempt = |o| async move { l.report_attempt(&report(key, o), "bot").await.unwrap() };
-    let staff = |a| async move { l.staff(key, "alice", a).await.unwrap() };
+    let staff = |a| async move { l.staff().act(key, "alice", a).await.unwrap() };
     let close = |resolution| StaffAction::Close {
         resolution,
         reference: (resolution == Resolution::DoneElsewhere).then(|| "DONE-1".to_string()),
@@ -177,13 +177,13 @@ async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
         let mut stalled = Vec::new();
         for (run, situation, declared) in &cases {
             let want = expected(situation, *declared, past_gap);
-            let got = l.run(run, "t").await.unwrap();
+            let got = l.read().run(run, "t").await.unwrap();
             assert_eq!(
                 got.state, want,
                 "{situation}, declared {declared}, past the gap {past_gap}: {}",
                 got.next_step
             );
-            let listed = l.runs(&format!("run:{run}"), "t", 10).await.unwrap();
+            let listed = l.read().runs(&format!("run:{run}"), "t", 10).await.unwrap();
             assert_eq!(listed.len(), 1, "{run}");
             assert_eq!(listed[0].state, want, "{run} as runs lists it");
             if want == RunState::Stalled {
@@ -192,6 +192,7 @@ async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
             }
         }
         let mut found: Vec<String> = l
+            .read()
             .runs("state:stalled", "t", 100)
             .await
             .unwrap()
@@ -200,8 +201,11 @@ async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
             .collect();
         found.sort();
         assert_eq!(found, stalled, "past the gap {past_gap}");
-        assert_eq!(l.stats().await.unwrap().stalled_runs, stalled.len() as i64);
-        let blocked = l.runs("state:blocked", "t", 100).await.unwrap();
+        assert_eq!(
+            l.read().stats().await.unwrap().stalled_runs,
+            stalled.len() as i64
+        );
+        let blocked = l.read().runs("state:blocked", "t", 100).await.unwrap();
         let want_blocked = cases
             .iter()
             .filter(|(_, s, d)| expected(s, *d, past_gap) == RunState::Blocked)
@@ -215,8 +219,14 @@ async fn every_situation_of_a_step_gives_its_run_state(db: &TestDb) {
     )
     .await
     .unwrap();
-    assert!(l.runs("state:stalled", "t", 100).await.unwrap().is_empty());
-    assert_eq!(l.stats().await.unwrap().stalled_runs, 0);
+    assert!(
+        l.read()
+            .runs("state:stalled", "t", 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(l.read().stats().await.unwrap().stalled_runs, 0);
 }
 
 /// Runs: a run is claimed, noted and closed as a whole, each audited; another's claim
@@ -228,37 +238,43 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
         make(&l, r, "guarded", "not recorded").await;
     }
     *clock.lock().unwrap() = t0() + TimeDelta::hours(2);
-    let s = l.stats().await.unwrap();
+    let s = l.read().stats().await.unwrap();
     assert_eq!((s.stalled_runs, s.exceptions), (3, 3));
-    l.sweep().await.unwrap();
-    let paused = l.paused_workflows().await.unwrap();
+    l.rounds().sweep().await.unwrap();
+    let paused = l.read().paused_workflows().await.unwrap();
     assert_eq!(
         paused.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
         ["guarded"],
         "three stalled runs reach the threshold"
     );
 
-    let claimed = l.run_action("g1", "alice", RunAction::Claim).await.unwrap();
+    let claimed = l
+        .staff()
+        .run_action("g1", "alice", RunAction::Claim)
+        .await
+        .unwrap();
     assert_eq!(claimed.claimed_by.as_deref(), Some("alice"));
     let close = |note: &str| RunAction::Close {
         resolution: Resolution::Abandoned,
         note: note.into(),
     };
-    let refused = l.run_action("g1", "bob", close("mine now")).await;
+    let refused = l.staff().run_action("g1", "bob", close("mine now")).await;
     assert!(
         matches!(&refused, Err(settle::Error::Refused(m)) if m.contains("claimed by alice")),
         "{refused:?}"
     );
-    l.run_action(
-        "g1",
-        "bob",
-        RunAction::Note {
-            text: "customer called".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .run_action(
+            "g1",
+            "bob",
+            RunAction::Note {
+                text: "customer called".into(),
+            },
+        )
+        .await
+        .unwrap();
     let closed = l
+        .staff()
         .run_action("g1", "alice", close("customer left"))
         .await
         .unwrap();
@@ -283,10 +299,11 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
     // its steps are left as they are
     assert_eq!(closed.steps[0].state, State::Succeeded.as_str());
     assert!(matches!(
-        l.run_action("g1", "alice", RunAction::Claim).await,
+        l.staff().run_action("g1", "alice", RunAction::Claim).await,
         Err(settle::Error::Refused(_))
     ));
     let stalled: Vec<String> = l
+        .read()
         .runs("state:stalled", "t", 10)
         .await
         .unwrap()
@@ -294,7 +311,10 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
         .map(|r| r.run)
         .collect();
     assert_eq!(stalled, ["g2", "g3"]);
-    assert_eq!(l.runs("state:closed", "t", 10).await.unwrap().len(), 1);
+    assert_eq!(
+        l.read().runs("state:closed", "t", 10).await.unwrap().len(),
+        1
+    );
     // view 1's "N of M" counts the stalled runs it shows
     let count = |text: &str| {
         let filter = settle::ListFilter {
@@ -303,16 +323,18 @@ async fn a_run_is_claimed_noted_and_closed_by_people(db: &TestDb) {
             ..Default::default()
         };
         let l = l.clone();
-        async move { l.count_matching(&filter, "t").await.unwrap() }
+        async move { l.read().count_matching(&filter, "t").await.unwrap() }
     };
     assert_eq!(count("state:stalled").await, Some(2));
     assert_eq!(count("wf:guarded").await, Some(2));
     assert_eq!(count("wf:onboarding").await, Some(0));
     assert_eq!(count("run:g2").await, Some(1));
     assert_eq!(count("state:unknown").await, Some(0));
-    assert_eq!(l.stats().await.unwrap().stalled_runs, 2);
+    assert_eq!(l.read().stats().await.unwrap().stalled_runs, 2);
     assert!(matches!(
-        l.run_action("nope", "alice", RunAction::Claim).await,
+        l.staff()
+            .run_action("nope", "alice", RunAction::Claim)
+            .await,
         Err(settle::Error::NotFound(_))
     ));
 }
@@ -341,19 +363,21 @@ async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
         .await
         .unwrap();
     // closed-d: a person closed it
-    l.run_action(
-        "closed-d",
-        "alice",
-        RunAction::Close {
-            resolution: Resolution::Abandoned,
-            note: "withdrawn".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .run_action(
+            "closed-d",
+            "alice",
+            RunAction::Close {
+                resolution: Resolution::Abandoned,
+                note: "withdrawn".into(),
+            },
+        )
+        .await
+        .unwrap();
     at(180);
     let scope = settle::ledger::ReviewScope::default();
     let review = l
+        .read()
         .review(std::time::Duration::from_secs(86_400), &scope)
         .await
         .unwrap();
@@ -408,7 +432,7 @@ async fn the_review_counts_a_known_ledgers_runs(db: &TestDb) {
     // view 6 at 80x24
     let mut app = settle::console::app::App::new("sqlite://settle.db", "alice");
     app.view = settle::console::app::View::Review;
-    app.review = Some(Box::new(review));
+    app.review.shown = Some(Box::new(review));
     let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
     term.draw(|f| {
         settle::console::ui::draw(f, &app, &settle::console::theme::Theme { color: false })
@@ -463,16 +487,17 @@ async fn every_run_stalled_in_the_window_counts(db: &TestDb) {
     }
     // every one stalls at minute 60 (the gap is an hour)
     at(90);
-    l.run_action(
-        "closed-c",
-        "alice",
-        RunAction::Close {
-            resolution: Resolution::Abandoned,
-            note: "the customer left".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .run_action(
+            "closed-c",
+            "alice",
+            RunAction::Close {
+                resolution: Resolution::Abandoned,
+                note: "the customer left".into(),
+            },
+        )
+        .await
+        .unwrap();
     at(120);
     let second = step("rerun-d", "onboarding", "second", json!({}));
     l.record(&second, "bot").await.unwrap();
@@ -482,18 +507,20 @@ async fn every_run_stalled_in_the_window_counts(db: &TestDb) {
     // a run closed before it stalled is not counted
     at(130);
     make(&l, "early-e", "onboarding", "not recorded").await;
-    l.run_action(
-        "early-e",
-        "alice",
-        RunAction::Close {
-            resolution: Resolution::DoneElsewhere,
-            note: "sent by hand".into(),
-        },
-    )
-    .await
-    .unwrap();
+    l.staff()
+        .run_action(
+            "early-e",
+            "alice",
+            RunAction::Close {
+                resolution: Resolution::DoneElsewhere,
+                note: "sent by hand".into(),
+            },
+        )
+        .await
+        .unwrap();
     at(240);
     let review = l
+        .read()
         .review(
             std::time::Duration::from_secs(86_400),
             &settle::ledger::ReviewScope::default(),
@@ -508,6 +535,7 @@ async fn every_run_stalled_in_the_window_counts(db: &TestDb) {
     );
     // and a window that begins after they stalled counts none of them
     let late = l
+        .read()
         .review(
             std::time::Duration::from_secs(30 * 60),
             &settle::ledger::ReviewScope::default(),
@@ -544,7 +572,8 @@ async fn ingested_steps_keep_their_runs(db: &TestDb) {
     let stalled = |l: &Ledger| {
         let l = l.clone();
         async move {
-            l.runs("state:stalled", "t", 10)
+            l.read()
+                .runs("state:stalled", "t", 10)
                 .await
                 .unwrap()
                 .into_iter()
@@ -553,13 +582,19 @@ async fn ingested_steps_keep_their_runs(db: &TestDb) {
         }
     };
     assert_eq!(stalled(&l).await, ["in-a"]);
-    assert_eq!(l.run("in-b", "t").await.unwrap().state, RunState::Done);
+    assert_eq!(
+        l.read().run("in-b", "t").await.unwrap().state,
+        RunState::Done
+    );
     l.ingest(line("in-a", "second").as_bytes(), "bot")
         .await
         .unwrap();
     assert!(stalled(&l).await.is_empty());
-    assert_eq!(l.stats().await.unwrap().stalled_runs, 0);
-    assert_eq!(l.run("in-a", "t").await.unwrap().state, RunState::Done);
+    assert_eq!(l.read().stats().await.unwrap().stalled_runs, 0);
+    assert_eq!(
+        l.read().run("in-a", "t").await.unwrap().state,
+        RunState::Done
+    );
 }
 
 both_backends!(

@@ -28,7 +28,7 @@ async fn the_db_url_takes_libpq_options() {
         return;
     }
     let ledger = opened.unwrap();
-    ledger.stats().await.unwrap();
+    ledger.read().stats().await.unwrap();
     let seen = raw
         .texts(
             "SELECT a.application_name || ' ' || s.ssl::text FROM pg_stat_activity a \

@@ -21,16 +21,16 @@ pub mod auth;
 mod body;
 mod gateway;
 mod reads;
+mod state;
 mod tls;
 mod writes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use axum::extract::{FromRequestParts, MatchedPath, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -40,8 +40,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, Writer};
 use answer::Failure;
-use auth::{Automation, Automations, Rates};
+use auth::{Automation, Automations};
 pub use reads::OPENAPI;
+pub use state::{Api, Caller};
 
 pub struct Options {
     pub listen: String,
@@ -50,42 +51,6 @@ pub struct Options {
     pub config_path: Option<PathBuf>,
     /// Lanes of the group writer (see `ledger::Writer`).
     pub lanes: usize,
-}
-
-/// What every request shares.
-#[derive(Clone)]
-pub struct Api {
-    /// The group writer (its counts show whether commits were shared).
-    pub writer: Writer,
-    ledger: Ledger,
-    automations: Arc<RwLock<Arc<Automations>>>,
-    rates: Arc<Rates>,
-    max_body: usize,
-    /// The destinations the gateway sends to (manual: The gateway).
-    gateway: Arc<gateway::Gateway>,
-}
-
-/// Who is calling: their automation, and the ledger acting for it.
-#[derive(Clone)]
-pub struct Caller {
-    pub name: String,
-    pub ledger: Ledger,
-    /// The workflows its token may write (`None`: every one).
-    pub workflows: Option<Vec<String>>,
-}
-
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
-    type Rejection = Failure;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> std::result::Result<Caller, Failure> {
-        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
-            Failure::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "a bearer token is required",
-            )
-        })
-    }
 }
 
 /// The lanes of the group writer: one. SQLite writes one transaction at a time whatever the
@@ -350,9 +315,6 @@ async fn reload(api: Api, path: PathBuf) {
         }
     }
 }
-
-/// How long a TLS handshake may take before the connection is dropped.
-const HANDSHAKE: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -26,13 +26,13 @@ pub async fn show(State(api): State<Api>, caller: Caller, Path(key): Path<String
     api.writer
         .settled(&key, std::time::Duration::from_secs(2))
         .await;
-    let detail = caller.ledger.show(&key, &caller.name).await?;
+    let detail = caller.ledger.read().show(&key, &caller.name).await?;
     Ok(json(StatusCode::OK, &detail))
 }
 
 /// `GET /v1/runs/{run}`: `run show --json`'s document.
 pub async fn run(caller: Caller, Path(run): Path<String>) -> Answer {
-    let view = caller.ledger.run(&run, &caller.name).await?;
+    let view = caller.ledger.read().run(&run, &caller.name).await?;
     Ok(json(StatusCode::OK, &view))
 }
 
@@ -112,6 +112,7 @@ pub async fn list(caller: Caller, Query(pairs): Query<Vec<(String, String)>>) ->
     };
     let page = caller
         .ledger
+        .read()
         .list(&filter, &caller.name, after, limit)
         .await?;
     let answer = PageAnswer {
@@ -158,7 +159,11 @@ pub async fn staff(
         },
         _ => return Err(not_found().await),
     };
-    let applied = caller.ledger.staff(&key, &caller.name, action).await?;
+    let applied = caller
+        .ledger
+        .staff()
+        .act(&key, &caller.name, action)
+        .await?;
     Ok(json(
         StatusCode::OK,
         &serde_json::json!({ "key": applied.key, "state": applied.to.as_str() }),
@@ -167,7 +172,7 @@ pub async fn staff(
 
 /// `GET /healthz`: 200 while the database answers, else 503.
 pub async fn healthz(State(api): State<Api>) -> Answer {
-    api.ledger.latest_event_id().await?;
+    api.ledger.read().latest_event_id().await?;
     Ok(json(StatusCode::OK, &serde_json::json!({ "status": "ok" })))
 }
 

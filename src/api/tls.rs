@@ -15,6 +15,9 @@ use tokio_rustls::server::TlsStream;
 
 use crate::error::{Error, Result};
 
+/// How long a TLS handshake may take before the connection is dropped.
+pub(super) const HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The acceptor of `--tls-cert` (PEM, the chain) and `--tls-key` (PEM).
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -57,7 +60,7 @@ impl Listener {
                 let _ = tcp.set_nodelay(true);
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
-                    let shake = tokio::time::timeout(super::HANDSHAKE, acceptor.accept(tcp)).await;
+                    let shake = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await;
                     match shake {
                         Ok(Ok(stream)) => {
                             let _ = tx.send((stream, peer)).await;

@@ -34,7 +34,7 @@ pub(super) async fn view_after(
 ) -> Result<OperationView, Failure> {
     match known {
         Some(v) => Ok(*v),
-        None => Ok(caller.ledger.operation(key, &caller.name).await?),
+        None => Ok(caller.ledger.read().operation(key, &caller.name).await?),
     }
 }
 

@@ -21,12 +21,12 @@ pub(super) async fn act_on(
     pace: Option<Duration>,
 ) -> Result<i32> {
     if let Some(key) = many.single() {
-        let a = ledger.staff(key, actor, action).await?;
+        let a = ledger.staff().act(key, actor, action).await?;
         output::applied(&a, what);
         return Ok(0);
     }
     let keys = chosen_keys(ledger, many, actor).await?;
-    let preview = ledger.bulk_preview(&keys, &action, actor).await?;
+    let preview = ledger.staff().bulk_preview(&keys, &action, actor).await?;
     if many.dry_run || !many.json {
         output::bulk_preview(verb, &preview, many.json && many.dry_run);
     }
@@ -59,7 +59,7 @@ pub(super) async fn chosen_keys(ledger: &Ledger, many: &Many, actor: &str) -> Re
                 scope,
                 ..Default::default()
             };
-            ledger.matching_keys(&filter, actor).await?
+            ledger.read().matching_keys(&filter, actor).await?
         }
         None => many.keys.clone(),
     })
@@ -116,6 +116,7 @@ pub(super) async fn confirm_and_apply(
     }
     let tty = std::io::stderr().is_terminal();
     let report = ledger
+        .staff()
         .bulk_apply_each(items, actor, &stop, pace, |i, n| {
             if tty {
                 eprint!("\r{verb} {i}/{n}");
@@ -150,7 +151,7 @@ pub(super) async fn reconcile_from(
         .iter()
         .map(|(_, k, a)| (k.clone(), a.clone()))
         .collect();
-    let preview = ledger.bulk_preview_each(&items, actor).await?;
+    let preview = ledger.staff().bulk_preview_each(&items, actor).await?;
     if how.json && how.dry_run {
         output::json(&preview);
     } else {

@@ -78,7 +78,7 @@ pub(super) async fn run(
 ) -> Result<i32> {
     let pace = rate.map(parse_rate).transpose()?;
     let keys = chosen_keys(ledger, many, actor).await?;
-    let preview = ledger.bulk_preview(&keys, &sample(), actor).await?;
+    let preview = ledger.staff().bulk_preview(&keys, &sample(), actor).await?;
     if !many.json {
         output::bulk_preview("look up", &preview, false);
     }
@@ -103,7 +103,7 @@ pub(super) async fn run(
         .filter(|(_, _, a)| !matches!(a, LookupAnswer::NoAnswer { .. }))
         .map(|(k, _, a)| (k.clone(), StaffAction::LookUp { answer: a.clone() }))
         .collect();
-    let reconcile = ledger.bulk_preview_each(&items, actor).await?;
+    let reconcile = ledger.staff().bulk_preview_each(&items, actor).await?;
     let unanswered = answers.len() - items.len();
     let not_reached = preview.eligible.len() - answers.len();
     let left_alone = preview.refused.values().map(Vec::len).sum::<usize>()
@@ -147,6 +147,7 @@ pub(super) async fn run(
         return Ok(0);
     }
     let report = ledger
+        .staff()
         .bulk_apply_each(&eligible, actor, &stop, None, |_, _| {})
         .await?;
     if many.json {

@@ -75,8 +75,13 @@ pub(super) async fn run(ledger: &Ledger, args: &RunArgs, operator: &Option<Strin
         json,
     } = args;
     let view = match run_action(*verb, text, resolution, note)? {
-        None => ledger.run(run, viewer).await?,
-        Some(action) => ledger.run_action(run, required(operator)?, action).await?,
+        None => ledger.read().run(run, viewer).await?,
+        Some(action) => {
+            ledger
+                .staff()
+                .run_action(run, required(operator)?, action)
+                .await?
+        }
     };
     if *json {
         output::json(&view);
@@ -93,7 +98,7 @@ pub(super) async fn runs(
     operator: &Option<String>,
 ) -> Result<i32> {
     let viewer = operator.as_deref().unwrap_or("");
-    let runs = ledger.runs(&args.filter, viewer, args.limit).await?;
+    let runs = ledger.read().runs(&args.filter, viewer, args.limit).await?;
     if args.json {
         output::json(&runs);
     } else {
@@ -109,7 +114,7 @@ pub(super) async fn show(
     operator: &Option<String>,
 ) -> Result<i32> {
     let viewer = operator.as_deref().unwrap_or("");
-    let detail = ledger.show(&args.key, viewer).await?;
+    let detail = ledger.read().show(&args.key, viewer).await?;
     if args.json {
         output::json(&detail);
     } else {
@@ -120,7 +125,7 @@ pub(super) async fn show(
 
 /// `settle stats`.
 pub(super) async fn stats(ledger: &Ledger, args: &StatsArgs) -> Result<i32> {
-    let stats = ledger.stats().await?;
+    let stats = ledger.read().stats().await?;
     if args.json {
         output::json(&stats);
     } else {
@@ -193,7 +198,7 @@ pub(super) async fn report(ledger: &Ledger, args: &ReportArgs) -> Result<i32> {
         workflow: workflow.clone(),
         destination: None,
     };
-    let review = ledger.review(window, &scope).await?;
+    let review = ledger.read().review(window, &scope).await?;
     if *json {
         output::json(&review);
     } else {

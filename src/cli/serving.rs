@@ -90,8 +90,10 @@ pub(super) async fn serve(
         lanes: crate::api::default_lanes(ledger.backend()),
     });
     tracing::info!(command = "serve", "start");
-    let pruning = ledger.auto_prune();
-    let _folding = ledger.keep_counters_folded(std::time::Duration::from_secs(60));
+    let pruning = ledger.retention().auto_prune();
+    let _folding = ledger
+        .rounds()
+        .keep_counters_folded(std::time::Duration::from_secs(60));
     let result = match (ssh, http) {
         (Some(s), Some(h)) => tokio::select! {
             r = crate::serve::run(ledger.clone(), s) => r,

@@ -80,7 +80,7 @@ pub(super) async fn reconcile(
         },
         None => StaffAction::ReconcileAbsent { note: note.clone() },
     };
-    let a = ledger.staff(key, required(operator)?, action).await?;
+    let a = ledger.staff().act(key, required(operator)?, action).await?;
     output::applied(&a, "reconciled");
     Ok(0)
 }
@@ -125,7 +125,10 @@ pub(super) async fn note(
     let text = StaffAction::Note {
         text: args.text.clone(),
     };
-    let a = ledger.staff(&args.key, required(operator)?, text).await?;
+    let a = ledger
+        .staff()
+        .act(&args.key, required(operator)?, text)
+        .await?;
     output::applied(&a, "note added");
     Ok(0)
 }
@@ -140,6 +143,7 @@ pub(super) async fn pause(
     let n = output::esc(name);
     let noun = what.noun();
     if ledger
+        .staff()
         .pause_one(what, name, &args.reason, required(operator)?)
         .await?
     {
@@ -159,7 +163,11 @@ pub(super) async fn resume(
     let (what, name) = args.what.get();
     let n = output::esc(name);
     let noun = what.noun();
-    if ledger.resume_one(what, name, required(operator)?).await? {
+    if ledger
+        .staff()
+        .resume_one(what, name, required(operator)?)
+        .await?
+    {
         say!("{noun} {n} resumed");
     } else {
         say!("{noun} {n} was not paused; nothing changed");

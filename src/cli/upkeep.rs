@@ -50,7 +50,7 @@ pub(super) async fn lookup(
 
 /// `settle sweep`: attempts past their timeout, settled by the rule of any unknown outcome.
 pub(super) async fn sweep(ledger: &Ledger) -> Result<i32> {
-    let n = ledger.sweep().await?;
+    let n = ledger.rounds().sweep().await?;
     say!(
         "swept {n} interrupted attempt(s): to retry_wait where the destination deduplicates, else unknown"
     );
@@ -67,7 +67,10 @@ pub(super) async fn prune(
         dry_run: args.dry_run,
         archive: args.archive.clone(),
     };
-    let report = ledger.prune(required(operator)?, &options).await?;
+    let report = ledger
+        .retention()
+        .prune(required(operator)?, &options)
+        .await?;
     match args.json {
         true => output::json(&report),
         false => output::pruned(&report),

@@ -44,14 +44,14 @@ pub(super) async fn record(
                 Ok(r) => r,
                 Err(e @ Error::Refused(_)) => {
                     // new contents under a terminal key: the old record stands, nothing to send
-                    if *json && let Ok(detail) = ledger.show(key, viewer).await {
+                    if *json && let Ok(detail) = ledger.read().show(key, viewer).await {
                         output::step(&detail, None, false);
                     }
                     return Err(e);
                 }
                 Err(e) => return Err(e),
             };
-            let detail = ledger.show(key, viewer).await?;
+            let detail = ledger.read().show(key, viewer).await?;
             let state = detail.op.state;
             // a done step answers done with its reference, so a rerun goes on past it (manual: Runs)
             let done = r == Recorded::Unchanged && detail.op.is_done();
@@ -111,7 +111,7 @@ pub(super) async fn start(
     let viewer = operator.as_deref().unwrap_or("");
     let StartArgs { key, json } = args;
     let started = ledger.start_attempt(key, required(operator)?).await;
-    let detail = ledger.show(key, viewer).await?;
+    let detail = ledger.read().show(key, viewer).await?;
     // only a start this call made lets the caller send
     let send = matches!(&started, Ok(a) if a.kind.is_some() && a.to == State::InFlight);
     let attempt = send.then_some(detail.op.attempts);
@@ -168,7 +168,7 @@ pub(super) async fn attempt(
     };
     let a = ledger.report_attempt(&report, required(operator)?).await?;
     if *json {
-        let detail = ledger.show(key, viewer).await?;
+        let detail = ledger.read().show(key, viewer).await?;
         let n = attempt.unwrap_or_else(|| {
             detail
                 .attempt_log

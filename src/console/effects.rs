@@ -48,20 +48,26 @@ async fn run_effect_with(
             seq,
             place,
             page: ledger
+                .read()
                 .page(&filter, operator, &position, limit)
                 .await
                 .map_err(s),
         },
         Effect::Detail { key } => {
-            let detail = ledger.show(&key, operator).await.map(Box::new).map_err(s);
+            let detail = ledger
+                .read()
+                .show(&key, operator)
+                .await
+                .map(Box::new)
+                .map_err(s);
             Msg::Detail { key, detail }
         }
         Effect::Header => {
             let header = async {
                 Ok::<_, Error>(Header {
-                    stats: Some(ledger.stats().await?),
-                    mine: ledger.count_mine(operator).await?,
-                    dispatcher_seen: ledger.dispatcher_seen().await?,
+                    stats: Some(ledger.read().stats().await?),
+                    mine: ledger.read().count_mine(operator).await?,
+                    dispatcher_seen: ledger.read().dispatcher_seen().await?,
                     at: Some(ledger.now()),
                 })
             };
@@ -70,21 +76,31 @@ async fn run_effect_with(
         Effect::Stalled { seq, filter } => Msg::Stalled {
             seq,
             runs: ledger
+                .read()
                 .stalled_for(&filter, operator, crate::console::app::PAGE)
                 .await
                 .map_err(s),
         },
         Effect::Run { run } => Msg::Run {
-            view: ledger.run(&run, operator).await.map(Box::new).map_err(s),
+            view: ledger
+                .read()
+                .run(&run, operator)
+                .await
+                .map(Box::new)
+                .map_err(s),
             run,
         },
         Effect::Count { seq, filter } => Msg::Counted {
             seq,
-            count: ledger.count_matching(&filter, operator).await.map_err(s),
+            count: ledger
+                .read()
+                .count_matching(&filter, operator)
+                .await
+                .map_err(s),
         },
         Effect::Activity { seq, filter } => Msg::Activity {
             seq,
-            events: ledger.activity(200, &filter).await.map_err(s),
+            events: ledger.read().activity(200, &filter).await.map_err(s),
         },
         Effect::Staff { .. }
         | Effect::Pause { .. }
@@ -100,12 +116,13 @@ async fn run_effect_with(
         Effect::Review { seq, days, scope } => Msg::Reviewed {
             seq,
             review: ledger
+                .read()
                 .review(Duration::from_secs(days * 86_400), &scope)
                 .await
                 .map(Box::new)
                 .map_err(s),
         },
-        Effect::Poll => Msg::Polled(ledger.latest_event_id().await.map_err(s)),
+        Effect::Poll => Msg::Polled(ledger.read().latest_event_id().await.map_err(s)),
         Effect::Quit => return None,
     })
 }
@@ -138,6 +155,7 @@ async fn run_action(
     };
     Msg::Acted(
         ledger
+            .staff()
             .run_action(&run, operator, action)
             .await
             .map(|v| format!("run {run}: {what} ({})", v.state))
@@ -145,53 +163,76 @@ async fn run_action(
     )
 }
 
+/// One staff action on one operation, and what the status line says of it.
+async fn one_action(
+    ledger: &Ledger,
+    key: String,
+    action: crate::ledger::StaffAction,
+    operator: &str,
+) -> Msg {
+    let what = staff_verb(&action);
+    let result = ledger.staff().act(&key, operator, action).await;
+    Msg::Acted(match result {
+        Ok(a) => {
+            let mut text = match a.kind {
+                None => format!("{key}: nothing to change"),
+                Some(_) if a.from == a.to => format!("{key}: {what}"),
+                Some(_) => format!("{key}: {what}: {} → {}", a.from, a.to),
+            };
+            if let Some(w) = a.warning {
+                text.push_str(&format!(" (warning: {w})"));
+            }
+            Ok(text)
+        }
+        Err(e) => Err(format!("refused: {e}")),
+    })
+}
+
+/// A pause (with its reason) or a resume of a workflow or a destination.
+async fn pausing(
+    ledger: &Ledger,
+    what: crate::ledger::Pausable,
+    name: String,
+    reason: Option<String>,
+    operator: &str,
+) -> Msg {
+    let it = format!("{} {name}", what.noun());
+    let staff = ledger.staff();
+    Msg::Acted(match reason {
+        Some(reason) => match staff.pause_one(what, &name, &reason, operator).await {
+            Ok(true) => Ok(format!("{it} paused")),
+            Ok(false) => Ok(format!("{it} was already paused")),
+            Err(e) => Err(format!("refused: {e}")),
+        },
+        None => match staff.resume_one(what, &name, operator).await {
+            Ok(true) => Ok(format!("{it} resumed")),
+            Ok(false) => Ok(format!("{it} was not paused")),
+            Err(e) => Err(format!("refused: {e}")),
+        },
+    })
+}
+
 /// The effects that act: staff actions, pauses, marks, bulk runs, lookups and reveals.
 async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg) + Sync)) -> Msg {
     let s = |e: Error| e.to_string();
     match fx {
         Effect::RunAction { run, action } => run_action(ledger, run, action, operator).await,
-        Effect::Staff { key, action } => {
-            let what = staff_verb(&action);
-            let result = ledger.staff(&key, operator, action).await;
-            Msg::Acted(match result {
-                Ok(a) => {
-                    let mut text = match a.kind {
-                        None => format!("{key}: nothing to change"),
-                        Some(_) if a.from == a.to => format!("{key}: {what}"),
-                        Some(_) => format!("{key}: {what}: {} → {}", a.from, a.to),
-                    };
-                    if let Some(w) = a.warning {
-                        text.push_str(&format!(" (warning: {w})"));
-                    }
-                    Ok(text)
-                }
-                Err(e) => Err(format!("refused: {e}")),
-            })
-        }
+        Effect::Staff { key, action } => one_action(ledger, key, action, operator).await,
         Effect::Pause { what, name, reason } => {
-            let it = format!("{} {name}", what.noun());
-            Msg::Acted(
-                match ledger.pause_one(what, &name, &reason, operator).await {
-                    Ok(true) => Ok(format!("{it} paused")),
-                    Ok(false) => Ok(format!("{it} was already paused")),
-                    Err(e) => Err(format!("refused: {e}")),
-                },
-            )
+            pausing(ledger, what, name, Some(reason), operator).await
         }
-        Effect::Resume { what, name } => {
-            let it = format!("{} {name}", what.noun());
-            Msg::Acted(match ledger.resume_one(what, &name, operator).await {
-                Ok(true) => Ok(format!("{it} resumed")),
-                Ok(false) => Ok(format!("{it} was not paused")),
-                Err(e) => Err(format!("refused: {e}")),
-            })
-        }
+        Effect::Resume { what, name } => pausing(ledger, what, name, None, operator).await,
         Effect::MarkAll { seq, filter } => Msg::Marked {
             seq,
-            keys: ledger.matching_keys(&filter, operator).await.map_err(s),
+            keys: ledger
+                .read()
+                .matching_keys(&filter, operator)
+                .await
+                .map_err(s),
         },
         Effect::BulkPreview { keys, action } => Msg::Previewed(
             ledger
+                .staff()
                 .bulk_preview(&keys, &action, operator)
                 .await
                 .map_err(s),
@@ -205,6 +246,7 @@ async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg
             // progress at most every 1% (a frame per item would flood the loop)
             let step = (keys.len() / 100).max(1);
             let report = ledger
+                .staff()
                 .bulk_apply(&keys, &action, operator, &stop.0, pace, |done, total| {
                     if done % step == 0 || done == total {
                         progress(Msg::BulkProgress { done, total });
@@ -218,12 +260,17 @@ async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg
                 .await
                 .map_err(s),
         ),
-        Effect::BulkPreviewEach { items } => {
-            Msg::Previewed(ledger.bulk_preview_each(&items, operator).await.map_err(s))
-        }
+        Effect::BulkPreviewEach { items } => Msg::Previewed(
+            ledger
+                .staff()
+                .bulk_preview_each(&items, operator)
+                .await
+                .map_err(s),
+        ),
         Effect::BulkApplyEach { items, stop } => {
             let step = (items.len() / 100).max(1);
             let report = ledger
+                .staff()
                 .bulk_apply_each(&items, operator, &stop.0, None, |done, total| {
                     if done % step == 0 || done == total {
                         progress(Msg::BulkProgress { done, total });
@@ -234,6 +281,7 @@ async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg
         }
         Effect::Reveal { key, path, reason } => {
             let value = ledger
+                .staff()
                 .reveal(&key, &path, &reason, operator)
                 .await
                 .map_err(s);

@@ -72,7 +72,7 @@ pub async fn run(ledger: Ledger, operator: &str) -> Result<()> {
         ));
     }
     // The sweep runs at every start of the console; an outage here shows in the header later.
-    let _ = ledger.sweep().await;
+    let _ = ledger.rounds().sweep().await;
     let mut terminal = ratatui::try_init()
         .map_err(|e| Error::Invalid(format!("cannot open the terminal: {e}")))?;
     let _guard = TerminalGuard;
@@ -133,7 +133,7 @@ pub async fn drive<B: Backend>(
                     last_key = tokio::time::Instant::now();
                     if warned {
                         warned = false;
-                        app.status = None;
+                        app.status.line = None;
                     }
                     Msg::Key(k)
                 }
@@ -155,9 +155,9 @@ pub async fn drive<B: Backend>(
                     let left = limit - quiet;
                     if left <= IDLE_WARNING {
                         warned = true;
-                        app.set_status(
+                        app.status.set(
                             format!("idle: this session ends in {} s unless a key is pressed", left.as_secs() + 1),
-                            true,
+                            true, app.now,
                         );
                     }
                 }
@@ -225,7 +225,7 @@ pub fn watch_changes(ledger: Ledger) -> watch::Receiver<u64> {
     }
     tokio::spawn(async move {
         loop {
-            if let Some(mut l) = ledger.listen().await {
+            if let Some(mut l) = ledger.read().listen().await {
                 while l.next().await {
                     tx.send_modify(|n| *n += 1);
                     if tx.is_closed() {

@@ -108,7 +108,7 @@ impl Dispatcher {
                 self.take(done);
             }
             if self.beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
-                db!(self, self.ledger.heartbeat(&self.name));
+                db!(self, self.ledger.rounds().heartbeat(&self.name));
                 self.beat = Some(Instant::now());
             }
             if !self.looked_up.is_empty() {
@@ -124,7 +124,9 @@ impl Dispatcher {
             {
                 db!(
                     self,
-                    self.ledger.sweep_sparing(&|k| self.sending.contains_key(k))
+                    self.ledger
+                        .rounds()
+                        .sweep_sparing(&|k| self.sending.contains_key(k))
                 );
                 self.swept = Some(Instant::now());
                 db!(self, self.look_up_interrupted());
@@ -136,7 +138,7 @@ impl Dispatcher {
             };
             // with answers in hand a round runs anyway (and starts what is due): no need to ask
             let due = if free > 0 && self.answered.is_empty() {
-                db!(self, self.ledger.next_due(&self.names, HEARTBEAT))
+                db!(self, self.ledger.rounds().next_due(&self.names, HEARTBEAT))
             } else {
                 None
             };
@@ -157,7 +159,7 @@ impl Dispatcher {
                 if stopping
                     || (self.options.until_settled
                         && self.looked_up.is_empty()
-                        && db!(self, self.ledger.unsettled(&self.names)) == 0)
+                        && db!(self, self.ledger.rounds().unsettled(&self.names)) == 0)
                 {
                     return Ok(());
                 }
@@ -190,6 +192,7 @@ impl Dispatcher {
         let finished: Vec<Finished> = self.answered.iter().map(|s| s.finished.clone()).collect();
         let round = match self
             .ledger
+            .rounds()
             .round_knowing(&finished, &self.sending, &self.names, free, DISPATCHER)
             .await
         {
@@ -250,6 +253,7 @@ impl Dispatcher {
         let skip = self.looking.len() + self.cannot_look_up.len();
         let ops = self
             .ledger
+            .rounds()
             .interrupted_to_look_up(&self.lookup_names, free + skip)
             .await?;
         for op in ops {
@@ -327,6 +331,7 @@ pub(super) async fn one_by_one(
     let mut round = crate::ledger::Round::default();
     for f in finished {
         match ledger
+            .rounds()
             .round(std::slice::from_ref(f), names, 0, DISPATCHER)
             .await
         {

@@ -71,7 +71,7 @@ impl Lookups {
         stop: &AtomicBool,
         mut told: impl FnMut(usize, usize, &Looked),
     ) -> Result<Vec<Looked>> {
-        let requests = ledger.lookup_requests(keys).await?;
+        let requests = ledger.rounds().lookup_requests(keys).await?;
         let start = Instant::now();
         let mut answers = Vec::with_capacity(requests.len());
         for (i, op) in requests.iter().enumerate() {

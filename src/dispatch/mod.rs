@@ -60,9 +60,9 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     // the environment is read once, here: a missing variable stops the run before anything
     let destinations = resolve_destinations(&ledger)?;
     // After a crash nothing stays in flight forever.
-    ledger.sweep().await?;
+    ledger.rounds().sweep().await?;
     // `[retention] auto = true`: pruned beside the rounds, for as long as they run
-    let _pruning = ledger.auto_prune();
+    let _pruning = ledger.retention().auto_prune();
     let client = reqwest::Client::builder()
         .build()
         .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;

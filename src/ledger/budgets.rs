@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::Ledger;
 use crate::domain::policy::RetryBudget;
 use crate::error::Result;
 use crate::store::Tx;
@@ -19,21 +18,25 @@ pub(super) struct Budget {
     pub(super) changed: bool,
 }
 
-impl Ledger {
-    /// A caller's start of `op` (manual: The protocol) paying for its retry from its destination's budget, as
-    /// a round's start does: nothing for a first attempt of the budget; refused, saying so, when
-    /// the budget is spent.
+/// The budgets one transaction draws on, by destination: each loaded once, topped up for the
+/// time since, saved at the end with a compare-and-set on its version.
+#[derive(Default)]
+pub(super) struct Budgets(BTreeMap<String, Budget>);
+
+impl Budgets {
+    /// A caller's start of `op` (manual: The protocol) paying for its retry from its destination's
+    /// budget, as a round's start does: nothing for a first attempt of the budget; refused, saying
+    /// so, when the budget is spent.
     pub(super) async fn pay_for_retry(
-        &self,
+        &mut self,
         conn: &mut Tx,
-        budgets: &mut BTreeMap<String, Budget>,
         op: &crate::domain::Op,
         now: DateTime<Utc>,
     ) -> Result<()> {
         if op.attempts <= op.budget_start {
             return Ok(());
         }
-        let b = self.budget(conn, budgets, &op.destination, now).await?;
+        let b = self.of(conn, &op.destination, now).await?;
         let Some(left) = b.bucket.take(op.ambiguous) else {
             return Err(crate::error::Error::Refused(format!(
                 "{}: the retry budget of {} is spent ({} tokens left): it waits in {}",
@@ -45,15 +48,14 @@ impl Ledger {
         Ok(())
     }
 
-    /// A destination's budget in this round: loaded once, topped up for the time since.
-    pub(super) async fn budget<'b>(
-        &self,
+    /// A destination's budget in this transaction: loaded once, topped up for the time since.
+    pub(super) async fn of(
+        &mut self,
         conn: &mut Tx,
-        budgets: &'b mut BTreeMap<String, Budget>,
         destination: &str,
         now: DateTime<Utc>,
-    ) -> Result<&'b mut Budget> {
-        if !budgets.contains_key(destination) {
+    ) -> Result<&mut Budget> {
+        if !self.0.contains_key(destination) {
             let stored = conn.budget(destination).await?;
             let (bucket, since, version) = match stored {
                 Some(row) => (
@@ -64,7 +66,7 @@ impl Ledger {
                 None => (RetryBudget::full(), now, None),
             };
             let (bucket, since) = bucket.refilled(since, now);
-            budgets.insert(
+            self.0.insert(
                 destination.to_string(),
                 Budget {
                     bucket,
@@ -74,20 +76,33 @@ impl Ledger {
                 },
             );
         }
-        Ok(budgets.get_mut(destination).expect("inserted above"))
+        Ok(self.0.get_mut(destination).expect("inserted above"))
     }
 
-    /// A destination's retry budget as it stands now (full when never drawn on).
-    pub async fn retry_budget(&self, destination: &str) -> Result<u32> {
-        let now = self.now();
-        Ok(match self.store.budget(destination).await? {
-            Some(row) => {
-                RetryBudget { tokens: row.tokens }
-                    .refilled(row.refilled_at, now)
-                    .0
-                    .tokens
+    /// A budget loaded before in this transaction.
+    pub(super) fn loaded(&mut self, destination: &str) -> Option<&mut Budget> {
+        self.0.get_mut(destination)
+    }
+
+    /// The destinations whose budget cannot pay for a retry now.
+    pub(super) fn starved(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, b)| b.bucket.tokens < RetryBudget::RETRY_COST)
+            .map(|(d, _)| d.clone())
+            .collect()
+    }
+
+    /// Saves the budgets drawn on. False when another writer changed one first.
+    pub(super) async fn save(&self, conn: &mut Tx) -> Result<bool> {
+        for (destination, b) in self.0.iter().filter(|(_, b)| b.changed) {
+            if !conn
+                .save_budget(destination, b.bucket.tokens, b.since, b.version)
+                .await?
+            {
+                return Ok(false);
             }
-            None => RetryBudget::CAPACITY,
-        })
+        }
+        Ok(true)
     }
 }

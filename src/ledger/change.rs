@@ -99,88 +99,89 @@ impl Ledger {
             role: self.role(),
         }
     }
+}
 
-    /// Asks the rules what `ask` does to `op` (loaded in this transaction), writing nothing.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn decide(
-        &self,
-        conn: &mut Tx,
-        id: i64,
-        op: &Op,
-        actor: &str,
-        ask: &Ask<'_>,
-        paused: Option<bool>,
-        known: Option<&KnownAttempts>,
-    ) -> Result<Decided> {
-        self.check_scope(&op.workflow)?;
-        let now = self.now();
-        let key = op.key.as_str();
-        let unchanged = |op: &Op| {
-            Decided::Unchanged(Applied {
-                key: key.into(),
-                workflow: op.workflow.clone(),
-                from: op.state,
-                to: op.state,
-                kind: None,
-                warning: None,
-            })
-        };
-        let cmd = match ask {
-            Ask::Cmd(c) => c.clone(),
-            Ask::Attempt(r) => match attempt_command(conn, id, op, r, known).await? {
-                Some(cmd) => cmd,
-                None => return Ok(unchanged(op)),
-            },
-        };
-        let paused = match paused {
-            Some(p) => p,
-            None => {
-                matches!(cmd, Command::StartAttempt)
-                    && conn.workflow(&op.workflow).await?.is_some_and(|w| w.paused)
-            }
-        };
-        let policy = self.config.destination(&op.destination);
-        let ctx = Ctx {
-            paused,
-            jitter: rand::random::<f64>(),
-            ..self.rules_ctx(actor, &policy, now)
-        };
-        let Some(t) = apply(op, &cmd, &ctx)? else {
-            return Ok(unchanged(op));
-        };
-        // Every set of contents this key has held (and the one arriving, for a conflict): their
-        // sensitive values never reach the append-only events.
-        let mut payloads = vec![op.payload.as_str()];
-        payloads.extend(t.op.conflicting_payload.as_deref());
-        payloads.extend(op.conflicting_payload.as_deref());
-        let redaction = self
-            .redactor
-            .scrubber_of(&op.destination, &op.action, &payloads);
-        let mut detail = redaction.json(&t.detail);
-        // a session's events hold the key it authenticated with (manual: Running settle for a team)
-        self.sign(&mut detail);
-        let detail = detail.to_string();
-        Ok(Decided::Change(Box::new(Change {
-            id,
-            expected_version: op.version,
-            at: now,
-            actor: actor.to_string(),
-            kind: t.kind,
+/// Asks the rules what `ask` does to `op` (held in this transaction), writing nothing: the
+/// judging of the write engine (`Batch::judge` is its one caller).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn decide(
+    ledger: &Ledger,
+    conn: &mut Tx,
+    id: i64,
+    op: &Op,
+    actor: &str,
+    ask: &Ask<'_>,
+    paused: Option<bool>,
+    known: Option<&KnownAttempts>,
+) -> Result<Decided> {
+    ledger.check_scope(&op.workflow)?;
+    let now = ledger.now();
+    let key = op.key.as_str();
+    let unchanged = |op: &Op| {
+        Decided::Unchanged(Applied {
+            key: key.into(),
+            workflow: op.workflow.clone(),
             from: op.state,
-            detail,
-            applied: Applied {
-                key: key.into(),
-                workflow: op.workflow.clone(),
-                from: op.state,
-                to: t.op.state,
-                kind: Some(t.kind),
-                warning: t.warning.map(|w| redaction.text(&w)),
-            },
-            attempt: t.attempt,
-            op: t.op,
-            made_here: false,
-        })))
-    }
+            to: op.state,
+            kind: None,
+            warning: None,
+        })
+    };
+    let cmd = match ask {
+        Ask::Cmd(c) => c.clone(),
+        Ask::Attempt(r) => match attempt_command(conn, id, op, r, known).await? {
+            Some(cmd) => cmd,
+            None => return Ok(unchanged(op)),
+        },
+    };
+    let paused = match paused {
+        Some(p) => p,
+        None => {
+            matches!(cmd, Command::StartAttempt)
+                && conn.workflow(&op.workflow).await?.is_some_and(|w| w.paused)
+        }
+    };
+    let policy = ledger.config.destination(&op.destination);
+    let ctx = Ctx {
+        paused,
+        jitter: rand::random::<f64>(),
+        ..ledger.rules_ctx(actor, &policy, now)
+    };
+    let Some(t) = apply(op, &cmd, &ctx)? else {
+        return Ok(unchanged(op));
+    };
+    // Every set of contents this key has held (and the one arriving, for a conflict): their
+    // sensitive values never reach the append-only events.
+    let mut payloads = vec![op.payload.as_str()];
+    payloads.extend(t.op.conflicting_payload.as_deref());
+    payloads.extend(op.conflicting_payload.as_deref());
+    let redaction = ledger
+        .redactor
+        .scrubber_of(&op.destination, &op.action, &payloads);
+    let mut detail = redaction.json(&t.detail);
+    // a session's events hold the key it authenticated with (manual: Running settle for a team)
+    ledger.sign(&mut detail);
+    let detail = detail.to_string();
+    Ok(Decided::Change(Box::new(Change {
+        id,
+        expected_version: op.version,
+        at: now,
+        actor: actor.to_string(),
+        kind: t.kind,
+        from: op.state,
+        detail,
+        applied: Applied {
+            key: key.into(),
+            workflow: op.workflow.clone(),
+            from: op.state,
+            to: t.op.state,
+            kind: Some(t.kind),
+            warning: t.warning.map(|w| redaction.text(&w)),
+        },
+        attempt: t.attempt,
+        op: t.op,
+        made_here: false,
+    })))
 }
 
 /// What an attempt's report asks of `op`: finish its attempt, or nothing (`None`) where it
@@ -226,4 +227,12 @@ async fn attempt_command(
         http_status: r.http_status,
         retry_after: r.retry_after,
     }))
+}
+
+/// A refusal concerns one operation; anything else (the database) ends a batch of many.
+pub(super) fn per_operation(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Refused(_) | Error::Forbidden(_) | Error::NotFound(_) | Error::Invalid(_)
+    )
 }

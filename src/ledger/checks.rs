@@ -140,42 +140,4 @@ impl Ledger {
             )))
         }
     }
-
-    /// Refused when an operator asks a bulk action of more than `bulk_limit` items (manual: Running settle for a team).
-    pub(crate) fn check_bulk_size(&self, n: usize) -> Result<()> {
-        let limit = self.config.bulk_limit;
-        if self.role() == crate::domain::Role::Operator && n > limit {
-            return Err(Error::Refused(format!(
-                "an operator acts on at most {limit} items at once ({n} chosen): narrow the choice, or ask a lead"
-            )));
-        }
-        Ok(())
-    }
-
-    /// What a staff action's own texts and keys must be, before any operation is asked.
-    pub(crate) async fn check_staff_action(
-        &self,
-        key: &str,
-        actor: &str,
-        action: &StaffAction,
-    ) -> Result<()> {
-        self.check_acting(actor)?;
-        for (what, text) in staff_texts(action) {
-            check_text(what, text)?;
-        }
-        if let StaffAction::Close {
-            superseded_by: Some(k),
-            ..
-        } = &action
-        {
-            validate_key(k).map_err(|e| Error::Invalid(format!("--superseded-by: {e}")))?;
-            // Staff actions: the superseding operation must exist (a made-up key points nowhere)
-            if self.store.load_op(k).await?.is_none() {
-                return Err(Error::Refused(format!(
-                    "{key}: no operation {k} to supersede it: record it first"
-                )));
-            }
-        }
-        Ok(())
-    }
 }

@@ -1,5 +1,5 @@
 //! The one way settle writes operations: a [`Batch`] holds the rows
-//! the rules need for its keys, asks the rules ([`Ledger::decide`]) what each intent does to a row
+//! the rules need for its keys, asks the rules (`change::decide`) what each intent does to a row
 //! as the batch has left it, and writes what stands in one statement per kind of row: the new
 //! operations, then every changed row with its compare-and-set on `version`, the attempts and the
 //! events, then the runs' rows.
@@ -11,9 +11,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::change::{Ask, Change, Decided};
-use super::{KnownAttempts, Ledger, recorded_event};
-use crate::domain::{AttemptEffect, Op};
+use super::Ledger;
+use super::change::{Ask, Change, Decided, decide};
+use super::run_rows::keep_runs;
+use super::terms::KnownAttempts;
+use crate::domain::{AttemptEffect, Op, State};
 use crate::error::{Error, Result};
 use crate::store::{NewEvent, Tx};
 
@@ -111,9 +113,7 @@ impl<'a> Batch<'a> {
         let Some((id, op)) = self.row(key) else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
-        ledger
-            .decide(tx, id, op, actor, ask, paused, self.known.as_ref())
-            .await
+        decide(ledger, tx, id, op, actor, ask, paused, self.known.as_ref()).await
     }
 
     /// A judged change stands: the row is as it made it, for what the batch judges next.
@@ -177,7 +177,7 @@ impl<'a> Batch<'a> {
                 .iter()
                 .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal())),
         );
-        ledger.keep_runs(tx, &touched, self.records).await?;
+        keep_runs(ledger, tx, &touched, self.records).await?;
         Ok(Some(ids))
     }
 }
@@ -223,4 +223,17 @@ async fn write_after<'a>(
     events.extend(changes.iter().map(|c| c.event()));
     tx.write_changes(&rows, &opened, &closed, &whole, &events)
         .await
+}
+
+/// The audit event of a new operation (`id` as stored), at the time it was created.
+fn recorded_event<'a>(id: i64, op: &Op, actor: &'a str, detail: &'a str) -> NewEvent<'a> {
+    NewEvent::on_operation(
+        id,
+        op.created_at,
+        actor,
+        "recorded",
+        None,
+        State::Pending,
+        detail,
+    )
 }

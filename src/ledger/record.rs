@@ -8,27 +8,9 @@ use super::checks::{check_name, check_op_name};
 use super::engine::Batch;
 use super::{Intent, Ledger, Recorded};
 use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
-use crate::domain::{Command, Op, State, validate_key};
+use crate::domain::{Command, Op, validate_key};
 use crate::error::{Error, Result};
-use crate::store::{self, NewEvent, Tried, Tx};
-
-/// The audit event of a new operation (`id` as stored), at the time it was created.
-pub(super) fn recorded_event<'a>(
-    id: i64,
-    op: &Op,
-    actor: &'a str,
-    detail: &'a str,
-) -> NewEvent<'a> {
-    NewEvent::on_operation(
-        id,
-        op.created_at,
-        actor,
-        "recorded",
-        None,
-        State::Pending,
-        detail,
-    )
-}
+use crate::store::{self, Tried, Tx};
 
 impl Ledger {
     /// The detail of an operation's `recorded` event: the fingerprint of the contents recorded,
@@ -49,6 +31,19 @@ impl Ledger {
             self.check_threshold(&intent.workflow).await?;
         }
         Ok(result)
+    }
+
+    /// Reads JSON lines and records each; a bad line is reported with its number and the
+    /// valid lines are kept. Re-ingesting the same input changes nothing.
+    ///
+    /// Reading and parsing run beside writing (a task of its own, a batch at a time through a
+    /// channel two batches deep), so the next batch is parsed while the database stores the last.
+    pub async fn ingest<R: tokio::io::AsyncBufRead + Unpin>(
+        &self,
+        reader: R,
+        actor: &str,
+    ) -> Result<super::IngestReport> {
+        super::ingest::ingest(self, reader, actor).await
     }
 
     pub(super) fn prepare(&self, intent: &Intent) -> Result<Op> {

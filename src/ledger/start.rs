@@ -1,14 +1,14 @@
 //! `start` for a caller that sends the attempt itself (manual: The protocol), under the rules a dispatcher's
 //! round applies; and what scrubs a destination's answer to a started operation.
 
-use std::collections::BTreeMap;
-
+use super::StartedOp;
+use super::budgets::Budgets;
 use super::change::{Ask, Decided};
 use super::engine::Batch;
-use super::round_types::StartedOp;
-use super::{Applied, Ledger, Tried};
+use super::{Applied, Ledger};
 use crate::domain::{Command, State, validate_key};
 use crate::error::{Error, Result};
+use crate::store::Tried;
 use crate::store::{self, Tx};
 
 impl Ledger {
@@ -22,7 +22,7 @@ impl Ledger {
     /// attempt count after it.
     pub async fn start_attempt(&self, key: &str, actor: &str) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
-        super::check_name("actor", actor, false)?;
+        super::checks::check_name("actor", actor, false)?;
         store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await).map(|(a, _)| a)
     }
 
@@ -30,7 +30,7 @@ impl Ledger {
     /// now, or `Error::Refused` saying why not (as [`Ledger::start_attempt`] decides).
     pub async fn start(&self, key: &str, actor: &str) -> Result<u32> {
         validate_key(key).map_err(Error::Invalid)?;
-        super::check_name("actor", actor, false)?;
+        super::checks::check_name("actor", actor, false)?;
         let (a, n) = store::in_tx!(self.store, |tx| self.start_in(tx, key, actor).await)?;
         if a.kind.is_some() && a.to == State::InFlight {
             Ok(n)
@@ -68,20 +68,15 @@ impl Ledger {
             )));
         }
         self.threshold_room(tx, key, &op.workflow, now).await?;
-        let mut budgets = BTreeMap::new();
-        self.pay_for_retry(tx, &mut budgets, &op, now).await?;
+        let mut budgets = Budgets::default();
+        budgets.pay_for_retry(tx, &op, now).await?;
         let done = (change.applied.clone(), change.op.attempts);
         batch.take(change);
         if batch.write(self, tx, actor).await?.is_none() {
             return Ok(Tried::Raced);
         }
-        for (destination, b) in &budgets {
-            if !tx
-                .save_budget(destination, b.bucket.tokens, b.since, b.version)
-                .await?
-            {
-                return Ok(Tried::Raced);
-            }
+        if !budgets.save(tx).await? {
+            return Ok(Tried::Raced);
         }
         Ok(Tried::Done(done))
     }
@@ -91,7 +86,7 @@ impl Ledger {
     /// any other state, and while a person holds it.
     pub async fn resend(&self, key: &str, actor: &str) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
-        super::check_name("actor", actor, false)?;
+        super::checks::check_name("actor", actor, false)?;
         self.act(key, actor, super::change::Ask::Cmd(Command::Resend))
             .await
     }

@@ -3,56 +3,12 @@
 
 use serde_json::json;
 
-use super::{Ledger, SYSTEM_ACTOR, check_name, check_text};
-use crate::error::{Error, Result};
+use super::{Ledger, SYSTEM_ACTOR};
+use crate::error::Result;
 use crate::store::Pausable;
 use crate::store::{self, NewEvent, Tried, Tx};
 
 impl Ledger {
-    /// Pauses a workflow: the dispatcher starts no attempt for it; nothing pending is lost.
-    /// Returns false when it was already paused.
-    pub async fn pause(&self, workflow: &str, reason: &str, actor: &str) -> Result<bool> {
-        self.pause_one(Pausable::Workflow, workflow, reason, actor)
-            .await
-    }
-
-    /// Resumes a paused workflow. Returns false when it was not paused.
-    pub async fn resume(&self, workflow: &str, actor: &str) -> Result<bool> {
-        self.resume_one(Pausable::Workflow, workflow, actor).await
-    }
-
-    /// Pauses a workflow or a destination (manual: Staff actions): no attempt of it starts, by any dispatcher
-    /// or `settle start`; nothing pending is lost. Returns false when it was already paused.
-    pub async fn pause_one(
-        &self,
-        what: Pausable,
-        name: &str,
-        reason: &str,
-        actor: &str,
-    ) -> Result<bool> {
-        check_name(what.noun(), name, false)?;
-        self.check_acting(actor)?;
-        self.require_lead("pausing")?;
-        check_text("the reason", Some(reason))?;
-        if reason.trim().is_empty() {
-            return Err(Error::Invalid("pause needs --reason".into()));
-        }
-        let reason = crate::domain::redact::redact_text(reason);
-        store::in_tx!(self.store, |tx| self
-            .set_paused_in(tx, what, name, true, Some(&reason), actor, "paused")
-            .await)
-    }
-
-    /// Resumes a paused workflow or destination. Returns false when it was not paused.
-    pub async fn resume_one(&self, what: Pausable, name: &str, actor: &str) -> Result<bool> {
-        check_name(what.noun(), name, false)?;
-        self.check_acting(actor)?;
-        self.require_lead("resuming")?;
-        store::in_tx!(self.store, |tx| self
-            .set_paused_in(tx, what, name, false, None, actor, "resumed")
-            .await)
-    }
-
     /// Sets the pause flag and writes its audit event (a destination's names it in the detail;
     /// a workflow's in the event's workflow).
     #[allow(clippy::too_many_arguments)]
@@ -135,6 +91,7 @@ impl Ledger {
         let mut summary = tx.exception_summary(Some(workflow), now).await?;
         // its stalled runs are exceptions too (manual: Runs)
         if let Some(s) = self
+            .read()
             .stalls()
             .await?
             .into_iter()

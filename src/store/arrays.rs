@@ -25,7 +25,7 @@ pub(super) fn pg_query<'q>(
     sql: &'q str,
     arrays: Vec<Array<'q>>,
 ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    let mut q = super::pg::pg_statement(sql);
+    let mut q = super::bouncer::pg_statement(sql);
     for a in arrays {
         q = match a {
             Array::Int(v) => q.bind(v),

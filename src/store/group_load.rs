@@ -1,4 +1,4 @@
-//! What the group writer reads before it judges a group (`ledger::group_writes`): the operations
+//! What the group writer reads before it judges a group (`ledger::group`): the operations
 //! its writes name, their attempts' outcomes and which of their workflows and destinations are
 //! paused. On PostgreSQL one statement, not three: each round trip of the writer's chain costs
 //! about as much as the statement it carries.

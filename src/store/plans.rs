@@ -2,22 +2,9 @@
 //! joins; in the group writer also no scans), and whether the change set's statements are kept
 //! on the connection or planned at each call.
 
-use super::{Pool, Result, Store, Tx, sql};
-
-/// How a PostgreSQL transaction's change-set statements (`load_ops`, `load_group`,
-/// `write_changes`, `attempt_outcomes`) are planned.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Plans {
-    /// Planned with their values at each call (unnamed): a plan kept on the connection and made
-    /// while a table was small (a fresh ledger, before its first autoanalyze) would scan the
-    /// whole table for each row once it is not.
-    EachCall,
-    /// Kept on the connection (named), once [`Store::begin_only_lookups`] has ruled out the
-    /// scans, hash and merge joins that make such a plan grow with the table: a plan made under
-    /// those settings looks each row up by its key at any size, and is made once instead of at
-    /// each call (parsing and planning is a real part of a small group's time).
-    Kept,
-}
+use super::conn::{Plans, Pool};
+use super::{Store, Tx, sql};
+use crate::error::Result;
 
 impl Tx {
     /// Whether this transaction's change-set statements may be kept on the connection: only in
@@ -64,7 +51,7 @@ impl Store {
             .await
             .map_err(|e| self.err(e))?;
         // through PgBouncer no statement is named, so none is kept
-        let plans = match super::pg::names_statements() {
+        let plans = match super::bouncer::names_statements() {
             true => Plans::Kept,
             false => Plans::EachCall,
         };

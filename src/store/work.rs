@@ -169,10 +169,21 @@ impl Tx {
     }
 }
 
+/// What the dispatcher asks of the database between its rounds (`Store::work`): the next due
+/// time, the interrupted unknowns, the stuck attempts, the budgets as they stand, the heartbeats.
+#[derive(Clone, Copy)]
+pub(crate) struct Work<'a>(&'a Store);
+
 impl Store {
+    pub(crate) fn work(&self) -> Work<'_> {
+        Work(self)
+    }
+}
+
+impl Work<'_> {
     /// A destination's retry budget as stored (for reading, not full).
     pub(crate) async fn budget(&self, destination: &str) -> Result<Option<BudgetRow>> {
-        budget(self.conn().await?.db(), destination, false).await
+        budget(self.0.conn().await?.db(), destination, false).await
     }
 
     /// When the next operation of these destinations is due for an automatic attempt, if one is
@@ -187,7 +198,7 @@ impl Store {
         else {
             return Ok(None);
         };
-        stmt.row(self.conn().await?.db(), |r| {
+        stmt.row(self.0.conn().await?.db(), |r| {
             Ok(time(get(r, "next_attempt_at")?))
         })
         .await
@@ -215,7 +226,7 @@ impl Store {
         let mut cells = vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit as i64))];
         cells.extend(destinations.iter().map(|d| Cell::Text(Some(d.as_str()))));
         Stmt::new(sql, cells)
-            .rows(self.conn().await?.db(), |r| get(r, "key"))
+            .rows(self.0.conn().await?.db(), |r| get(r, "key"))
             .await
     }
 
@@ -239,7 +250,7 @@ impl Store {
         let mut cells = vec![Cell::Int(Some(ms(now)))];
         cells.extend(destinations.iter().map(|d| Cell::Text(Some(d.as_str()))));
         let stmt = Stmt::new(sql, cells);
-        stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
+        stmt.one(self.0.conn().await?.db(), |r| get(r, "n")).await
     }
 
     /// Keys of `in_flight` operations whose attempt outlived its timeout.
@@ -249,7 +260,8 @@ impl Store {
              AND state = 'in_flight' ORDER BY exception_since, id LIMIT $2",
             vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit))],
         );
-        stmt.rows(self.conn().await?.db(), |r| get(r, "key")).await
+        stmt.rows(self.0.conn().await?.db(), |r| get(r, "key"))
+            .await
     }
 
     /// A dispatcher says it is alive.
@@ -260,7 +272,7 @@ impl Store {
             vec![Cell::Text(Some(name)), Cell::Int(Some(ms(now)))],
         );
         // a write: in a transaction (a read's connection may be a read-only one, see `Conn`)
-        let mut tx = self.begin().await?;
+        let mut tx = self.0.begin().await?;
         stmt.execute(tx.db()).await?;
         tx.commit().await
     }
@@ -272,7 +284,7 @@ impl Store {
             "SELECT name, seen_at FROM dispatchers ORDER BY name",
             Vec::new(),
         );
-        stmt.rows(self.conn().await?.db(), |r| {
+        stmt.rows(self.0.conn().await?.db(), |r| {
             Ok((get(r, "name")?, time(get(r, "seen_at")?)))
         })
         .await
@@ -280,7 +292,7 @@ impl Store {
 
     pub(crate) async fn last_heartbeat(&self) -> Result<Option<DateTime<Utc>>> {
         let stmt = Stmt::new("SELECT MAX(seen_at) AS t FROM dispatchers", Vec::new());
-        stmt.one(self.conn().await?.db(), |r| {
+        stmt.one(self.0.conn().await?.db(), |r| {
             Ok(get::<Option<i64>>(r, "t")?.map(time))
         })
         .await

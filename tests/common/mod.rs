@@ -665,7 +665,7 @@ pub async fn keys_listed(
         scope,
         ..Default::default()
     };
-    let page = l.list(&filter, viewer, None, 50).await.unwrap();
+    let page = l.read().list(&filter, viewer, None, 50).await.unwrap();
     let mut keys: Vec<String> = page.items.into_iter().map(|v| v.key).collect();
     keys.sort();
     keys

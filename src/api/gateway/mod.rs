@@ -19,14 +19,15 @@
 //! - The destinations are resolved once, when the router is made; one whose `${NAME}` is not
 //!   set answers 503 naming the variable, and the rest of the API serves on.
 
+mod destinations;
 mod replay;
 mod request;
 mod sent;
 
+pub use destinations::Gateway;
 use request::intent_of;
 use sent::{ORIGIN, Shown, first_answer, unrecorded};
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -39,72 +40,10 @@ use super::answer::{Answer, Failure};
 use super::body::bytes;
 use super::writes::view_after;
 use super::{Api, Caller};
-use crate::dispatch::{Endpoint, HttpDestination, Raw};
+use crate::dispatch::{HttpDestination, Raw};
 use crate::domain::State as OpState;
 use crate::error::Error;
-use crate::ledger::{
-    AttemptReport, Finished, Ledger, OperationView, Recorded, StartedOp, Write, Written,
-};
-
-/// The destinations the gateway sends to, as the dispatcher would reach them.
-pub struct Gateway {
-    client: reqwest::Client,
-    /// By name: resolved, or why not (a variable that is not set), said to each caller.
-    destinations: HashMap<String, std::result::Result<Arc<HttpDestination>, String>>,
-}
-
-impl Gateway {
-    /// The config's HTTP destinations, their `${NAME}`s read from this process's environment.
-    pub fn new(ledger: &Ledger) -> Gateway {
-        let env = |name: &str| std::env::var(name).ok();
-        let destinations = ledger
-            .config()
-            .http_destinations()
-            .into_iter()
-            .map(|(name, d)| {
-                let resolved = HttpDestination::resolve(name, d, &env).map(Arc::new);
-                if let Err(e) = &resolved {
-                    tracing::warn!(destination = name, error = %e, "gateway: destination not usable");
-                }
-                (name.to_string(), resolved.map_err(|e| e.to_string()))
-            })
-            .collect();
-        Gateway {
-            client: reqwest::Client::new(),
-            destinations,
-        }
-    }
-
-    /// Where one action is sent, or the answer saying why it cannot be.
-    fn endpoint(
-        &self,
-        destination: &str,
-        action: &str,
-    ) -> Result<(Arc<HttpDestination>, Arc<Endpoint>), Failure> {
-        let not_found = |what: String| Failure::new(StatusCode::NOT_FOUND, "not_found", what);
-        let dest = match self.destinations.get(destination) {
-            None => {
-                return Err(not_found(format!(
-                    "destination {destination} has no url in settle's config: the gateway sends only to configured destinations"
-                )));
-            }
-            Some(Err(why)) => {
-                return Err(Failure::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    format!("{why}: nothing was sent"),
-                ));
-            }
-            Some(Ok(d)) => d.clone(),
-        };
-        let endpoint = dest.sender(action).cloned().ok_or_else(|| {
-            not_found(format!(
-                "destination {destination} has no url for action {action} in settle's config"
-            ))
-        })?;
-        Ok((dest, endpoint))
-    }
-}
+use crate::ledger::{AttemptReport, Finished, OperationView, Recorded, StartedOp, Write, Written};
 
 /// The handler of every method of the gateway's route. Every answer says who wrote it in
 /// `Settle-Origin`: `destination` for the destination's own status and body, passed on as they
@@ -156,14 +95,16 @@ async fn answer(
         // new contents under a settled key: the old record stands, nothing to send
         Err(Error::Refused(m)) => {
             let refused = Failure::new(StatusCode::UNPROCESSABLE_ENTITY, "conflict", m);
-            return Ok(match caller.ledger.operation(&key, &caller.name).await {
-                Ok(view) => {
-                    let mut r = refused.with_state(view.state).into_response();
-                    replay::mark(&mut r, &view, false);
-                    r
-                }
-                Err(_) => refused.into_response(),
-            });
+            return Ok(
+                match caller.ledger.read().operation(&key, &caller.name).await {
+                    Ok(view) => {
+                        let mut r = refused.with_state(view.state).into_response();
+                        replay::mark(&mut r, &view, false);
+                        r
+                    }
+                    Err(_) => refused.into_response(),
+                },
+            );
         }
         Err(other) => return Err(other.into()),
     };
@@ -301,7 +242,7 @@ async fn started_attempt(
             }
         }
         Err(Error::Refused(why)) => {
-            let view = caller.ledger.operation(key, &caller.name).await?;
+            let view = caller.ledger.read().operation(key, &caller.name).await?;
             Ok(Err((view, Some(why))))
         }
         Err(e) => Err(e.into()),
@@ -334,6 +275,7 @@ async fn report(
     } else {
         let round = caller
             .ledger
+            .rounds()
             .round_knowing(
                 std::slice::from_ref(&finished),
                 &Default::default(),
@@ -346,5 +288,5 @@ async fn report(
             return Err(e);
         }
     }
-    caller.ledger.operation(&key, &caller.name).await
+    caller.ledger.read().operation(&key, &caller.name).await
 }

@@ -116,7 +116,7 @@ async fn decide(
 
 /// The stored rejection replayed: the destination's status, its error as settle keeps it.
 async fn rejection(caller: &Caller, view: &OperationView) -> Failure {
-    let status = match caller.ledger.show(&view.key, &caller.name).await {
+    let status = match caller.ledger.read().show(&view.key, &caller.name).await {
         Ok(detail) => detail
             .attempt_log
             .iter()

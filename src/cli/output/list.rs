@@ -94,6 +94,7 @@ async fn stream(
     }
     while left > 0 {
         let page = ledger
+            .read()
             .list(filter, viewer, after, PAGE.min(left))
             .await
             .map_err(Failure::Ledger)?;

@@ -11,13 +11,14 @@ use crate::domain::{Offer, State};
 impl App {
     pub(super) fn begin_action(&mut self, c: char) -> Vec<Effect> {
         let Some(row) = self.selected_row().cloned() else {
-            self.set_status("select an item first", true);
+            self.status.set("select an item first", true, self.now);
             return Vec::new();
         };
         if !self.online {
-            self.set_status(
+            self.status.set(
                 "the database is unreachable: actions are off until it is back",
                 true,
+                self.now,
             );
             return Vec::new();
         }
@@ -37,12 +38,13 @@ impl App {
                 Some(by) if *by != self.operator => format!(" (claimed by {by})"),
                 _ => String::new(),
             };
-            self.set_status(
+            self.status.set(
                 format!(
                     "{} is not possible on {} ({}){why} · safe next step: {}",
                     b.label, row.key, row.state, row.next_step
                 ),
                 true,
+                self.now,
             );
             return Vec::new();
         }
@@ -105,7 +107,8 @@ impl App {
     /// only; the manual's Redaction, Running settle for a team). The value shows on this pane until it closes, and nowhere else.
     pub(super) fn begin_reveal(&mut self) -> Vec<Effect> {
         if !self.role.leads() {
-            self.set_status("revealing a redacted field is for a lead", true);
+            self.status
+                .set("revealing a redacted field is for a lead", true, self.now);
             return Vec::new();
         }
         let Some(d) = &self.detail else {
@@ -113,7 +116,8 @@ impl App {
         };
         let paths = crate::ledger::redacted_paths(&d.payload);
         if paths.is_empty() {
-            self.set_status("nothing is redacted in this item", false);
+            self.status
+                .set("nothing is redacted in this item", false, self.now);
             return Vec::new();
         }
         let options = ('1'..='9').zip(paths).collect();
@@ -128,7 +132,8 @@ impl App {
 
     pub(super) fn on_form_key(&mut self, mut form: Form, key: KeyEvent) -> Vec<Effect> {
         if key.code == KeyCode::Esc {
-            self.set_status("cancelled; nothing changed", false);
+            self.status
+                .set("cancelled; nothing changed", false, self.now);
             return Vec::new();
         }
         match form.step.clone() {
@@ -138,7 +143,8 @@ impl App {
                     return Vec::new();
                 };
                 if c == 'n' && !options.iter().any(|(k, _)| *k == 'n') {
-                    self.set_status("cancelled; nothing changed", false);
+                    self.status
+                        .set("cancelled; nothing changed", false, self.now);
                     return Vec::new();
                 }
                 let Some(_) = options.iter().find(|(k, _)| *k == c) else {
@@ -171,7 +177,8 @@ impl App {
             FormStep::Confirm => match key.code {
                 KeyCode::Char('y') | KeyCode::Enter => return self.submit(form),
                 KeyCode::Char('n') => {
-                    self.set_status("cancelled; nothing changed", false);
+                    self.status
+                        .set("cancelled; nothing changed", false, self.now);
                     return Vec::new();
                 }
                 _ => {}
@@ -187,7 +194,7 @@ impl App {
             let Some(action) = super::runs::run_action_of(&form) else {
                 return Vec::new();
             };
-            self.set_status("working…", false);
+            self.status.set("working…", false, self.now);
             return vec![Effect::RunAction { run: key, action }];
         }
         let text = form.text.clone().unwrap_or_default();
@@ -203,7 +210,7 @@ impl App {
             }],
             (ActionKind::LookUp, _) => self.submit_lookup(form),
             (ActionKind::Reveal, _) => {
-                self.set_status("revealing…", false);
+                self.status.set("revealing…", false, self.now);
                 vec![Effect::Reveal {
                     key,
                     path: form.field.clone().unwrap_or_default(),
@@ -213,7 +220,7 @@ impl App {
             (kind, Some(action)) => match form.preview {
                 Some(preview) => self.start_bulk(kind.verb(), preview, action, form.pace),
                 None => {
-                    self.set_status("working…", false);
+                    self.status.set("working…", false, self.now);
                     vec![Effect::Staff { key, action }]
                 }
             },

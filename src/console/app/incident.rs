@@ -18,9 +18,7 @@ impl App {
         let Some(key) = self.selected_row().map(|r| r.key.clone()) else {
             return Vec::new();
         };
-        if !self.marks.remove(&key) {
-            self.marks.insert(key);
-        }
+        self.marks.toggle(key);
         self.move_by(1)
     }
 
@@ -30,60 +28,43 @@ impl App {
             return Vec::new();
         }
         if !self.marks.is_empty() {
-            let n = self.marks.len();
-            self.marks.clear();
-            self.set_status(format!("{n} unmarked"), false);
+            let n = self.marks.clear();
+            self.status.set(format!("{n} unmarked"), false, self.now);
             return Vec::new();
         }
         let seq = self.next_seq();
-        self.marking = Some(seq);
+        self.marks.asked = Some(seq);
         self.loading = true;
-        self.set_status("marking everything the view and filter match…", false);
+        self.status.set(
+            "marking everything the view and filter match…",
+            false,
+            self.now,
+        );
         vec![Effect::MarkAll {
             seq,
             filter: self.list_filter(),
         }]
     }
 
-    pub(super) fn on_marked(&mut self, seq: u64, keys: Result<Vec<String>, String>) -> Vec<Effect> {
-        if self.marking != Some(seq) {
-            return Vec::new();
-        }
-        self.marking = None;
-        self.loading = false;
-        match keys {
-            Ok(keys) => {
-                self.marks = keys.into_iter().collect();
-                self.set_status(
-                    format!(
-                        "{} marked · the action keys act on all of them · A unmarks",
-                        self.marks.len()
-                    ),
-                    false,
-                );
-            }
-            Err(e) => self.set_status(format!("could not mark: {e}"), true),
-        }
-        Vec::new()
-    }
-
     /// An action key with items marked: the action for all of them, frozen now.
     pub(super) fn begin_bulk(&mut self, c: char) -> Vec<Effect> {
         let Some(b) = crate::console::keymap::action(c).filter(|b| b.bulk) else {
-            self.set_status(
+            self.status.set(
                 format!(
                     "{c} acts on one item; {} marked (A unmarks them)",
                     self.marks.len()
                 ),
                 true,
+                self.now,
             );
             return Vec::new();
         };
         if !self.applies(b) {
-            self.set_status("a bulk action is under way (Esc stops it)", true);
+            self.status
+                .set("a bulk action is under way (Esc stops it)", true, self.now);
             return Vec::new();
         }
-        let keys: Vec<String> = self.marks.iter().cloned().collect();
+        let keys = self.marks.frozen();
         let Some((kind, step)) = first_step(c, |_| true, Some(keys.len())) else {
             return Vec::new();
         };
@@ -121,7 +102,11 @@ impl App {
             }
             Err(e) => {
                 self.mode = Mode::Normal;
-                self.set_status(format!("could not check the marked items: {e}"), true);
+                self.status.set(
+                    format!("could not check the marked items: {e}"),
+                    true,
+                    self.now,
+                );
             }
         }
         Vec::new()
@@ -135,7 +120,11 @@ impl App {
         pace: Option<Duration>,
     ) -> Vec<Effect> {
         if preview.eligible.is_empty() {
-            self.set_status(format!("nothing to do: {}", preview.summary(verb)), true);
+            self.status.set(
+                format!("nothing to do: {}", preview.summary(verb)),
+                true,
+                self.now,
+            );
             return Vec::new();
         }
         let stop = StopFlag::default();
@@ -145,7 +134,11 @@ impl App {
             total: preview.eligible.len(),
             stop: stop.clone(),
         });
-        self.set_status(format!("{} · Esc stops", preview.summary(verb)), false);
+        self.status.set(
+            format!("{} · Esc stops", preview.summary(verb)),
+            false,
+            self.now,
+        );
         vec![Effect::BulkApply {
             keys: preview.eligible,
             action,
@@ -159,16 +152,16 @@ impl App {
         match report {
             Ok(r) => {
                 // what was done is unmarked; what was left alone stays marked to look at
-                for k in &r.done {
-                    self.marks.remove(k);
-                }
+                self.marks.unmark(&r.done);
                 let mut text = r.summary(verb);
                 if !self.marks.is_empty() {
                     text.push_str(&format!(" · {} still marked", self.marks.len()));
                 }
-                self.set_status(text, !r.not_reached.is_empty());
+                self.status.set(text, !r.not_reached.is_empty(), self.now);
             }
-            Err(e) => self.set_status(format!("{verb} stopped: {e}"), true),
+            Err(e) => self
+                .status
+                .set(format!("{verb} stopped: {e}"), true, self.now),
         }
         self.refresh()
     }

@@ -4,7 +4,8 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use tui_input::backend::crossterm::EventHandler;
 
-use crate::console::app::{Focus, Mode, REVIEW_WINDOWS, View};
+use crate::console::app::review::ReviewKey;
+use crate::console::app::{Focus, Mode, View};
 use crate::console::{App, Effect};
 use crate::ledger::Position;
 
@@ -56,23 +57,21 @@ impl App {
         if let Some(effects) = self.on_run_key(key) {
             return effects;
         }
+        // view 6's own keys: its tables scroll, its windows go round
+        if self.view == View::Review {
+            match self.review.on_key(key.code) {
+                Some(ReviewKey::Done) => return Vec::new(),
+                Some(ReviewKey::AskAgain) => {
+                    let seq = self.next_seq();
+                    return vec![self.review.ask(seq, self.review_scope())];
+                }
+                None => {}
+            }
+        }
         match key.code {
             KeyCode::Char('q') => {
                 self.quit = true;
                 vec![Effect::Quit]
-            }
-            // the review's tables scroll (manual: The review after a release: at 80x24 they may hold more than fits)
-            KeyCode::Char('j') | KeyCode::Down if self.view == View::Review => {
-                let longest = self
-                    .review
-                    .as_ref()
-                    .map_or(0, |r| r.by_workflow.len().max(r.by_destination.len()));
-                self.review_scroll = (self.review_scroll + 1).min(longest.saturating_sub(1));
-                Vec::new()
-            }
-            KeyCode::Char('k') | KeyCode::Up if self.view == View::Review => {
-                self.review_scroll = self.review_scroll.saturating_sub(1);
-                Vec::new()
             }
             KeyCode::Char('j') | KeyCode::Down => self.move_by(1),
             KeyCode::Char('k') | KeyCode::Up => self.move_by(-1),
@@ -103,17 +102,6 @@ impl App {
             }
             KeyCode::Char('a') if self.view == View::Activity => self.toggle_automation(),
             KeyCode::Esc => self.on_esc(),
-            KeyCode::Char(c @ ('[' | ']')) if self.view == View::Review => {
-                // round and round: each press changes the window
-                let n = REVIEW_WINDOWS.len();
-                self.review_window = if c == '[' {
-                    (self.review_window + n - 1) % n
-                } else {
-                    (self.review_window + 1) % n
-                };
-                let seq = self.next_seq();
-                vec![self.review_effect(seq)]
-            }
             KeyCode::Char(c @ '1'..='6') => self.switch_view(c),
             KeyCode::Char('/') => {
                 self.mode = Mode::Filter;
@@ -189,7 +177,8 @@ impl App {
                 vec![Effect::Detail { key }]
             }
             None => {
-                self.set_status("this event is not an operation's", false);
+                self.status
+                    .set("this event is not an operation's", false, self.now);
                 Vec::new()
             }
         }
@@ -199,14 +188,15 @@ impl App {
     pub(crate) fn on_esc(&mut self) -> Vec<Effect> {
         if let Some(b) = &self.bulk {
             b.stop.stop();
-            self.set_status("stopping after the item under way…", false);
+            self.status
+                .set("stopping after the item under way…", false, self.now);
             return Vec::new();
         }
         if !self.filter.value().is_empty() {
             self.filter.reset();
             return self.reload(Position::First, false);
         }
-        self.status = None;
+        self.status.line = None;
         Vec::new()
     }
 
@@ -233,13 +223,14 @@ impl App {
     pub(crate) fn toggle_automation(&mut self) -> Vec<Effect> {
         self.automation = !self.automation;
         self.selected = 0;
-        self.set_status(
+        self.status.set(
             if self.automation {
                 "automation's events shown (a hides them)"
             } else {
                 "people's actions only (a shows automation's too)"
             },
             false,
+            self.now,
         );
         self.reload(Position::First, false)
     }
@@ -250,7 +241,11 @@ impl App {
         self.selected = 0;
         self.to_top = true;
         let way = if self.reverse { "reversed" } else { "in order" };
-        self.set_status(format!("sorted by {}, {way}", self.sort.label()), false);
+        self.status.set(
+            format!("sorted by {}, {way}", self.sort.label()),
+            false,
+            self.now,
+        );
         self.reload(Position::First, false)
     }
 
@@ -259,7 +254,8 @@ impl App {
         self.sort = self.sort.next();
         self.selected = 0;
         self.to_top = true;
-        self.set_status(format!("sorted by {}", self.sort.label()), false);
+        self.status
+            .set(format!("sorted by {}", self.sort.label()), false, self.now);
         self.reload(Position::First, false)
     }
 

@@ -1,6 +1,6 @@
 //! What the console loads: the filters it asks with, reloads, refreshes, the status line.
 
-use crate::console::app::{MAX_ROWS, PAGE, Place, REVIEW_WINDOWS, View};
+use crate::console::app::{MAX_ROWS, PAGE, Place, View};
 use crate::console::{App, Effect};
 use crate::ledger::{ListFilter, Position};
 
@@ -32,16 +32,6 @@ impl App {
         scope
     }
 
-    pub(crate) fn review_effect(&mut self, seq: u64) -> Effect {
-        self.review_seq = Some(seq);
-        self.review_of = self.review_scope();
-        Effect::Review {
-            seq,
-            days: REVIEW_WINDOWS[self.review_window],
-            scope: self.review_of.clone(),
-        }
-    }
-
     /// Activity's filter: what `/` holds, read as Activity reads it.
     pub fn activity_filter(&self) -> crate::domain::activity_filter::ActivityFilter {
         crate::domain::activity_filter::ActivityFilter::lenient(
@@ -59,7 +49,7 @@ impl App {
     pub(crate) fn reload(&mut self, position: Position, select_last: bool) -> Vec<Effect> {
         let seq = self.next_seq();
         if self.view == View::Review {
-            return vec![self.review_effect(seq), Effect::Header];
+            return vec![self.review.ask(seq, self.review_scope()), Effect::Header];
         }
         self.loading = true;
         if self.view == View::Activity {
@@ -78,15 +68,13 @@ impl App {
         }];
         self.filter_count = None;
         if self.view == View::Exceptions {
-            self.stalled_seq = seq;
-            self.stalled_fresh = true;
-            self.on_run = None;
+            self.stalled.asked_fresh(seq);
             fx.push(Effect::Stalled {
                 seq,
                 filter: filter.clone(),
             });
         } else {
-            self.on_run = None;
+            self.stalled.on = None;
         }
         if !filter.query.is_empty() {
             self.count_seq = seq;
@@ -103,7 +91,7 @@ impl App {
         };
         let seq = self.next_seq();
         let mut fx = if self.view == View::Review {
-            vec![self.review_effect(seq)]
+            vec![self.review.ask(seq, self.review_scope())]
         } else if self.view == View::Activity {
             vec![Effect::Activity {
                 seq,
@@ -120,7 +108,7 @@ impl App {
                 place: Place::Replace { select_last: false },
             }];
             if self.view == View::Exceptions {
-                self.stalled_seq = seq;
+                self.stalled.asked(seq);
                 fx.push(Effect::Stalled {
                     seq,
                     filter: filter.clone(),
@@ -141,23 +129,5 @@ impl App {
             fx.push(Effect::Run { run: r.run.clone() });
         }
         fx
-    }
-
-    pub(crate) fn set_status(&mut self, text: impl Into<String>, error: bool) {
-        self.status = Some((text.into(), error));
-        self.status_at = Some(self.now);
-    }
-
-    /// A status line says what just happened: a result clears after 8 s, a refusal after 20 s.
-    pub(crate) fn expire_status(&mut self) {
-        let keep = match &self.status {
-            Some((_, true)) => chrono::TimeDelta::seconds(20),
-            Some((_, false)) => chrono::TimeDelta::seconds(8),
-            None => return,
-        };
-        if self.status_at.is_some_and(|at| self.now - at > keep) {
-            self.status = None;
-            self.status_at = None;
-        }
     }
 }

@@ -61,11 +61,11 @@ impl App {
                 let Some((key, action)) = items.pop() else {
                     return Vec::new();
                 };
-                self.set_status("working…", false);
+                self.status.set("working…", false, self.now);
                 return vec![Effect::Staff { key, action }];
             }
             if items.is_empty() {
-                self.set_status("nothing to reconcile", true);
+                self.status.set("nothing to reconcile", true, self.now);
                 return Vec::new();
             }
             self.bulk = Some(BulkRun {
@@ -74,16 +74,21 @@ impl App {
                 total: items.len(),
                 stop: stop.clone(),
             });
-            self.set_status(format!("reconciling {} · Esc stops", items.len()), false);
+            self.status.set(
+                format!("reconciling {} · Esc stops", items.len()),
+                false,
+                self.now,
+            );
             return vec![Effect::BulkApplyEach { items, stop }];
         }
         let Some(preview) = form.preview else {
             return Vec::new();
         };
         if preview.eligible.is_empty() {
-            self.set_status(
+            self.status.set(
                 format!("nothing to look up: {}", preview.summary(LOOKING_UP)),
                 true,
+                self.now,
             );
             return Vec::new();
         }
@@ -93,9 +98,10 @@ impl App {
             total: preview.eligible.len(),
             stop: stop.clone(),
         });
-        self.set_status(
+        self.status.set(
             format!("{} · Esc stops", preview.summary(LOOKING_UP)),
             false,
+            self.now,
         );
         vec![Effect::LookUp {
             keys: preview.eligible,
@@ -115,7 +121,8 @@ impl App {
             let answers = match answers {
                 Ok(a) => a,
                 Err(e) => {
-                    self.set_status(format!("the lookups stopped: {e}"), true);
+                    self.status
+                        .set(format!("the lookups stopped: {e}"), true, self.now);
                     return Vec::new();
                 }
             };
@@ -128,7 +135,8 @@ impl App {
                 tally(&answers)
             );
             if items.is_empty() {
-                self.set_status(format!("{said}: nothing to reconcile"), true);
+                self.status
+                    .set(format!("{said}: nothing to reconcile"), true, self.now);
                 return Vec::new();
             }
             let keys: Vec<String> = answers.iter().map(|(k, _, _)| k.clone()).collect();
@@ -155,21 +163,26 @@ impl App {
         match answers.as_deref() {
             Err(e) => {
                 self.mode = Mode::Normal;
-                self.set_status(format!("{key}: the lookup could not be asked: {e}"), true);
+                self.status.set(
+                    format!("{key}: the lookup could not be asked: {e}"),
+                    true,
+                    self.now,
+                );
             }
             Ok([]) => {
                 self.mode = Mode::Normal;
-                self.set_status(format!("{key}: no such operation"), true);
+                self.status
+                    .set(format!("{key}: no such operation"), true, self.now);
             }
             Ok([one @ (_, _, LookupAnswer::NoAnswer { .. })]) => {
                 let text = format!("{}: left as it was", said(one));
                 self.mode = Mode::Normal;
-                self.set_status(text, true);
+                self.status.set(text, true, self.now);
             }
             Ok([one @ (_, _, LookupAnswer::Absent { .. })]) if state == Some(State::Failed) => {
                 let text = format!("{}: it is failed already; nothing to change", said(one));
                 self.mode = Mode::Normal;
-                self.set_status(text, false);
+                self.status.set(text, false, self.now);
             }
             Ok(answers) => {
                 form.answers = answers.to_vec();

@@ -10,12 +10,20 @@ pub(crate) mod incident;
 mod keys;
 mod loads;
 pub(crate) mod lookup;
+mod marks;
 mod messages;
+mod review;
 mod runs;
+mod stalled;
+mod status;
 mod update;
 
 pub use form::{ActionKind, Form, FormStep};
+pub use marks::Marks;
 pub use messages::{Effect, Header, Msg, Place, StopFlag};
+pub use review::{REVIEW_WINDOWS, ReviewView};
+pub use stalled::StalledRuns;
+pub use status::Status;
 
 use crate::ledger::{EventView, OperationDetail, OperationView, Position, Scope, Sort};
 
@@ -43,9 +51,6 @@ pub enum View {
     /// resolve, duplicates.
     Review,
 }
-
-/// The review's windows (`[` and `]`), in days; the second is the default.
-pub const REVIEW_WINDOWS: [u64; 3] = [1, 7, 30];
 
 impl View {
     pub const ALL: [View; 6] = [
@@ -135,35 +140,17 @@ pub struct App {
     pub activity: Vec<EventView>,
     /// Activity shows automation's events too (`a`).
     pub automation: bool,
-    /// View 6's review (the last one answered; kept on screen while the next loads).
-    pub review: Option<Box<crate::ledger::Review>>,
-    /// Its window: an index into [`REVIEW_WINDOWS`].
-    pub review_window: usize,
-    /// The review request whose answer is awaited (`None`: none).
-    pub review_seq: Option<u64>,
-    /// What the last review asked for covers (the filter's workflow or destination), read once
-    /// when it is asked, not at every frame.
-    pub review_of: crate::ledger::ReviewScope,
-    /// How many rows the review's tables are scrolled (`j`/`k` in view 6).
-    pub review_scroll: usize,
+    /// View 6, the review after a release.
+    pub review: ReviewView,
     pub detail: Option<OperationDetail>,
-    /// View 1's stalled runs (manual: Runs), shown above its operations, oldest stall first.
-    pub stalled: Vec<crate::ledger::RunSummary>,
-    /// The selection is on this stalled run (not on an operation).
-    pub on_run: Option<usize>,
-    /// The selected run, for the detail pane.
-    pub run_view: Option<crate::ledger::RunView>,
-    /// The newest request for the stalled runs; `stalled_fresh`: it was a new list's.
-    stalled_seq: u64,
-    stalled_fresh: bool,
+    /// View 1's stalled runs (manual: Runs), shown above its operations.
+    pub stalled: StalledRuns,
     /// How many items of the view the filter matches, once counted (for request `count_seq`).
     pub filter_count: Option<i64>,
     count_seq: u64,
     pub detail_scroll: u16,
     /// Marked keys (`Space`, `A`): the action keys act on all of them (manual: Many at once).
-    pub marks: std::collections::BTreeSet<String>,
-    /// `A` was asked for (request `seq`) and its answer has not come yet.
-    pub(super) marking: Option<u64>,
+    pub marks: Marks,
     /// A bulk action under way.
     pub bulk: Option<BulkRun>,
     /// A revealed value (key, field, value): shown while that item's detail pane stays open.
@@ -171,9 +158,7 @@ pub struct App {
     /// Rows another writer changed, and when it was seen: highlighted for `CHANGED_FOR`.
     pub changed: std::collections::HashMap<String, DateTime<Utc>>,
     pub header: Header,
-    pub status: Option<(String, bool)>,
-    /// When the status line was set: it clears itself after a while (manual: The console), an error later.
-    status_at: Option<DateTime<Utc>>,
+    pub status: Status,
     /// The database answered the last poll.
     pub online: bool,
     /// A request is out; the spinner turns.
@@ -192,6 +177,12 @@ pub struct App {
 
 impl App {
     pub fn new(database: &str, operator: &str) -> App {
+        let mut status = Status::default();
+        status.set(
+            "oldest exceptions first · j/k move · Tab details · / filter · ? all keys",
+            false,
+            Utc::now(),
+        );
         App {
             database: database.into(),
             operator: operator.into(),
@@ -210,31 +201,18 @@ impl App {
             more_after: false,
             activity: Vec::new(),
             automation: false,
-            review: None,
-            review_window: 1,
-            review_seq: None,
-            review_of: Default::default(),
-            review_scroll: 0,
+            review: ReviewView::default(),
             detail: None,
-            stalled: Vec::new(),
-            on_run: None,
-            run_view: None,
-            stalled_seq: 0,
-            stalled_fresh: false,
+            stalled: StalledRuns::default(),
             detail_scroll: 0,
-            marks: Default::default(),
-            marking: None,
+            marks: Marks::default(),
             bulk: None,
             revealed: None,
             changed: Default::default(),
             filter_count: None,
             count_seq: 0,
             header: Header::default(),
-            status: Some((
-                "oldest exceptions first · j/k move · Tab details · / filter · ? all keys".into(),
-                false,
-            )),
-            status_at: Some(Utc::now()),
+            status,
             online: true,
             loading: true,
             loaded_once: false,

@@ -13,7 +13,7 @@ impl App {
             Msg::Tick => {
                 self.spinner = self.spinner.wrapping_add(1);
                 self.now = Utc::now();
-                self.expire_status();
+                self.status.expire(self.now);
                 let now = self.now;
                 self.changed.retain(|_, at| now - *at < CHANGED_FOR);
                 Vec::new()
@@ -34,16 +34,48 @@ impl App {
             Msg::Activity { seq, events } => self.on_activity(seq, events),
             Msg::Acted(result) => {
                 match result {
-                    Ok(text) => self.set_status(text, false),
-                    Err(text) => self.set_status(text, true),
+                    Ok(text) => self.status.set(text, false, self.now),
+                    Err(text) => self.status.set(text, true, self.now),
                 }
                 self.refresh()
             }
             Msg::Changed => vec![Effect::Poll],
-            Msg::Reviewed { seq, review } => self.on_reviewed(seq, review),
-            Msg::Stalled { seq, runs } => self.on_stalled(seq, runs),
-            Msg::Run { run, view } => self.on_run_view(run, view),
-            Msg::Marked { seq, keys } => self.on_marked(seq, keys),
+            Msg::Reviewed { seq, review } => {
+                match self.review.on_answer(seq, review) {
+                    Some(Ok(())) => self.online = true,
+                    Some(Err(e)) => self.status.set(format!("the review: {e}"), true, self.now),
+                    None => {}
+                }
+                Vec::new()
+            }
+            Msg::Stalled { seq, runs } => {
+                let at_top = self.selected == 0;
+                match self.stalled.on_list(seq, runs, at_top) {
+                    true => self.run_effect(),
+                    false => Vec::new(),
+                }
+            }
+            Msg::Run { run, view } => {
+                if let Err(e) = self.stalled.on_view(&run, view) {
+                    self.status.set(e, true, self.now);
+                }
+                Vec::new()
+            }
+            Msg::Marked { seq, keys } => {
+                let Some(marked) = self.marks.on_answer(seq, keys) else {
+                    return Vec::new();
+                };
+                self.loading = false;
+                let (text, error) = match marked {
+                    Ok(n) => (
+                        format!("{n} marked · the action keys act on all of them · A unmarks"),
+                        false,
+                    ),
+                    Err(e) => (format!("could not mark: {e}"), true),
+                };
+                self.status.set(text, error, self.now);
+                Vec::new()
+            }
             Msg::Previewed(preview) => self.on_previewed(preview),
             Msg::BulkProgress { done, total } => {
                 if let Some(b) = self.bulk.as_mut() {
@@ -82,7 +114,7 @@ impl App {
                     }
                     self.detail = Some(*d);
                 }
-                Err(e) => self.set_status(e, true),
+                Err(e) => self.status.set(e, true, self.now),
             }
         }
         Vec::new()
@@ -107,24 +139,6 @@ impl App {
         Vec::new()
     }
 
-    pub(crate) fn on_reviewed(
-        &mut self,
-        seq: u64,
-        review: Result<Box<crate::ledger::Review>, String>,
-    ) -> Vec<Effect> {
-        if self.review_seq == Some(seq) {
-            self.review_seq = None;
-            match review {
-                Ok(r) => {
-                    self.review = Some(r);
-                    self.online = true;
-                }
-                Err(e) => self.set_status(format!("the review: {e}"), true),
-            }
-        }
-        Vec::new()
-    }
-
     pub(crate) fn on_revealed(
         &mut self,
         key: String,
@@ -133,13 +147,14 @@ impl App {
     ) -> Vec<Effect> {
         match value {
             Ok(v) => {
-                self.set_status(
+                self.status.set(
                     format!("{key}: {path} revealed; the reveal is audited"),
                     false,
+                    self.now,
                 );
                 self.revealed = Some((key, path, v));
             }
-            Err(e) => self.set_status(format!("refused: {e}"), true),
+            Err(e) => self.status.set(format!("refused: {e}"), true, self.now),
         }
         self.refresh()
     }
@@ -152,7 +167,7 @@ impl App {
                 let changed = self.last_event.is_some_and(|old| old != id);
                 self.last_event = Some(id);
                 if back {
-                    self.set_status("database reachable again", false);
+                    self.status.set("database reachable again", false, self.now);
                 }
                 if back || changed {
                     self.refresh()
@@ -170,9 +185,10 @@ impl App {
     pub(crate) fn went_offline(&mut self, e: String) {
         self.online = false;
         self.loading = false;
-        self.set_status(
+        self.status.set(
             format!("database unreachable: {e} (retrying; actions are off)"),
             true,
+            self.now,
         );
     }
 
@@ -311,7 +327,7 @@ impl App {
     }
 
     pub(crate) fn move_by(&mut self, delta: isize) -> Vec<Effect> {
-        self.on_run = None;
+        self.stalled.on = None;
         let len = self.len();
         if len == 0 {
             return Vec::new();

@@ -102,11 +102,11 @@ pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let body_height = area.height.saturating_sub(1) as usize;
     // view 1's stalled runs stand above its operations (manual: Runs)
     let runs: &[crate::ledger::RunSummary] = if app.view == View::Exceptions {
-        &app.stalled
+        &app.stalled.runs
     } else {
         &[]
     };
-    let chosen = app.on_run.unwrap_or(runs.len() + app.selected);
+    let chosen = app.stalled.on.unwrap_or(runs.len() + app.selected);
     let start = chosen
         .saturating_sub(body_height.saturating_sub(1))
         .min(runs.len() + app.rows.len());
@@ -120,7 +120,7 @@ pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             ratatui::widgets::Cell::from(fit(run_cell(r, name, app), *width)).style(style)
         });
         let row = Row::new(cells);
-        if app.on_run == Some(i) && app.focus == Focus::List {
+        if app.stalled.on == Some(i) && app.focus == Focus::List {
             row.style(theme.style(Meaning::Selected))
         } else {
             row
@@ -141,7 +141,7 @@ pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         });
         let row = Row::new(cells);
         let changed = app.changed.contains_key(&v.key);
-        let selected = app.on_run.is_none() && i == app.selected && app.focus == Focus::List;
+        let selected = app.stalled.on.is_none() && i == app.selected && app.focus == Focus::List;
         if selected && changed {
             // the selection keeps its look; the change shows as bold and underlined
             row.style(theme.style(Meaning::Selected).add_modifier(

@@ -38,6 +38,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         && !matches!(app.mode, Mode::Filter)
         && app
             .status
+            .line
             .as_ref()
             .is_some_and(|(text, _)| esc(text).chars().count() + 1 > area.width as usize);
     let status_height = if long_status { 2 } else { 1 };

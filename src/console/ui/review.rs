@@ -19,7 +19,7 @@ const BUCKET_FROM: [i64; 6] = [0, 3_600, 4 * 3_600, 86_400, 3 * 86_400, 7 * 86_4
 pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let [title, rest] = Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(area);
     draw_title(f, app, theme, title);
-    let Some(r) = &app.review else {
+    let Some(r) = &app.review.shown else {
         f.render_widget(
             Paragraph::new(format!(" {} loading the review…", SPINNER[app.spinner % 4])),
             rest,
@@ -54,7 +54,7 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         theme,
         "workflow",
         &r.by_workflow,
-        app.review_scroll,
+        app.review.scroll,
         by_workflow,
     );
     draw_table(
@@ -62,7 +62,7 @@ pub(super) fn draw(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         theme,
         "destination",
         &r.by_destination,
-        app.review_scroll,
+        app.review.scroll,
         by_destination,
     );
     draw_runs(f, theme, r, runs);
@@ -110,7 +110,7 @@ fn draw_runs(f: &mut Frame, theme: &Theme, r: &Review, area: Rect) {
 
 /// The review's title line: its window, its scope, the windows [ and ] go round.
 fn draw_title(f: &mut Frame, app: &App, theme: &Theme, title: Rect) {
-    let days = REVIEW_WINDOWS[app.review_window];
+    let days = REVIEW_WINDOWS[app.review.window];
     let windows: Vec<String> = REVIEW_WINDOWS
         .iter()
         .map(|d| {
@@ -121,13 +121,13 @@ fn draw_title(f: &mut Frame, app: &App, theme: &Theme, title: Rect) {
             }
         })
         .collect();
-    let scope = &app.review_of;
+    let scope = &app.review.of;
     let of = match (&scope.workflow, &scope.destination) {
         (Some(w), _) => format!("workflow {}", escape_text(w)),
         (None, Some(d)) => format!("destination {}", escape_text(d)),
         _ => "all workflows".into(),
     };
-    let loading = if app.review_seq.is_some() {
+    let loading = if app.review.seq.is_some() {
         format!(" {}", SPINNER[app.spinner % 4])
     } else {
         String::new()

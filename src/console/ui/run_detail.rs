@@ -26,7 +26,7 @@ pub(super) fn draw_run(f: &mut Frame, app: &App, theme: &Theme, area: Rect, r: &
         .borders(Borders::TOP)
         .title(format!(" run {} ", esc(&r.run)))
         .border_style(border);
-    let view = app.run_view.as_ref().filter(|v| v.run == r.run);
+    let view = app.stalled.view.as_ref().filter(|v| v.run == r.run);
     let next = view.map_or(&r.next_step, |v| &v.next_step);
     let mut lines = vec![Line::from(vec![
         label(theme, "next"),

@@ -31,7 +31,7 @@ pub(super) fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         );
         return;
     }
-    let line = match (&app.mode, &app.status) {
+    let line = match (&app.mode, &app.status.line) {
         (Mode::Filter, _) => {
             // a term not whole yet (or wrong) is said; the list narrows by the others
             let problem = if app.view == View::Activity {

@@ -7,12 +7,13 @@ use super::report::{IngestProblem, IngestReport};
 use crate::error::{Error, Result};
 use crate::ledger::change::{Ask, Decided};
 use crate::ledger::engine::Batch;
-use crate::ledger::{Ledger, Recorded, Tried};
+use crate::ledger::{Ledger, Recorded};
+use crate::store::Tried;
 use crate::store::{self, Tx};
 
 use super::parse::Parsed;
 
-/// What a batch came to (see [`Ledger::batch_in`]).
+/// What a batch came to (see [`Writing::batch_in`]).
 enum Batched {
     Done {
         outcomes: Vec<Result<Taken>>,
@@ -57,7 +58,7 @@ impl Parsed {
 }
 
 /// With `assume_new`, the keys whose first line in the batch is an intent: taken for new and not
-/// looked up (see [`Ledger::batch_in`]).
+/// looked up (see [`Writing::batch_in`]).
 fn taken_for_new(batch: &[(usize, Parsed)], assume_new: bool) -> HashSet<&str> {
     let mut taken_new = HashSet::new();
     if assume_new {
@@ -102,15 +103,34 @@ fn tally(
     }
 }
 
-impl Ledger {
-    pub(super) async fn ingest_batch(
-        &self,
-        batch: &mut Vec<(usize, Parsed)>,
-        actor: &str,
-        report: &mut IngestReport,
-        touched: &mut BTreeSet<String>,
-        assume_new: &mut bool,
-    ) -> Result<()> {
+/// The writing side of an ingest: its batches written one after the other, and what they came
+/// to so far.
+pub(super) struct Writing {
+    pub(super) ledger: Ledger,
+    pub(super) actor: String,
+    pub(super) report: IngestReport,
+    /// The workflows whose exceptions the batches changed (their thresholds are asked after).
+    pub(super) touched: BTreeSet<String>,
+    /// A file of new lines is ingested without looking its keys up first (see `batch_in`);
+    /// after a batch that met stored keys, they are looked up again.
+    pub(super) assume_new: bool,
+}
+
+impl Writing {
+    pub(super) fn new(ledger: Ledger, actor: &str) -> Writing {
+        Writing {
+            ledger,
+            actor: actor.to_string(),
+            report: IngestReport::default(),
+            touched: BTreeSet::new(),
+            assume_new: true,
+        }
+    }
+
+    /// One batch in one transaction, or line by line where another writer raced it.
+    pub(super) async fn batch(&mut self, batch: &mut Vec<(usize, Parsed)>) -> Result<()> {
+        let actor = self.actor.clone();
+        let actor = actor.as_str();
         if batch.is_empty() {
             return Ok(());
         }
@@ -118,21 +138,21 @@ impl Ledger {
         // raced us, or the database would not store a line's value, each line on its own.
         let mut local = IngestReport::default();
         let mut local_touched = BTreeSet::new();
-        let mut tx = self.store.begin().await?;
+        let mut tx = self.ledger.store.begin().await?;
         // a start follows the rules of `settle start` (budget, pauses), one line at a time
         let tried = if batch.iter().any(|(_, p)| matches!(p, Parsed::Start(..))) {
             Ok(Tried::Raced)
         } else {
-            let mut tried = self.batch_in(&mut tx, batch, actor, *assume_new).await;
+            let mut tried = self.batch_in(&mut tx, batch, actor, self.assume_new).await;
             if let Ok(Batched::Stored) = tried {
                 // a key taken for new was stored already: the batch again, every key looked up
                 tx.rollback().await;
-                tx = self.store.begin().await?;
+                tx = self.ledger.store.begin().await?;
                 tried = self.batch_in(&mut tx, batch, actor, false).await;
             }
             match tried {
                 Ok(Batched::Done { outcomes, all_new }) => {
-                    *assume_new = all_new;
+                    self.assume_new = all_new;
                     Ok(Tried::Done(outcomes))
                 }
                 Ok(Batched::Raced | Batched::Stored) => Ok(Tried::Raced),
@@ -149,8 +169,8 @@ impl Ledger {
             Ok(Tried::Raced) | Err(Error::Unstorable(_)) => {
                 tx.rollback().await;
                 for (n, parsed) in batch.iter() {
-                    let r = store::in_tx!(self.store, |tx| self
-                        .ingest_one(tx, parsed, actor)
+                    let r = store::in_tx!(self.ledger.store, |tx| self
+                        .one(tx, parsed, actor)
                         .await
                         .map(|t| match t {
                             Tried::Done(r) => Tried::Done(Ok(r)),
@@ -171,13 +191,14 @@ impl Ledger {
                 return Err(e);
             }
         }
+        let report = &mut self.report;
         report.created += local.created;
         report.unchanged += local.unchanged;
         report.conflicts += local.conflicts;
         report.attempts += local.attempts;
         report.started += local.started;
         report.problems.extend(local.problems);
-        touched.extend(local_touched);
+        self.touched.extend(local_touched);
         batch.clear();
         Ok(())
     }
@@ -226,7 +247,10 @@ impl Ledger {
                 continue;
             }
             let ask = parsed.ask();
-            let outcome = match batch.judge(self, tx, parsed.key(), actor, &ask, None).await {
+            let outcome = match batch
+                .judge(&self.ledger, tx, parsed.key(), actor, &ask, None)
+                .await
+            {
                 Ok(Decided::Unchanged(_)) => Ok(Taken::Intent(Recorded::Unchanged)),
                 Ok(Decided::Change(c)) => {
                     let taken = match parsed {
@@ -250,7 +274,7 @@ impl Ledger {
         }
         // the new operations in one statement, every change and event in one more, the runs'
         // rows once for the batch
-        if batch.write(self, tx, actor).await?.is_none() {
+        if batch.write(&self.ledger, tx, actor).await?.is_none() {
             // a key taken for new was stored before, or another writer made one meanwhile
             return Ok(if assume_new {
                 Batched::Stored
@@ -262,18 +286,14 @@ impl Ledger {
     }
 
     /// `Some(recorded)` for an intent or a repeated attempt, `None` with the workflow for a new attempt.
-    async fn ingest_one(
-        &self,
-        conn: &mut Tx,
-        parsed: &Parsed,
-        actor: &str,
-    ) -> Result<Tried<Taken>> {
+    async fn one(&self, conn: &mut Tx, parsed: &Parsed, actor: &str) -> Result<Tried<Taken>> {
         Ok(match parsed {
-            Parsed::Intent(op, _) => match self.record_in(conn, op, actor).await? {
+            Parsed::Intent(op, _) => match self.ledger.record_in(conn, op, actor).await? {
                 Tried::Done(r) => Tried::Done(Taken::Intent(r)),
                 Tried::Raced => Tried::Raced,
             },
             Parsed::Attempt(report) => match self
+                .ledger
                 .act_in(conn, &report.key, actor, &Ask::Attempt(report))
                 .await?
             {
@@ -304,7 +324,7 @@ impl Ledger {
                         op.attempts
                     )));
                 }
-                match self.start_in(conn, key, actor).await? {
+                match self.ledger.start_in(conn, key, actor).await? {
                     Tried::Done((a, _)) if a.kind.is_some() => Tried::Done(Taken::Start(true)),
                     Tried::Done((a, _)) => {
                         return Err(Error::Refused(format!(

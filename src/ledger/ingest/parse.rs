@@ -73,92 +73,90 @@ pub(super) enum Parsed {
     Start(String, u32),
 }
 
-impl Ledger {
-    pub(super) fn parse_line(&self, text: &str) -> std::result::Result<Parsed, String> {
-        let line: RawLine = serde_json::from_str(text).map_err(|e| {
-            // serde quotes the offending value: it goes through redaction like everything else.
-            escape_text(&redact_text(&e.to_string())).into_owned()
-        })?;
-        let foreign = foreign_fields(&line);
-        let missing = |fields: &[(&str, bool)]| -> std::result::Result<(), String> {
-            let absent: Vec<&str> = fields
-                .iter()
-                .filter(|(_, set)| !set)
-                .map(|(f, _)| *f)
-                .collect();
-            if absent.is_empty() {
-                Ok(())
-            } else {
-                Err(format!("an {} line needs {}", line.kind, absent.join(", ")))
-            }
-        };
-        match line.kind.as_str() {
-            "intent" | "attempt" | "start" if !foreign.is_empty() => {
-                return Err(format!(
-                    "an {} line has no field {}",
-                    line.kind,
-                    foreign.join(", ")
-                ));
-            }
-            "intent" => missing(&[
-                ("key", line.key.is_some()),
-                ("workflow", line.workflow.is_some()),
-                ("destination", line.destination.is_some()),
-                ("action", line.action.is_some()),
-                ("payload", line.payload.is_some()),
-            ])?,
-            "attempt" => missing(&[
-                ("key", line.key.is_some()),
-                ("attempt", line.attempt.is_some()),
-                ("outcome", line.outcome.is_some()),
-            ])?,
-            "start" => missing(&[
-                ("key", line.key.is_some()),
-                ("attempt", line.attempt.is_some()),
-            ])?,
-            other => {
-                return Err(format!(
-                    "unknown type '{}': use intent, start or attempt",
-                    escape_text(&redact_text(other))
-                ));
-            }
-        }
-        let key = line.key.unwrap_or_default();
-        if line.kind == "start" {
-            crate::domain::validate_key(&key)?;
-            return match line.attempt {
-                Some(0) | None => Err("attempts are numbered from 1".into()),
-                Some(n) => Ok(Parsed::Start(key, n)),
-            };
-        }
-        Ok(if line.kind == "intent" {
-            let intent = Intent {
-                key,
-                workflow: line.workflow.unwrap_or_default(),
-                step: line.step.unwrap_or_default(),
-                destination: line.destination.unwrap_or_default(),
-                action: line.action.unwrap_or_default(),
-                payload: line.payload.unwrap_or_default(),
-                run: line.run,
-            };
-            let op = self.prepare(&intent).map_err(|e| e.to_string())?;
-            Parsed::Intent(Box::new(op), intent.workflow)
+pub(super) fn parse_line(ledger: &Ledger, text: &str) -> std::result::Result<Parsed, String> {
+    let line: RawLine = serde_json::from_str(text).map_err(|e| {
+        // serde quotes the offending value: it goes through redaction like everything else.
+        escape_text(&redact_text(&e.to_string())).into_owned()
+    })?;
+    let foreign = foreign_fields(&line);
+    let missing = |fields: &[(&str, bool)]| -> std::result::Result<(), String> {
+        let absent: Vec<&str> = fields
+            .iter()
+            .filter(|(_, set)| !set)
+            .map(|(f, _)| *f)
+            .collect();
+        if absent.is_empty() {
+            Ok(())
         } else {
-            let attempt = line.attempt.unwrap_or_default();
-            if attempt == 0 {
-                return Err("attempts are numbered from 1".into());
-            }
-            let report = AttemptReport {
-                key,
-                attempt: Some(attempt),
-                outcome: line.outcome,
-                reference: line.reference,
-                error: line.error,
-                http_status: line.http_status,
-                retry_after: None,
-            };
-            crate::ledger::check_report(&report).map_err(|e| e.to_string())?;
-            Parsed::Attempt(report)
-        })
+            Err(format!("an {} line needs {}", line.kind, absent.join(", ")))
+        }
+    };
+    match line.kind.as_str() {
+        "intent" | "attempt" | "start" if !foreign.is_empty() => {
+            return Err(format!(
+                "an {} line has no field {}",
+                line.kind,
+                foreign.join(", ")
+            ));
+        }
+        "intent" => missing(&[
+            ("key", line.key.is_some()),
+            ("workflow", line.workflow.is_some()),
+            ("destination", line.destination.is_some()),
+            ("action", line.action.is_some()),
+            ("payload", line.payload.is_some()),
+        ])?,
+        "attempt" => missing(&[
+            ("key", line.key.is_some()),
+            ("attempt", line.attempt.is_some()),
+            ("outcome", line.outcome.is_some()),
+        ])?,
+        "start" => missing(&[
+            ("key", line.key.is_some()),
+            ("attempt", line.attempt.is_some()),
+        ])?,
+        other => {
+            return Err(format!(
+                "unknown type '{}': use intent, start or attempt",
+                escape_text(&redact_text(other))
+            ));
+        }
     }
+    let key = line.key.unwrap_or_default();
+    if line.kind == "start" {
+        crate::domain::validate_key(&key)?;
+        return match line.attempt {
+            Some(0) | None => Err("attempts are numbered from 1".into()),
+            Some(n) => Ok(Parsed::Start(key, n)),
+        };
+    }
+    Ok(if line.kind == "intent" {
+        let intent = Intent {
+            key,
+            workflow: line.workflow.unwrap_or_default(),
+            step: line.step.unwrap_or_default(),
+            destination: line.destination.unwrap_or_default(),
+            action: line.action.unwrap_or_default(),
+            payload: line.payload.unwrap_or_default(),
+            run: line.run,
+        };
+        let op = ledger.prepare(&intent).map_err(|e| e.to_string())?;
+        Parsed::Intent(Box::new(op), intent.workflow)
+    } else {
+        let attempt = line.attempt.unwrap_or_default();
+        if attempt == 0 {
+            return Err("attempts are numbered from 1".into());
+        }
+        let report = AttemptReport {
+            key,
+            attempt: Some(attempt),
+            outcome: line.outcome,
+            reference: line.reference,
+            error: line.error,
+            http_status: line.http_status,
+            retry_after: None,
+        };
+        crate::ledger::checks::check_report(&report).map_err(|e| e.to_string())?;
+        Parsed::Attempt(report)
+    })
 }

@@ -36,7 +36,7 @@ pub(super) async fn fill(demo: &mut Demo, operator: &str) -> Result<()> {
         i += 1;
     }
     demo.at(now);
-    demo.ledger.sweep().await?;
+    demo.ledger.rounds().sweep().await?;
 
     conflict_and_live(demo, now).await?;
     incident(demo, now).await?;
@@ -83,6 +83,7 @@ pub(super) async fn staff_at_work(
 ) -> Result<()> {
     let page = demo
         .ledger
+        .read()
         .list(&crate::ListFilter::default(), operator, None, 200)
         .await?;
     let keys: Vec<String> = page.items.iter().map(|v| v.key.clone()).collect();
@@ -224,7 +225,7 @@ pub(super) async fn with_lookups_to_ask(
                 .map_err(Error::Invalid)?,
             ..Default::default()
         };
-        let unknown = ledger.matching_keys(&filter, operator).await?;
+        let unknown = ledger.read().matching_keys(&filter, operator).await?;
         held.extend(
             unknown
                 .into_iter()

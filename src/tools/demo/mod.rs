@@ -105,7 +105,7 @@ pub async fn run(
         return result.map(|()| 0);
     }
     // Not a terminal (a script, CI): the totals instead of the console.
-    let stats = Ledger::stats(&ledger).await?;
+    let stats = ledger.read().stats().await?;
     say!("{stats}");
     say!(
         "\nOpen the console on it: settle --db {}",

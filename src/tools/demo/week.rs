@@ -98,6 +98,6 @@ impl Demo {
 
     pub(super) async fn staff(&self, key: &str, who: &str, action: StaffAction) {
         // The demo plays what staff did; a refusal here only means the story took another turn.
-        let _ = self.ledger.staff(key, who, action).await;
+        let _ = self.ledger.staff().act(key, who, action).await;
     }
 }

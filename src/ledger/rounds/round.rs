@@ -1,16 +1,19 @@
-//! The dispatcher's rounds: the outcomes of finished attempts and the starts of new ones, many
-//! operations in one transaction (group commit), each still its own compare-and-set with its own
-//! audit event. The destinations' retry budgets (manual: Automatic retries) live in the database, so every
-//! dispatcher draws on the same ones.
+//! A dispatcher's round (see `steps.rs` for its steps): the outcomes of finished attempts and the
+//! starts of new ones, many operations in one transaction.
 
-use super::round_steps::RoundWork;
-use super::round_types::{Round, StartedRows};
-use super::{Finished, Ledger, Tried};
+use super::types::{Finished, Round, StartedRows};
+use super::work::RoundWork;
 use crate::domain::validate_key;
 use crate::error::{Error, Result};
+use crate::ledger::Ledger;
+use crate::store::Tried;
 use crate::store::{self, Tx};
 
-impl Ledger {
+/// The ledger's handle for a dispatcher: its rounds, what it asks between them, the sweep.
+#[derive(Clone, Copy)]
+pub struct Rounds<'a>(pub(in crate::ledger) &'a Ledger);
+
+impl Rounds<'_> {
     /// Records `finished` attempts (and their lookups), then starts up to `limit` due operations
     /// of `destinations`, oldest due first, within their destinations' retry budgets: all in one
     /// transaction, as `actor`. A retry takes its cost from the budget (manual: Automatic retries), a first-try
@@ -18,7 +21,7 @@ impl Ledger {
     /// so that first attempts behind them still go. On PostgreSQL the rows to start are taken
     /// with `SKIP LOCKED`: several dispatchers share the work and never start one operation twice.
     pub async fn round(
-        &self,
+        self,
         finished: &[Finished],
         destinations: &[String],
         limit: usize,
@@ -33,7 +36,7 @@ impl Ledger {
     /// rows it starts. A row another writer changed meanwhile makes the first try lose its
     /// compare-and-set; the next reads every row again.
     pub async fn round_knowing(
-        &self,
+        self,
         finished: &[Finished],
         started: &StartedRows,
         destinations: &[String],
@@ -47,7 +50,7 @@ impl Ledger {
             }
         }
         let tries = std::sync::atomic::AtomicUsize::new(0);
-        let round = store::in_tx!(self.store, |tx| {
+        let round = store::in_tx!(self.0.store, |tx| {
             let first = tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
             let known = if first { Some(started) } else { None };
             self.round_in(tx, finished, known, destinations, limit, actor)
@@ -63,13 +66,13 @@ impl Ledger {
         workflows.sort_unstable();
         workflows.dedup();
         for w in workflows {
-            self.check_threshold(w).await?;
+            self.0.check_threshold(w).await?;
         }
         Ok(round)
     }
 
     async fn round_in(
-        &self,
+        self,
         conn: &mut Tx,
         finished: &[Finished],
         known: Option<&StartedRows>,
@@ -77,7 +80,7 @@ impl Ledger {
         limit: usize,
         actor: &str,
     ) -> Result<Tried<Round>> {
-        let now = self.now();
+        let now = self.0.now();
         let mut w = RoundWork::default();
         self.hold_for_round(conn, &mut w, finished, known, destinations, now)
             .await?;

@@ -10,9 +10,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::archive::Archive;
-use super::{Cursor, Ledger, OperationDetail};
 use crate::domain::Op;
 use crate::error::{Error, Result};
+use crate::ledger::{Cursor, Ledger, OperationDetail};
 use crate::store::{self, NewEvent, ms};
 
 /// Operations removed in one transaction: with their attempts and events a few thousand rows,
@@ -58,39 +58,47 @@ pub struct PruneReport {
     pub archive: Option<String>,
 }
 
-impl Ledger {
+/// The ledger's handle for retention (`Ledger::retention`).
+#[derive(Clone, Copy)]
+pub struct Retention<'a>(pub(in crate::ledger) &'a Ledger);
+
+impl Retention<'_> {
     /// Prunes what `[retention]` lets go, as `actor` (a lead's; the manual's Retention and the archive).
-    pub async fn prune(&self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
-        self.check_acting(actor)?;
-        self.require_lead("prune")?;
+    pub async fn prune(self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
+        self.0.check_acting(actor)?;
+        self.0.require_lead("prune")?;
         self.prune_as(actor, options).await
     }
 
     /// `[retention] auto = true`: prunes in the background every [`AUTO_PRUNE_EVERY`] (the
     /// first a minute after the start), as settle itself, without an archive, while the
     /// returned guard lives. `None` where the config does not ask for it.
-    pub fn auto_prune(&self) -> Option<super::Background> {
+    pub fn auto_prune(self) -> Option<crate::ledger::Background> {
         self.auto_prune_every(std::time::Duration::from_secs(60), AUTO_PRUNE_EVERY)
     }
 
-    /// [`Ledger::auto_prune`] with its waits: `first` after the start, then `every`.
+    /// [`Retention::auto_prune`] with its waits: `first` after the start, then `every`.
     pub fn auto_prune_every(
-        &self,
+        self,
         first: std::time::Duration,
         every: std::time::Duration,
-    ) -> Option<super::Background> {
-        let r = &self.config.retention;
+    ) -> Option<crate::ledger::Background> {
+        let r = &self.0.config.retention;
         if !(r.auto && r.prunes()) {
             return None;
         }
-        let ledger = self.clone();
-        Some(super::Background(tokio::spawn(async move {
+        let ledger = self.0.clone();
+        Some(crate::ledger::Background(tokio::spawn(async move {
             let mut wait = first;
             loop {
                 tokio::time::sleep(wait).await;
                 wait = every;
                 let options = PruneOptions::default();
-                match ledger.prune_as(super::SYSTEM_ACTOR, &options).await {
+                match ledger
+                    .retention()
+                    .prune_as(crate::ledger::SYSTEM_ACTOR, &options)
+                    .await
+                {
                     Ok(r) => tracing::info!(
                         succeeded = r.succeeded,
                         closed = r.closed,
@@ -105,8 +113,8 @@ impl Ledger {
         })))
     }
 
-    async fn prune_as(&self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
-        let retention = &self.config.retention;
+    async fn prune_as(self, actor: &str, options: &PruneOptions) -> Result<PruneReport> {
+        let retention = &self.0.config.retention;
         if !retention.prunes() {
             return Err(Error::Invalid(
                 "[retention] keeps every operation (set succeeded = \"90d\" or closed = \"180d\"): nothing to prune".into(),
@@ -116,7 +124,7 @@ impl Ledger {
             Some(path) if !options.dry_run => Some(Archive::open(path)?),
             _ => None,
         };
-        let now = self.now();
+        let now = self.0.now();
         let before =
             |keep: Option<std::time::Duration>| keep.map(|k| crate::domain::time::before(now, k));
         let mut report = PruneReport {
@@ -126,7 +134,7 @@ impl Ledger {
             archive: options.archive.as_ref().map(|p| p.display().to_string()),
             ..Default::default()
         };
-        let horizon = i64::try_from(self.config.key_horizon().as_millis()).unwrap_or(i64::MAX);
+        let horizon = i64::try_from(self.0.config.key_horizon().as_millis()).unwrap_or(i64::MAX);
         for (state, cutoff) in [
             ("succeeded", report.succeeded_before),
             ("closed", report.closed_before),
@@ -156,7 +164,7 @@ impl Ledger {
 
     /// One terminal state's operations past `cutoff` (ms), batch by batch: (removed, archived).
     async fn prune_state(
-        &self,
+        self,
         state: &str,
         cutoff: i64,
         horizon: i64,
@@ -168,6 +176,7 @@ impl Ledger {
         let mut after = (i64::MIN, i64::MIN);
         loop {
             let found = self
+                .0
                 .store
                 .prunable(state, cutoff, after, PRUNE_BATCH)
                 .await?;
@@ -182,7 +191,7 @@ impl Ledger {
             }
             let ids: Vec<i64> = found.iter().map(|p| p.id).collect();
             let t = std::time::Instant::now();
-            removed += store::in_tx!(self.store, |tx| tx
+            removed += store::in_tx!(self.0.store, |tx| tx
                 .prune_batch(&ids, &[state], cutoff, horizon)
                 .await
                 .map(store::Tried::Done))?;
@@ -191,7 +200,7 @@ impl Ledger {
                 break;
             }
             // the other writers' turn
-            tokio::time::sleep(t.elapsed().mul_f64(pause_after_batch(self.backend()))).await;
+            tokio::time::sleep(t.elapsed().mul_f64(pause_after_batch(self.0.backend()))).await;
         }
         Ok((removed, archived))
     }
@@ -199,7 +208,7 @@ impl Ledger {
     /// Each operation of the batch as `show --json` gives it (redacted), one a line, synced to
     /// the disk before anything of it is deleted.
     async fn archive_batch(
-        &self,
+        self,
         file: &mut Archive,
         batch: &[crate::store::Prunable],
         actor: &str,
@@ -207,7 +216,7 @@ impl Ledger {
         let mut lines = String::new();
         let mut n = 0;
         for p in batch {
-            match self.show(&p.key, actor).await {
+            match self.0.read().show(&p.key, actor).await {
                 // pruned meanwhile (by another prune, which archived it): its stub is no record
                 Ok(detail) if detail.pruned => {}
                 Ok(detail) => {
@@ -227,7 +236,7 @@ impl Ledger {
     }
 
     /// The keys past their horizon freed, and the prune's one `pruned` event.
-    async fn end_prune(&self, report: &mut PruneReport, actor: &str, now: i64) -> Result<()> {
+    async fn end_prune(self, report: &mut PruneReport, actor: &str, now: i64) -> Result<()> {
         let mut detail = json!({
             "succeeded_before": report.succeeded_before,
             "closed_before": report.closed_before,
@@ -236,10 +245,10 @@ impl Ledger {
             "archived": report.archived,
             "archive": report.archive,
         });
-        self.sign(&mut detail);
+        self.0.sign(&mut detail);
         let detail = detail.to_string();
-        let at = self.now();
-        report.keys_freed = store::in_tx!(self.store, |tx| {
+        let at = self.0.now();
+        report.keys_freed = store::in_tx!(self.0.store, |tx| {
             let freed = tx.free_pruned_keys(now).await?;
             let event = NewEvent {
                 operation_id: None,
@@ -258,11 +267,11 @@ impl Ledger {
     }
 }
 
-impl Ledger {
+impl Retention<'_> {
     /// The operation a pruned key still answers for (manual: Retention and the archive), until its horizon.
-    pub(super) async fn pruned_op(&self, key: &str) -> Result<Option<Op>> {
-        let now = ms(self.now());
-        store::in_tx!(self.store, |tx| tx
+    pub(in crate::ledger) async fn pruned_op(self, key: &str) -> Result<Option<Op>> {
+        let now = ms(self.0.now());
+        store::in_tx!(self.0.store, |tx| tx
             .pruned_key(key, now)
             .await
             .map(store::Tried::Done))
@@ -270,20 +279,27 @@ impl Ledger {
 
     /// A key without a stored operation: a pruned one's as its key answers for it (its names,
     /// terminal state and reference, `pruned`), else not found.
-    pub(super) async fn pruned_detail(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
+    pub(in crate::ledger) async fn pruned_detail(
+        self,
+        key: &str,
+        viewer: &str,
+    ) -> Result<OperationDetail> {
         let missing = || Error::NotFound(format!("no operation with key {key}"));
         let Some(op) = self.pruned_op(key).await? else {
             return Err(missing());
         };
         // outside an automation's workflows it is not there, as a live one is not
-        self.check_scope(&op.workflow).map_err(|_| missing())?;
+        self.0.check_scope(&op.workflow).map_err(|_| missing())?;
         let cursor = Cursor {
             group: None,
             at: ms(op.created_at),
             id: 0,
         };
         let fingerprint = op.fingerprint.clone();
-        let view = self.view(op, cursor, viewer, Default::default(), self.now());
+        let view = self
+            .0
+            .read()
+            .view(op, cursor, viewer, Default::default(), self.0.now());
         Ok(OperationDetail {
             op: view,
             payload: serde_json::Value::Null,

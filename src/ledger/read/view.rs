@@ -2,19 +2,14 @@
 //! viewer may do), and in full (payload, attempts, history). All redacted, its texts scrubbed of
 //! its own sensitive values by a scrubber kept per payload.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::Ledger;
-use super::views::{AttemptView, EventView, OperationDetail, OperationView};
+use super::Reader;
 use crate::domain::next_step::Paused;
-use crate::domain::redact::OperationRedaction;
-use crate::domain::{Op, Redactor, safe_next_step};
+use crate::domain::{Op, safe_next_step};
 use crate::error::{Error, Result};
+use crate::ledger::views::{AttemptView, EventView, OperationDetail, OperationView};
 use crate::store::{Cursor, EventRow, Pausable, ms};
 
 pub(super) fn event_view(
@@ -60,7 +55,7 @@ fn search_by(d: &mut OperationDetail) {
     }
     // the fields whose marker keeps a hint (`[redacted …0123]`, not a bare `[redacted]`)
     by.extend(
-        super::reveal::redacted_fields(&d.payload)
+        crate::ledger::staff::reveal::redacted_fields(&d.payload)
             .into_iter()
             .filter(|(_, marker)| marker.starts_with("[redacted "))
             .map(|(path, marker)| format!("{path} {marker}")),
@@ -70,56 +65,16 @@ fn search_by(d: &mut OperationDetail) {
     }
 }
 
-/// What scrubs an operation's texts (its reason, error and reference) of its payload's sensitive
-/// values, kept by fingerprint for the operations shown lately. A list page builds fifty views and
-/// the console builds the same page again on every change; finding the sensitive values parses
-/// the payload, so it is done once per payload. The fingerprint covers destination, action and
-/// contents, which are all the scrubber depends on; a conflict's second payload is part of the key.
-#[derive(Default)]
-pub(crate) struct Scrubbers(std::sync::Mutex<HashMap<String, Arc<OperationRedaction>>>);
-
-/// How many payloads' scrubbers are kept; past it the memory starts afresh.
-const SCRUBBERS_KEPT: usize = 4096;
-
-impl Scrubbers {
-    pub(crate) fn of(&self, redactor: &Redactor, op: &Op) -> Arc<OperationRedaction> {
-        let key = match &op.conflicting_fingerprint {
-            None => Cow::Borrowed(op.fingerprint.as_str()),
-            Some(other) => Cow::Owned(format!("{} {other}", op.fingerprint)),
-        };
-        if let Some(found) = self.lock().get(key.as_ref()) {
-            return found.clone();
-        }
-        let made = Arc::new(match &op.conflicting_payload {
-            None => redactor.scrubber(&op.destination, &op.action, &op.payload),
-            Some(other) => redactor.scrubber_of(&op.destination, &op.action, &[&op.payload, other]),
-        });
-        let mut kept = self.lock();
-        if kept.len() >= SCRUBBERS_KEPT {
-            kept.clear();
-        }
-        kept.insert(key.into_owned(), made.clone());
-        made
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OperationRedaction>>> {
-        // a panic elsewhere while holding it leaves nothing half-written: the map stays usable
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-impl Ledger {
+impl Reader<'_> {
     pub(crate) fn view(
-        &self,
+        self,
         op: Op,
         cursor: Cursor,
         viewer: &str,
         paused: Paused,
         now: DateTime<Utc>,
     ) -> OperationView {
-        let red = self.scrubbers.of(&self.redactor, &op);
+        let red = self.0.scrubbers.of(&self.0.redactor, &op);
         let text = |s: &Option<String>| s.as_deref().map(|s| red.text(s));
         let reason = text(&op.reason);
         // the error usually is the reason: redact it once
@@ -133,13 +88,13 @@ impl Ledger {
         // one, its text needs no second pass.
         let mut op = op;
         op.reason = reason.clone();
-        let policy = self.config.destination(&op.destination);
+        let policy = self.0.config.destination(&op.destination);
         let step = safe_next_step(
             &op,
             &policy,
             viewer,
             paused,
-            self.config.attempt_timeout,
+            self.0.config.attempt_timeout,
             now,
         );
         let next_step = step.text;
@@ -148,7 +103,7 @@ impl Ledger {
             &op,
             &crate::domain::Ctx {
                 paused: paused.workflow,
-                ..self.rules_ctx(viewer, &policy, now)
+                ..self.0.rules_ctx(viewer, &policy, now)
             },
         );
         let exception = op.is_exception(now);
@@ -190,11 +145,11 @@ impl Ledger {
 
     /// One operation as lists show it, in one statement (what the HTTP API answers a write
     /// with); not found outside the handle's workflows.
-    pub async fn operation(&self, key: &str, viewer: &str) -> Result<OperationView> {
+    pub async fn operation(self, key: &str, viewer: &str) -> Result<OperationView> {
         use crate::domain::filter::{Filter, Match, Term};
         crate::domain::validate_key(key).map_err(Error::Invalid)?;
-        let filter = super::ListFilter {
-            scope: super::Scope::All,
+        let filter = super::list::ListFilter {
+            scope: super::list::Scope::All,
             query: Filter {
                 terms: vec![Term {
                     negated: false,
@@ -204,41 +159,47 @@ impl Ledger {
             ..Default::default()
         };
         let page = self
-            .page(&filter, viewer, &super::Position::First, 1)
+            .page(&filter, viewer, &super::list::Position::First, 1)
             .await?;
         match page.items.into_iter().next() {
             Some(v) => Ok(v),
-            None => Ok(self.pruned_detail(key, viewer).await?.op),
+            None => Ok(self.0.retention().pruned_detail(key, viewer).await?.op),
         }
     }
 
     /// One operation in full: redacted payload, attempts, history.
-    pub async fn show(&self, key: &str, viewer: &str) -> Result<OperationDetail> {
+    pub async fn show(self, key: &str, viewer: &str) -> Result<OperationDetail> {
         crate::domain::validate_key(key).map_err(Error::Invalid)?;
-        let now = self.now();
-        let Some((id, op)) = self.store.load_op(key).await? else {
-            return self.pruned_detail(key, viewer).await;
+        let now = self.0.now();
+        let Some((id, op)) = self.0.store.load_op(key).await? else {
+            return self.0.retention().pruned_detail(key, viewer).await;
         };
-        self.check_scope(&op.workflow)?;
+        self.0.check_scope(&op.workflow)?;
         let paused = Paused {
             workflow: self
+                .0
                 .store
                 .paused_now(Pausable::Workflow, &op.workflow)
                 .await?,
             destination: self
+                .0
                 .store
                 .paused_now(Pausable::Destination, &op.destination)
                 .await?,
         };
-        let attempts = self.store.attempts_of(id).await?;
-        let events = self.store.events_of(id).await?;
+        let attempts = self.0.store.attempts_of(id).await?;
+        let events = self.0.store.events_of(id).await?;
         let mut red = self
+            .0
             .redactor
             .for_operation(&op.destination, &op.action, &op.payload);
         // a conflict's new contents are redacted alike, and their values scrubbed from every text
         let conflicting = match op.conflicting_payload.as_deref() {
             Some(p) => {
-                let other = self.redactor.for_operation(&op.destination, &op.action, p);
+                let other = self
+                    .0
+                    .redactor
+                    .for_operation(&op.destination, &op.action, p);
                 let shown = other.payload.clone();
                 red = red.with_secrets_of(other);
                 Some(shown)
@@ -287,45 +248,5 @@ impl Ledger {
         };
         search_by(&mut detail);
         Ok(detail)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn op(payload: &str, fingerprint: &str) -> Op {
-        Op::new(
-            "k-1",
-            "w",
-            "s",
-            "crm",
-            "upsert",
-            payload.into(),
-            fingerprint.into(),
-            chrono::Utc::now(),
-        )
-    }
-
-    #[test]
-    fn a_kept_scrubber_is_the_one_of_these_contents() {
-        let redactor = Redactor::default();
-        let kept = Scrubbers::default();
-        let a = op(r#"{"password":"hunter2-a"}"#, "fa");
-        let b = op(r#"{"password":"hunter2-b"}"#, "fb");
-        for _ in 0..2 {
-            assert_eq!(kept.of(&redactor, &a).text("x hunter2-a"), "x [redacted]");
-            assert_eq!(kept.of(&redactor, &b).text("x hunter2-b"), "x [redacted]");
-            assert_eq!(kept.of(&redactor, &a).text("x hunter2-b"), "x hunter2-b");
-        }
-        // the same contents with a conflict beside them: the conflict's values are scrubbed too
-        let mut c = a.clone();
-        c.conflicting_payload = Some(r#"{"password":"hunter2-c"}"#.into());
-        c.conflicting_fingerprint = Some("fc".into());
-        assert_eq!(
-            kept.of(&redactor, &c).text("hunter2-a hunter2-c"),
-            "[redacted] [redacted]"
-        );
-        assert_eq!(kept.of(&redactor, &a).text("hunter2-c"), "hunter2-c");
     }
 }

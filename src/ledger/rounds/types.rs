@@ -1,8 +1,8 @@
 //! What a dispatcher's round takes and gives: the attempts it finished, the ones it started and
 //! the rows they left.
 
-use super::{Applied, AttemptReport};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::ledger::{Applied, AttemptReport};
 
 /// An attempt the dispatcher has finished.
 #[derive(Clone, Debug, PartialEq)]
@@ -51,19 +51,11 @@ pub struct Round {
 
 impl Round {
     /// The rows of the operations this round started, as it left them: what a later round
-    /// that records their answers may decide on ([`Ledger::round_knowing`]).
+    /// that records their answers may decide on ([`super::Rounds::round_knowing`]).
     pub fn started_rows(&self) -> StartedRows {
         self.started
             .iter()
             .filter_map(|s| Some((s.key.clone(), s.row.clone()?)))
             .collect()
     }
-}
-
-/// A refusal concerns one operation; anything else (the database) ends the round.
-pub(super) fn per_operation(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Refused(_) | Error::Forbidden(_) | Error::NotFound(_) | Error::Invalid(_)
-    )
 }

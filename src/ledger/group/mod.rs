@@ -4,7 +4,7 @@
 //! only after that commit. Nothing is acknowledged before it is in the ledger (a write handed
 //! over with [`Writer::queue`] is one nobody waits on: its answer too comes after its commit).
 //!
-//! Design (the lane itself, its groups and their order: `group_lane.rs`):
+//! Design (the lane itself, its groups and their order: `lane.rs`):
 //! - Lanes (a thread each, see [`lane_thread`]; one on either backend by default, see
 //!   `api::default_lanes`), a write going to the lane its key hashes to: two writes of one
 //!   key meet in one lane, in the order they came, and never in two transactions at once. The
@@ -28,11 +28,16 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::{mpsc, oneshot};
 
+mod lane;
+mod writes;
+
+pub use lane::GROUP;
+pub use writes::{Answered, Write, Written};
+
 use super::Ledger;
-pub use super::group_lane::GROUP;
-use super::group_lane::{Counts, Job, lane_thread};
-use super::group_writes::{Answered, Prepared, Write};
 use crate::error::{Error, Result};
+use lane::{Counts, Job, lane_thread};
+use writes::Prepared;
 
 /// Hands writes to the lanes; cheap to clone. The lanes end when every clone is dropped.
 #[derive(Clone)]
@@ -184,7 +189,7 @@ impl Writer {
         actor: &str,
         write: Write,
     ) -> Result<(usize, Job, oneshot::Receiver<Result<Answered>>)> {
-        super::check_name("actor", actor, false)?;
+        super::checks::check_name("actor", actor, false)?;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         write.key().hash(&mut hasher);
         let lane = hasher.finish() as usize % self.lanes.len();
@@ -198,7 +203,7 @@ impl Writer {
                 Prepared::Start(key)
             }
             Write::Attempt(report) => {
-                super::check_report(&report)?;
+                super::checks::check_report(&report)?;
                 Prepared::Attempt(report)
             }
         };

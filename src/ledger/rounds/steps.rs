@@ -1,54 +1,31 @@
-//! A dispatcher's round step by step (see [`Ledger::round`]): hold what it touches, record the
+//! A dispatcher's round step by step (see [`Rounds::round`]): hold what it touches, record the
 //! finished attempts (and their lookups), pause what reached its stopping threshold, start the
 //! due operations its budgets pay for, and write it all at once.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
-use super::budgets::Budget;
-use super::change::{Ask, Decided};
-use super::engine::Batch;
-use super::guards::Guard;
-use super::round_types::{Finished, Round, StartedOp, StartedRows, per_operation};
-use super::{Applied, Ledger, SYSTEM_ACTOR, Tried};
-use crate::domain::policy::RetryBudget;
+use super::Rounds;
+use super::types::{Finished, StartedOp, StartedRows};
+use super::work::RoundWork;
 use crate::domain::{Command, Op, Outcome, State};
 use crate::error::{Error, Result};
+use crate::ledger::change::{Ask, Decided, per_operation};
+use crate::ledger::engine::Batch;
+use crate::ledger::guards::Guard;
+use crate::ledger::{Applied, SYSTEM_ACTOR};
+use crate::store::Tried;
 use crate::store::{self, Tx};
 
-/// What a round has decided so far, written together at the end: one statement per kind of row,
-/// not per operation.
-pub(super) struct RoundWork {
-    pub(super) round: Round,
-    budgets: BTreeMap<String, Budget>,
-    guards: BTreeMap<String, Guard>,
-    /// The round's own attempts' rows, then the due rows it starts, and what it did to them.
-    batch: Batch<'static>,
-    /// Destinations an answer says to pause, with the reason.
-    pausing: Vec<(String, String)>,
-}
-
-impl Default for RoundWork {
-    fn default() -> RoundWork {
-        RoundWork {
-            round: Round::default(),
-            budgets: BTreeMap::new(),
-            guards: BTreeMap::new(),
-            batch: Batch::of(HashMap::new()),
-            pausing: Vec::new(),
-        }
-    }
-}
-
-impl Ledger {
+impl Rounds<'_> {
     /// Holds what the round touches, in an order every round keeps: its own attempts' rows (in
     /// key order; those in `known` as their starting rounds left them), then the budgets (name
     /// order), then the workflows with a stopping threshold by count (name order); the rows to
     /// start are taken later without waiting. So two rounds never wait for each other in a
     /// circle. Its own rows are held in the round's batch.
     pub(super) async fn hold_for_round(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         finished: &[Finished],
@@ -76,9 +53,9 @@ impl Ledger {
             .chain(own.values().map(|(_, op)| op.destination.as_str()))
             .collect();
         for d in touched {
-            self.budget(conn, &mut w.budgets, d, now).await?;
+            w.budgets.of(conn, d, now).await?;
         }
-        for (name, wf) in &self.config.workflows {
+        for (name, wf) in &self.0.config.workflows {
             let Some(limit) = wf.pause_when.as_ref().and_then(|p| p.unresolved) else {
                 continue;
             };
@@ -94,7 +71,7 @@ impl Ledger {
     /// Records each finished attempt on its row (and its lookup's answer, where the outcome is
     /// still unknown), in the order given; a first-try success refunds its budget a token.
     pub(super) async fn record_finished(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         finished: &[Finished],
@@ -123,9 +100,7 @@ impl Ledger {
                 && f.report.outcome == Some(Outcome::Accepted)
                 && result.as_ref().is_ok_and(|a| a.kind.is_some())
             {
-                let b = self
-                    .budget(conn, &mut w.budgets, &op.destination, now)
-                    .await?;
+                let b = w.budgets.of(conn, &op.destination, now).await?;
                 let refunded = b.bucket.refund();
                 b.changed |= refunded != b.bucket;
                 b.bucket = refunded;
@@ -139,7 +114,7 @@ impl Ledger {
     /// as that left it. A refusal is the operation's answer; anything else (the database) ends
     /// the round.
     async fn record_one(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         f: &Finished,
@@ -149,7 +124,7 @@ impl Ledger {
     ) -> Result<Result<Applied>> {
         let key = op.key.as_str();
         let ask = Ask::Attempt(&f.report);
-        let c = match w.batch.judge(self, conn, key, actor, &ask, None).await {
+        let c = match w.batch.judge(self.0, conn, key, actor, &ask, None).await {
             Ok(Decided::Unchanged(a)) => return Ok(Ok(a)),
             Ok(Decided::Change(c)) => c,
             Err(e) if per_operation(&e) => return Ok(Err(e)),
@@ -169,7 +144,7 @@ impl Ledger {
         });
         let l = match w
             .batch
-            .judge(self, conn, key, SYSTEM_ACTOR, &ask, None)
+            .judge(self.0, conn, key, SYSTEM_ACTOR, &ask, None)
             .await
         {
             Ok(Decided::Change(l)) => l,
@@ -193,7 +168,7 @@ impl Ledger {
     /// A new exception that brings a workflow to its limit pauses it now, in this round: nothing
     /// of it starts after the exception that reached the limit. False: another writer raced us.
     pub(super) async fn pause_at_limits(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         now: DateTime<Utc>,
@@ -231,7 +206,7 @@ impl Ledger {
     /// destinations' retry budgets and their workflows' thresholds; retries at a destination
     /// whose budget is empty are passed over, so that first attempts behind them still go.
     pub(super) async fn start_due(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         destinations: &[String],
@@ -247,12 +222,7 @@ impl Ledger {
             .map(|(name, _)| name.clone())
             .collect();
         // destinations whose budget cannot pay for a retry: their retries are passed over
-        let starved: Vec<String> = w
-            .budgets
-            .iter()
-            .filter(|(_, b)| b.bucket.tokens < RetryBudget::RETRY_COST)
-            .map(|(d, _)| d.clone())
-            .collect();
+        let starved = w.budgets.starved();
         let open: Vec<String> = destinations
             .iter()
             .filter(|d| !w.pausing.iter().any(|(p, _)| p == *d))
@@ -272,7 +242,7 @@ impl Ledger {
 
     /// One due operation started, if its budget pays for it (a retry) and the rules let it.
     async fn start_one(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         id: i64,
@@ -282,9 +252,7 @@ impl Ledger {
     ) -> Result<()> {
         let retry = op.attempts > op.budget_start;
         let left = if retry {
-            let b = self
-                .budget(conn, &mut w.budgets, &op.destination, now)
-                .await?;
+            let b = w.budgets.of(conn, &op.destination, now).await?;
             match b.bucket.take(op.ambiguous) {
                 Some(left) => Some(left),
                 None => {
@@ -301,13 +269,13 @@ impl Ledger {
         let ask = Ask::Cmd(Command::StartAttempt);
         match w
             .batch
-            .judge(self, conn, &key, actor, &ask, Some(false))
+            .judge(self.0, conn, &key, actor, &ask, Some(false))
             .await
         {
             Ok(Decided::Change(c)) if c.op.state == State::InFlight => {
                 let row = std::sync::Arc::new((id, c.op.clone()));
                 if let Some(left) = left {
-                    let b = w.budgets.get_mut(&c.op.destination).expect("loaded above");
+                    let b = w.budgets.loaded(&c.op.destination).expect("loaded above");
                     b.bucket = left;
                     b.changed = true;
                 }
@@ -336,12 +304,12 @@ impl Ledger {
     /// Writes what the round decided: the changes, then the pauses' audit events (after the
     /// exceptions that caused them), the destinations an answer paused, and the budgets.
     pub(super) async fn write_round(
-        &self,
+        self,
         conn: &mut Tx,
         w: &mut RoundWork,
         now: DateTime<Utc>,
     ) -> Result<Tried<()>> {
-        if w.batch.write(self, conn, SYSTEM_ACTOR).await?.is_none() {
+        if w.batch.write(self.0, conn, SYSTEM_ACTOR).await?.is_none() {
             return Ok(Tried::Raced);
         }
         for (name, g) in &w.guards {
@@ -362,6 +330,7 @@ impl Ledger {
         }
         for (destination, reason) in &w.pausing {
             let paused = self
+                .0
                 .set_paused_in(
                     conn,
                     store::Pausable::Destination,
@@ -376,14 +345,8 @@ impl Ledger {
                 return Ok(Tried::Raced);
             }
         }
-        for (destination, b) in &w.budgets {
-            if b.changed
-                && !conn
-                    .save_budget(destination, b.bucket.tokens, b.since, b.version)
-                    .await?
-            {
-                return Ok(Tried::Raced);
-            }
+        if !w.budgets.save(conn).await? {
+            return Ok(Tried::Raced);
         }
         Ok(Tried::Done(()))
     }

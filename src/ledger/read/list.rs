@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::Ledger;
-use super::views::OperationView;
+use super::Reader;
 use crate::domain::{Op, State};
 use crate::error::Result;
+use crate::ledger::views::OperationView;
 use crate::store::{Cursor, ListQuery, Order, ms};
 
 /// Which part of the ledger a list shows.
@@ -105,7 +105,7 @@ pub struct Page {
 
 /// The states and the time limit a list's scope and options ask for; `None` when they exclude
 /// each other (a state outside the scope).
-fn scope_of(
+pub(super) fn scope_of(
     filter: &ListFilter,
     now: DateTime<Utc>,
 ) -> Option<(Vec<State>, Option<DateTime<Utc>>)> {
@@ -131,7 +131,7 @@ fn scope_of(
 
 /// What a list's filter asks of the store, from its first row (a page sets where it starts and
 /// how many it takes; a count takes the filter alone).
-fn list_query<'a>(
+pub(super) fn list_query<'a>(
     filter: &'a ListFilter,
     within: Option<&'a [String]>,
     viewer: &'a str,
@@ -172,31 +172,10 @@ fn view_matches(v: &OperationView, text: &str) -> bool {
         || v.last_error.as_deref().is_some_and(has)
 }
 
-impl Ledger {
-    /// Every key a filter matches now, in the list's order, from the keys alone (one statement);
-    /// `None` when the filter holds bare words, which are matched against the redacted rows.
-    pub(super) async fn matching_keys_only(
-        &self,
-        filter: &ListFilter,
-        viewer: &str,
-    ) -> Result<Option<Vec<String>>> {
-        if filter.query.words().next().is_some() || filter.query.negated_words().next().is_some() {
-            return Ok(None);
-        }
-        let now = self.now();
-        let Some((states, not_after)) = scope_of(filter, now) else {
-            return Ok(Some(Vec::new()));
-        };
-        let query = ListQuery {
-            backwards: filter.reverse,
-            ..list_query(filter, self.scope(), viewer, &states, not_after, now)
-        };
-        self.store.matching_keys(&query).await.map(Some)
-    }
-
+impl Reader<'_> {
     /// One page of operations, `limit` rows after `after` (a cursor from a previous page).
     pub async fn list(
-        &self,
+        self,
         filter: &ListFilter,
         viewer: &str,
         after: Option<Cursor>,
@@ -209,13 +188,13 @@ impl Ledger {
     /// One page of operations from `position`, in the filter's order. Only that page is read:
     /// keyset pagination on indexed columns, never the whole queue.
     pub async fn page(
-        &self,
+        self,
         filter: &ListFilter,
         viewer: &str,
         position: &Position,
         limit: usize,
     ) -> Result<Page> {
-        let now = self.now();
+        let now = self.0.now();
         let limit = limit.max(1);
         let Some((states, not_after)) = scope_of(filter, now) else {
             return Ok(Page::default());
@@ -235,9 +214,9 @@ impl Ledger {
             inclusive,
             backwards,
             limit: limit as i64,
-            ..list_query(filter, self.scope(), viewer, &states, not_after, now)
+            ..list_query(filter, self.0.scope(), viewer, &states, not_after, now)
         };
-        let mut rows = self.store.page(&query).await?;
+        let mut rows = self.0.store.page(&query).await?;
         let full = rows.len() >= limit;
         if backwards {
             rows.reverse();
@@ -252,24 +231,6 @@ impl Ledger {
         let mut page = Page::of(items, position, full, backwards, filter.reverse);
         keep_what_shows(&mut page.items, filter, viewer);
         Ok(page)
-    }
-
-    /// How many operations of the view the filter matches, for the console's "N of M"; `None`
-    /// when the filter holds bare words (negated or not): those are checked against what is shown (a
-    /// match inside a redacted value must not count), which a count cannot do.
-    pub async fn count_matching(&self, filter: &ListFilter, viewer: &str) -> Result<Option<i64>> {
-        let q = &filter.query;
-        if q.words().chain(q.negated_words()).next().is_some() {
-            return Ok(None);
-        }
-        let now = self.now();
-        let Some((states, not_after)) = scope_of(filter, now) else {
-            return Ok(Some(0));
-        };
-        let query = list_query(filter, self.scope(), viewer, &states, not_after, now);
-        let ops = self.store.count_matching(&query).await?;
-        // view 1 shows the stalled runs the filter allows above its operations (manual: Runs)
-        Ok(Some(ops + self.stalled_count_for(filter, viewer).await?))
     }
 }
 

@@ -1,4 +1,4 @@
-//! The order in which a lane of the group writer (see `group.rs`) runs what it is handed.
+//! The order in which a lane of the group writer (see `mod.rs`) runs what it is handed.
 //!
 //! Writes someone waits on go first. A lane takes every write queued; those waited on are one
 //! group, run at once; the unwaited ones (the gateway's outcome of an answer already given, see
@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 use tokio::sync::oneshot;
 
-use super::change::Ask;
-use super::group_writes::{Answered, Prepared, Written};
-use super::{Ledger, Recorded};
+use super::writes::{Answered, Prepared, Written};
 use crate::error::{Error, Result};
+use crate::ledger::change::Ask;
+use crate::ledger::{Ledger, Recorded};
 use crate::store::{self, Store, Tried, Tx};
 
 /// The most writes one transaction takes.
@@ -184,7 +184,10 @@ async fn together(jobs: &[Job]) -> Option<Vec<Result<Answered>>> {
             .collect();
         let writes: Vec<&Prepared> = mine.iter().map(|i| &jobs[*i].write).collect();
         let ledger = &jobs[mine[0]].ledger;
-        match ledger.write_batch(&mut tx, caller, &writes).await {
+        match super::writes::Group(ledger)
+            .write(&mut tx, caller, &writes)
+            .await
+        {
             Ok(Some(answers)) => {
                 for (i, a) in mine.into_iter().zip(answers) {
                     results[i] = Some(a);

@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use super::change::{Ask, Decided};
-use super::engine::Batch;
-use super::{Ledger, ListFilter, Position, Tried};
+use super::Staff;
 use crate::domain::{Command, StaffAction, staff_check, validate_key};
 use crate::error::{Error, Result};
+use crate::ledger::change::{Ask, Decided};
+use crate::ledger::engine::Batch;
+use crate::store::Tried;
 use crate::store::{self, Tx};
 
 /// Items per transaction of a bulk action: each still its own compare-and-set and event; a stop
@@ -80,29 +81,11 @@ impl BulkReport {
     }
 }
 
-impl Ledger {
-    /// Every key a filter matches now, in the list's order (the whole set, page by page).
-    pub async fn matching_keys(&self, filter: &ListFilter, viewer: &str) -> Result<Vec<String>> {
-        if let Some(keys) = self.matching_keys_only(filter, viewer).await? {
-            return Ok(keys);
-        }
-        // bare words: matched against the rows as shown (redacted), page by page
-        let mut keys = Vec::new();
-        let mut position = Position::First;
-        loop {
-            let page = self.page(filter, viewer, &position, 500).await?;
-            keys.extend(page.items.iter().map(|v| v.key.clone()));
-            match (page.more_after, page.next) {
-                (true, Some(c)) => position = Position::After(c),
-                _ => return Ok(keys),
-            }
-        }
-    }
-
+impl Staff<'_> {
     /// The preview of `action` by `actor` on these keys: the rules of a single action, asked of
     /// each operation as it stands, nothing written.
     pub async fn bulk_preview(
-        &self,
+        self,
         keys: &[String],
         action: &StaffAction,
         actor: &str,
@@ -114,16 +97,16 @@ impl Ledger {
 
     /// The preview of an action per key (`reconcile --from`: found or absent, line by line).
     pub async fn bulk_preview_each(
-        &self,
+        self,
         items: &[(String, StaffAction)],
         actor: &str,
     ) -> Result<BulkPreview> {
-        let now = self.now();
+        let now = self.0.now();
         let mut preview = BulkPreview {
             matched: items.len(),
             ..Default::default()
         };
-        self.check_acting(actor)?;
+        self.0.check_acting(actor)?;
         self.check_bulk_size(items.len())?;
         // the operations read two statements at a time (two connections: the server's reading
         // and the decoding here overlap), then each item asked of the rules
@@ -133,7 +116,7 @@ impl Ledger {
                 .map(|(k, _)| k.as_str())
                 .filter(|k| validate_key(k).is_ok())
                 .collect();
-            self.store.load_ops(&keys).await
+            self.0.store.load_ops(&keys).await
         };
         let chunks: Vec<&[(String, StaffAction)]> = items.chunks(PREVIEW_CHUNK).collect();
         for pair in chunks.chunks(2) {
@@ -166,8 +149,8 @@ impl Ledger {
                         refuse("no such operation".into());
                         continue;
                     };
-                    let policy = self.config.destination(&op.destination);
-                    let ctx = self.rules_ctx(actor, &policy, now);
+                    let policy = self.0.config.destination(&op.destination);
+                    let ctx = self.0.rules_ctx(actor, &policy, now);
                     match staff_check::<crate::domain::Why>(op, action, &ctx) {
                         Ok(_) => preview.eligible.push(key.clone()),
                         Err(why) => refuse(why.class.to_string()),
@@ -186,7 +169,7 @@ impl Ledger {
     /// spaces the items' next attempts this far apart, the first at once, so that a recovering
     /// destination is not flooded (paced retries, manual: Many at once; the retry budget still applies).
     pub async fn bulk_apply(
-        &self,
+        self,
         eligible: &[String],
         action: &StaffAction,
         actor: &str,
@@ -204,20 +187,20 @@ impl Ledger {
 
     /// [`Ledger::bulk_apply`] with an action per key.
     pub async fn bulk_apply_each(
-        &self,
+        self,
         items: &[(String, StaffAction)],
         actor: &str,
         stop: &AtomicBool,
         pace: Option<std::time::Duration>,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<BulkReport> {
-        let start = self.now();
-        self.check_acting(actor)?;
+        let start = self.0.now();
+        self.0.check_acting(actor)?;
         self.check_bulk_size(items.len())?;
         let mut report = BulkReport {
             batch: format!(
                 "b-{}-{:04x}",
-                self.now().format("%Y%m%dT%H%M%S"),
+                self.0.now().format("%Y%m%dT%H%M%S"),
                 rand::random::<u16>()
             ),
             ..Default::default()
@@ -237,7 +220,7 @@ impl Ledger {
                 })
             };
             let batch = report.batch.clone();
-            let outcomes = store::in_tx!(self.store, |tx| self
+            let outcomes = store::in_tx!(self.0.store, |tx| self
                 .act_on_chunk(tx, chunk, actor, &batch, &pace_of)
                 .await)?;
             // told item by item, once its chunk is committed
@@ -262,7 +245,7 @@ impl Ledger {
     /// item still one compare-and-set and one event. An item the rules refuse now (another
     /// writer changed it since the preview) is that item's answer, not the chunk's.
     async fn act_on_chunk(
-        &self,
+        self,
         tx: &mut Tx,
         chunk: &[(String, StaffAction)],
         actor: &str,
@@ -276,7 +259,7 @@ impl Ledger {
             // a key twice in one chunk (a file may repeat it): the second is judged on what the
             // first made of it, as one after the other would be
             let ask = Ask::Cmd(Command::Staff(action.clone()));
-            match batch.judge(self, tx, key, actor, &ask, None).await {
+            match batch.judge(self.0, tx, key, actor, &ask, None).await {
                 Ok(Decided::Unchanged(_)) => outcomes.push(Ok(())),
                 Ok(Decided::Change(mut c)) => {
                     let mut detail: serde_json::Value =
@@ -301,7 +284,7 @@ impl Ledger {
                 Err(e) => return Err(e),
             }
         }
-        if batch.write(self, tx, actor).await?.is_none() {
+        if batch.write(self.0, tx, actor).await?.is_none() {
             return Ok(Tried::Raced);
         }
         Ok(Tried::Done(outcomes))

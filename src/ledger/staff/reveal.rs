@@ -4,9 +4,10 @@
 
 use serde_json::Value;
 
-use super::{Ledger, check_text};
+use super::Staff;
 use crate::domain::validate_key;
 use crate::error::{Error, Result};
+use crate::ledger::checks::check_text;
 use crate::store::{self, NewEvent, Tried};
 
 /// The value at a dotted path (`customer.email`, `items.0.phone`) of a JSON document.
@@ -54,21 +55,22 @@ pub fn redacted_paths(payload: &Value) -> Vec<String> {
         .collect()
 }
 
-impl Ledger {
+impl Staff<'_> {
     /// The raw value of the redacted field at `path` of operation `key`, for `actor` (a lead),
     /// after writing the `revealed` event (field and reason only).
-    pub async fn reveal(&self, key: &str, path: &str, reason: &str, actor: &str) -> Result<String> {
+    pub async fn reveal(self, key: &str, path: &str, reason: &str, actor: &str) -> Result<String> {
         validate_key(key).map_err(Error::Invalid)?;
-        self.check_acting(actor)?;
-        self.require_lead("revealing a redacted field")?;
+        self.0.check_acting(actor)?;
+        self.0.require_lead("revealing a redacted field")?;
         check_text("the reason", Some(reason))?;
         if reason.trim().is_empty() {
             return Err(Error::Invalid("a reveal needs a reason".into()));
         }
-        let Some((id, op)) = self.store.load_op(key).await? else {
+        let Some((id, op)) = self.0.store.load_op(key).await? else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
         let red = self
+            .0
             .redactor
             .for_operation(&op.destination, &op.action, &op.payload);
         if !redacted_paths(&red.payload).iter().any(|p| p == path) {
@@ -86,10 +88,10 @@ impl Ledger {
         // the reason is the lead's own words, scrubbed of this operation's values all the same
         let mut detail = serde_json::json!({ "field": path, "reason": red.text(reason) });
         // a session's events hold the key it authenticated with (manual: Running settle for a team)
-        self.sign(&mut detail);
+        self.0.sign(&mut detail);
         let detail = detail.to_string();
-        let now = self.now();
-        store::in_tx!(self.store, |tx| {
+        let now = self.0.now();
+        store::in_tx!(self.0.store, |tx| {
             let event = NewEvent {
                 operation_id: Some(id),
                 workflow: Some(&op.workflow),

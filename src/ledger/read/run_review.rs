@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::Ledger;
-use super::run_rows::run_op;
+use super::Reader;
 use crate::domain::run::RunOp;
 use crate::error::Result;
+use crate::ledger::run_rows::run_op;
 
 /// The runs of a review's window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -37,15 +37,15 @@ pub struct StepTransition {
     pub p90_seconds: Option<i64>,
 }
 
-impl Ledger {
+impl Reader<'_> {
     /// The runs of the window `[since, now]`, of `workflow` or all.
     pub(super) async fn run_review(
-        &self,
+        self,
         since: DateTime<Utc>,
         workflow: Option<&str>,
     ) -> Result<RunsReview> {
-        let now = self.now();
-        let counts = self.store.run_counts(since, now, workflow).await?;
+        let now = self.0.now();
+        let counts = self.0.store.run_counts(since, now, workflow).await?;
         let (upper, upper_other) = self.stall_cutoffs_at(now);
         let (lower, lower_other) = self.stall_cutoffs_at(since);
         let upper: Vec<_> = upper
@@ -53,6 +53,7 @@ impl Ledger {
             .filter(|(w, _)| workflow.is_none_or(|x| x == w))
             .collect();
         let stalled_in = self
+            .0
             .store
             .count_stalled_between(&upper, upper_other, &lower, lower_other)
             .await?;
@@ -65,6 +66,7 @@ impl Ledger {
             .sum();
         let mut by_run: BTreeMap<String, (String, Vec<RunOp>)> = BTreeMap::new();
         for (w, o) in self
+            .0
             .store
             .steps_of_recent_runs(since, now, workflow)
             .await?
@@ -77,7 +79,7 @@ impl Ledger {
         }
         let mut took: BTreeMap<(String, usize), Vec<i64>> = BTreeMap::new();
         for (w, ops) in by_run.values() {
-            let declared = self.run_rules(w).0;
+            let declared = self.0.run_rules(w).0;
             let latest = |step: &str| {
                 ops.iter()
                     .filter(|o| o.step == step)
@@ -96,7 +98,7 @@ impl Ledger {
             .into_iter()
             .map(|((w, k), mut v)| {
                 v.sort_unstable();
-                let declared = self.run_rules(&w).0;
+                let declared = self.0.run_rules(&w).0;
                 StepTransition {
                     from: declared[k - 1].clone(),
                     to: declared[k].clone(),

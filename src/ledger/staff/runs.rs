@@ -2,23 +2,23 @@
 //! transaction: the run's row held, the rules asked (`domain::run_action`), the row written
 //! with a compare-and-set on its version, and one audit event of the run's own.
 
-use super::Ledger;
-use super::checks::check_text;
-use super::runs::RunView;
+use super::Staff;
 use crate::domain::redact::redact_text;
 use crate::domain::run_action::RunRow;
 use crate::domain::run_action::{RunAction, RunCtx, apply_run_action};
 use crate::domain::time::after;
 use crate::domain::validate_run;
 use crate::error::{Error, Result};
+use crate::ledger::RunView;
+use crate::ledger::checks::check_text;
 use crate::store::{self, NewEvent, RunKept, RunWrite, StoredRun, Tried, Tx};
 use chrono::{DateTime, Utc};
 
-impl Ledger {
+impl Staff<'_> {
     /// `action` on the run `run` by `actor`; the run as it then is.
-    pub async fn run_action(&self, run: &str, actor: &str, action: RunAction) -> Result<RunView> {
+    pub async fn run_action(self, run: &str, actor: &str, action: RunAction) -> Result<RunView> {
         validate_run(run).map_err(Error::Invalid)?;
-        self.check_acting(actor)?;
+        self.0.check_acting(actor)?;
         let action = match action {
             RunAction::Note { text } => {
                 check_text("the note", Some(&text))?;
@@ -38,14 +38,14 @@ impl Ledger {
             }
             other => other,
         };
-        store::in_tx!(self.store, |tx| self
+        store::in_tx!(self.0.store, |tx| self
             .run_action_in(tx, run, actor, &action)
             .await)?;
-        self.run(run, actor).await
+        self.0.read().run(run, actor).await
     }
 
     async fn run_action_in(
-        &self,
+        self,
         tx: &mut Tx,
         run: &str,
         actor: &str,
@@ -55,12 +55,12 @@ impl Ledger {
         let Some(stored) = locked.get(run) else {
             return Err(Error::NotFound(format!("no run {run}")));
         };
-        let now = self.now();
+        let now = self.0.now();
         let ctx = RunCtx {
             actor,
-            role: self.role(),
+            role: self.0.role(),
             now,
-            lease: self.config.lease,
+            lease: self.0.config.lease,
         };
         let made = apply_run_action(&stored.row, action, &ctx).map_err(Error::Refused)?;
         if !tx.write_run(&made.row, stored.row.version).await? {
@@ -82,7 +82,7 @@ impl Ledger {
         }
         let mut detail = made.detail;
         // a session's events hold the key it authenticated with (manual: Running settle for a team)
-        self.sign(&mut detail);
+        self.0.sign(&mut detail);
         let detail = detail.to_string();
         tx.insert_events(&[NewEvent {
             operation_id: None,
@@ -100,13 +100,13 @@ impl Ledger {
 
     /// When a run that `closed` closes had stalled: its wait between declared steps outlasted
     /// the gap before the close.
-    fn stalled_until_closed(&self, before: &StoredRun, closed: &RunRow) -> Option<DateTime<Utc>> {
+    fn stalled_until_closed(self, before: &StoredRun, closed: &RunRow) -> Option<DateTime<Utc>> {
         if before.row.closed_at.is_some() {
             return None;
         }
         let at = closed.closed_at?;
         let since = before.kept.waiting_since?;
-        let stalled = after(since, self.run_rules(&before.row.workflow).1);
+        let stalled = after(since, self.0.run_rules(&before.row.workflow).1);
         (stalled < at).then_some(stalled)
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use super::Ledger;
+use super::Reader;
 use crate::domain::State;
 use crate::domain::time::percentile;
 use crate::error::{Error, Result};
@@ -89,17 +89,17 @@ pub struct Review {
 /// The longest window a review covers.
 pub const MAX_WINDOW: Duration = Duration::from_secs(3650 * 86_400);
 
-impl Ledger {
+impl Reader<'_> {
     /// The review of the window ending now (manual: The review after a release), for `scope`.
-    pub async fn review(&self, window: Duration, scope: &ReviewScope) -> Result<Review> {
+    pub async fn review(self, window: Duration, scope: &ReviewScope) -> Result<Review> {
         if window.is_zero() || window > MAX_WINDOW {
             return Err(Error::Invalid(
                 "a review's window is between 1 second and 10 years".into(),
             ));
         }
-        let now = self.now();
+        let now = self.0.now();
         let since = now - TimeDelta::from_std(window).unwrap_or(TimeDelta::days(3650));
-        let rows = self.store.review_rows(since, now).await?;
+        let rows = self.0.store.review_rows(since, now).await?;
         let mut review = fold(rows, window, now, scope);
         review.runs = self.run_review(since, scope.workflow.as_deref()).await?;
         Ok(review)

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::Ledger;
+use super::Reader;
 use super::view::event_view;
-use super::views::{EventView, PausedWorkflow, Stats};
 use crate::domain::State;
 use crate::error::Result;
+use crate::ledger::views::{EventView, PausedWorkflow, Stats};
 use crate::store::Pausable;
 
 /// Notifications that something changed in the ledger.
@@ -22,17 +22,31 @@ impl ChangeListener {
     }
 }
 
-impl Ledger {
+impl Reader<'_> {
+    /// A destination's retry budget as it stands now (full when never drawn on).
+    pub async fn retry_budget(self, destination: &str) -> Result<u32> {
+        let now = self.0.now();
+        Ok(match self.0.store.work().budget(destination).await? {
+            Some(row) => {
+                crate::domain::policy::RetryBudget { tokens: row.tokens }
+                    .refilled(row.refilled_at, now)
+                    .0
+                    .tokens
+            }
+            None => crate::domain::policy::RetryBudget::CAPACITY,
+        })
+    }
+
     /// Totals for `stats` and the console's header.
-    pub async fn stats(&self) -> Result<Stats> {
-        let now = self.now();
+    pub async fn stats(self) -> Result<Stats> {
+        let now = self.0.now();
         let mut by_state: BTreeMap<State, i64> = State::ALL.iter().map(|s| (*s, 0)).collect();
         // the counters the store keeps with every change: no count of the operations
-        for (s, n) in self.store.count_by_state().await? {
+        for (s, n) in self.0.store.count_by_state().await? {
             by_state.insert(s, n);
         }
         // an exception is in an exception state, or an attempt in flight past its timeout
-        let (stuck, oldest) = self.store.stuck_and_oldest(now).await?;
+        let (stuck, oldest) = self.0.store.stuck_and_oldest(now).await?;
         // a stalled run is an exception too (manual: Runs), found by the index of waits
         let stalled = self.stalled_counts().await?;
         let stalled_runs: i64 = stalled.iter().map(|(_, n, _)| n).sum();
@@ -47,8 +61,8 @@ impl Ledger {
                 .filter(|(s, _)| s.is_exception())
                 .map(|(_, n)| n)
                 .sum::<i64>();
-        let paused = self.store.paused(Pausable::Workflow).await?;
-        let destinations = self.store.paused(Pausable::Destination).await?;
+        let paused = self.0.store.paused(Pausable::Workflow).await?;
+        let destinations = self.0.store.paused(Pausable::Destination).await?;
         Ok(Stats {
             by_state,
             exceptions,
@@ -60,13 +74,14 @@ impl Ledger {
     }
 
     /// Workflows paused now, with who paused them and why.
-    pub async fn paused_workflows(&self) -> Result<Vec<PausedWorkflow>> {
+    pub async fn paused_workflows(self) -> Result<Vec<PausedWorkflow>> {
         self.paused(Pausable::Workflow).await
     }
 
     /// Workflows or destinations paused now, with who paused them and why.
-    pub async fn paused(&self, what: Pausable) -> Result<Vec<PausedWorkflow>> {
+    pub async fn paused(self, what: Pausable) -> Result<Vec<PausedWorkflow>> {
         Ok(self
+            .0
             .store
             .paused(what)
             .await?
@@ -84,34 +99,36 @@ impl Ledger {
     /// (metrics).
     #[allow(clippy::type_complexity)]
     pub async fn exceptions_by_workflow(
-        &self,
+        self,
     ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
-        self.store.exceptions_by_workflow(self.now()).await
+        self.0.store.exceptions_by_workflow(self.0.now()).await
     }
 
     /// Every dispatcher that ever said it was alive, and when it last did (metrics).
-    pub async fn dispatchers(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
-        self.store.dispatchers().await
+    pub async fn dispatchers(self) -> Result<Vec<(String, DateTime<Utc>)>> {
+        self.0.store.work().dispatchers().await
     }
 
     /// How long ago a dispatcher last said it was alive (`None`: never).
-    pub async fn dispatcher_seen(&self) -> Result<Option<i64>> {
-        let now = self.now();
+    pub async fn dispatcher_seen(self) -> Result<Option<i64>> {
+        let now = self.0.now();
         Ok(self
+            .0
             .store
+            .work()
             .last_heartbeat()
             .await?
             .map(|t| (now - t).num_seconds().max(0)))
     }
 
     /// How many live claims `who` holds (the console's "Mine" count).
-    pub async fn count_mine(&self, who: &str) -> Result<i64> {
-        self.store.count_live_claims(who, self.now()).await
+    pub async fn count_mine(self, who: &str) -> Result<i64> {
+        self.0.store.count_live_claims(who, self.0.now()).await
     }
 
     /// The newest audit events across the ledger, newest first, redacted (the activity feed).
     pub async fn activity(
-        &self,
+        self,
         limit: usize,
         filter: &crate::domain::activity_filter::ActivityFilter,
     ) -> Result<Vec<EventView>> {
@@ -122,12 +139,13 @@ impl Ledger {
         } else {
             limit * 10
         };
-        let rows = self.store.recent_events(fetch as i64, filter).await?;
+        let rows = self.0.store.recent_events(fetch as i64, filter).await?;
         let views = rows.into_iter().map(|(e, op)| match op {
             Some(op) => {
                 let mut payloads = vec![op.payload.as_str()];
                 payloads.extend(op.conflicting_payload.as_deref());
                 let red = self
+                    .0
                     .redactor
                     .scrubber_of(&op.destination, &op.action, &payloads);
                 let mut v = event_view(e, &|v| red.json(v), Some(op.key.clone()));
@@ -155,12 +173,12 @@ impl Ledger {
 
     /// A listener for changes by others (PostgreSQL `LISTEN settle_events`); `None` on SQLite,
     /// which is polled instead, or when the listener cannot connect now.
-    pub async fn listen(&self) -> Option<ChangeListener> {
-        self.store.listen().await.map(ChangeListener)
+    pub async fn listen(self) -> Option<ChangeListener> {
+        self.0.store.listen().await.map(ChangeListener)
     }
 
     /// The id of the newest audit event: cheap to poll for "has anything changed?".
-    pub async fn latest_event_id(&self) -> Result<i64> {
-        self.store.latest_event_id().await
+    pub async fn latest_event_id(self) -> Result<i64> {
+        self.0.store.latest_event_id().await
     }
 }

@@ -5,14 +5,14 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use super::Ledger;
-use super::run_rows::run_op;
-use super::views::EventView;
+use super::Reader;
 use crate::domain::run::{self, Derived, RunOp, RunState, RunStep};
 use crate::domain::run_filter::RunFilter;
 use crate::domain::time::after;
 use crate::domain::{Resolution, format_age, validate_run};
 use crate::error::{Error, Result};
+use crate::ledger::run_rows::run_op;
+use crate::ledger::views::EventView;
 use crate::store::StoredRun;
 
 /// One run, as `settle run show` gives it. Every text is redacted.
@@ -55,10 +55,10 @@ pub struct RunSummary {
     pub waiting_since: Option<DateTime<Utc>>,
 }
 
-impl Ledger {
+impl Reader<'_> {
     /// A run's operations as its rules read them, each reference redacted.
-    fn run_ops(&self, ops: &[(i64, crate::domain::Op)]) -> Vec<RunOp> {
-        let now = self.now();
+    fn run_ops(self, ops: &[(i64, crate::domain::Op)]) -> Vec<RunOp> {
+        let now = self.0.now();
         ops.iter()
             .map(|(_, op)| RunOp {
                 key: op.key.clone(),
@@ -67,7 +67,8 @@ impl Ledger {
                 resolution: op.resolution,
                 exception: op.state.is_exception() || op.exception_since.is_some_and(|t| t <= now),
                 reference: op.reference.as_deref().map(|r| {
-                    self.redactor
+                    self.0
+                        .redactor
                         .scrubber_of(&op.destination, &op.action, &[op.payload.as_str()])
                         .text(r)
                 }),
@@ -78,38 +79,42 @@ impl Ledger {
     }
 
     /// The steps of run `run` of `workflow`, in order (an operation's detail shows them).
-    pub(super) async fn run_steps(&self, run: &str, workflow: &str) -> Result<Vec<RunStep>> {
-        let ops = self.store.ops_of_run(run).await?;
-        Ok(run::steps(self.run_rules(workflow).0, &self.run_ops(&ops)))
+    pub(super) async fn run_steps(self, run: &str, workflow: &str) -> Result<Vec<RunStep>> {
+        let ops = self.0.store.ops_of_run(run).await?;
+        Ok(run::steps(
+            self.0.run_rules(workflow).0,
+            &self.run_ops(&ops),
+        ))
     }
 }
 
 /// A workflow's stalled runs now.
-pub(super) struct Stalls {
+pub(in crate::ledger) struct Stalls {
     pub workflow: String,
     pub count: i64,
     pub oldest: DateTime<Utc>,
     pub newest: DateTime<Utc>,
 }
 
-impl Ledger {
+impl Reader<'_> {
     /// The run `run` now: its state, its safe next step, its steps and its own events.
-    pub async fn run(&self, run: &str, viewer: &str) -> Result<RunView> {
+    pub async fn run(self, run: &str, viewer: &str) -> Result<RunView> {
         validate_run(run).map_err(Error::Invalid)?;
-        let now = self.now();
-        let ops = self.store.ops_of_run(run).await?;
+        let now = self.0.now();
+        let ops = self.0.store.ops_of_run(run).await?;
         let Some((_, first)) = ops.first() else {
             return Err(Error::NotFound(format!("no run {run}")));
         };
         let workflow = first.workflow.clone();
-        self.check_scope(&workflow)?;
-        let stored = self.store.run_row(run).await?;
-        let (declared, _) = self.run_rules(&workflow);
+        self.0.check_scope(&workflow)?;
+        let stored = self.0.store.run_row(run).await?;
+        let (declared, _) = self.0.run_rules(&workflow);
         let declared = declared.to_vec();
         let run_ops = self.run_ops(&ops);
         let derived = self.derive_run(&workflow, stored.as_ref(), &run_ops);
         let next_step = self.run_next_step(run, &workflow, &derived, viewer).await?;
         let history = self
+            .0
             .store
             .events_of_run(&workflow, run)
             .await?
@@ -133,7 +138,7 @@ impl Ledger {
     }
 
     /// The runs a filter holds, newest first (stalled ones: oldest stall first), at most `limit`.
-    pub async fn runs(&self, filter: &str, viewer: &str, limit: usize) -> Result<Vec<RunSummary>> {
+    pub async fn runs(self, filter: &str, viewer: &str, limit: usize) -> Result<Vec<RunSummary>> {
         let filter = RunFilter::parse(filter).map_err(Error::Invalid)?;
         if filter.only_stalled() {
             let mut out = self.stalled_runs(None, limit, viewer).await?;
@@ -143,7 +148,11 @@ impl Ledger {
         let mut out = Vec::new();
         let mut before = None;
         loop {
-            let page = self.store.runs_page(filter.workflow(), before, 500).await?;
+            let page = self
+                .0
+                .store
+                .runs_page(filter.workflow(), before, 500)
+                .await?;
             let Some((last, _)) = page.last() else {
                 break;
             };
@@ -164,13 +173,14 @@ impl Ledger {
     /// and the run's row): a range of the index of waits. Each is derived again from its
     /// operations, so a run the index still names but that moved on meanwhile is left out.
     pub async fn stalled_runs(
-        &self,
+        self,
         after: Option<(DateTime<Utc>, i64)>,
         limit: usize,
         viewer: &str,
     ) -> Result<Vec<RunSummary>> {
         let (cutoffs, other) = self.stall_cutoffs();
         let rows = self
+            .0
             .store
             .stalled_runs(&cutoffs, other, after, limit as i64)
             .await?;
@@ -180,7 +190,7 @@ impl Ledger {
     }
 
     /// How many runs are stalled now, by workflow, with when its oldest stalled.
-    pub async fn stalled_counts(&self) -> Result<Vec<(String, i64, DateTime<Utc>)>> {
+    pub async fn stalled_counts(self) -> Result<Vec<(String, i64, DateTime<Utc>)>> {
         Ok(self
             .stalls()
             .await?
@@ -190,13 +200,13 @@ impl Ledger {
     }
 
     /// The stalled runs now by workflow: how many, when the oldest and the newest stalled.
-    pub(super) async fn stalls(&self) -> Result<Vec<Stalls>> {
+    pub(in crate::ledger) async fn stalls(self) -> Result<Vec<Stalls>> {
         let (cutoffs, other) = self.stall_cutoffs();
-        let counts = self.store.count_stalled(&cutoffs, other).await?;
+        let counts = self.0.store.count_stalled(&cutoffs, other).await?;
         Ok(counts
             .into_iter()
             .map(|(workflow, count, oldest, newest)| {
-                let gap = self.run_rules(&workflow).1;
+                let gap = self.0.run_rules(&workflow).1;
                 Stalls {
                     oldest: after(oldest, gap),
                     newest: after(newest, gap),
@@ -208,19 +218,20 @@ impl Ledger {
     }
 
     /// For each workflow, the latest start of a wait that has stalled by now (and for any other).
-    fn stall_cutoffs(&self) -> (Vec<(String, DateTime<Utc>)>, DateTime<Utc>) {
-        self.stall_cutoffs_at(self.now())
+    fn stall_cutoffs(self) -> (Vec<(String, DateTime<Utc>)>, DateTime<Utc>) {
+        self.stall_cutoffs_at(self.0.now())
     }
 
     /// For each workflow, the latest start of a wait that had stalled by `t` (and for any other).
     pub(super) fn stall_cutoffs_at(
-        &self,
+        self,
         t: DateTime<Utc>,
     ) -> (Vec<(String, DateTime<Utc>)>, DateTime<Utc>) {
         let back = |gap| {
             t - TimeDelta::from_std(gap).unwrap_or(TimeDelta::MAX) - TimeDelta::milliseconds(1)
         };
         let cutoffs = self
+            .0
             .config
             .workflows
             .iter()
@@ -230,15 +241,11 @@ impl Ledger {
     }
 
     /// The runs of these rows as lists show them: their operations read in one round trip.
-    async fn summaries(
-        &self,
-        rows: Vec<(i64, StoredRun)>,
-        viewer: &str,
-    ) -> Result<Vec<RunSummary>> {
+    async fn summaries(self, rows: Vec<(i64, StoredRun)>, viewer: &str) -> Result<Vec<RunSummary>> {
         let names: Vec<&str> = rows.iter().map(|(_, s)| s.row.run.as_str()).collect();
         let mut ops: std::collections::HashMap<String, Vec<RunOp>> = Default::default();
-        let now = self.now();
-        for o in self.store.ops_of_runs(&names).await? {
+        let now = self.0.now();
+        for o in self.0.store.ops_of_runs(&names).await? {
             ops.entry(o.run.clone()).or_default().push(run_op(o, now));
         }
         let mut out = Vec::with_capacity(rows.len());
@@ -247,7 +254,7 @@ impl Ledger {
             if run_ops.is_empty() {
                 continue;
             }
-            let (declared, _) = self.run_rules(&s.row.workflow);
+            let (declared, _) = self.0.run_rules(&s.row.workflow);
             let derived = self.derive_run(&s.row.workflow, Some(s), &run_ops);
             let next_step = self
                 .run_next_step(&s.row.run, &s.row.workflow, &derived, viewer)
@@ -271,22 +278,22 @@ impl Ledger {
     }
 
     /// The run's state from its operations, its workflow's steps and a person's close.
-    fn derive_run(&self, workflow: &str, stored: Option<&StoredRun>, ops: &[RunOp]) -> Derived {
-        let (declared, gap) = self.run_rules(workflow);
+    fn derive_run(self, workflow: &str, stored: Option<&StoredRun>, ops: &[RunOp]) -> Derived {
+        let (declared, gap) = self.0.run_rules(workflow);
         let closed = stored.and_then(|s| s.row.closed_at);
-        run::derive(declared, gap, ops, closed, self.now())
+        run::derive(declared, gap, ops, closed, self.0.now())
     }
 
     /// The safe next step of a run in its state (manual: Runs).
     async fn run_next_step(
-        &self,
+        self,
         run: &str,
         workflow: &str,
         derived: &Derived,
         viewer: &str,
     ) -> Result<String> {
-        let now = self.now();
-        let gap = TimeDelta::from_std(self.run_rules(workflow).1).unwrap_or_default();
+        let now = self.0.now();
+        let gap = TimeDelta::from_std(self.0.run_rules(workflow).1).unwrap_or_default();
         Ok(match derived.state {
             RunState::Stalled => format!(
                 "Run {run} stopped after {} (done {} ago): {} was never recorded. Rerun the \
@@ -314,12 +321,12 @@ impl Ledger {
     }
 }
 
-impl Ledger {
+impl Reader<'_> {
     /// How many stalled runs view 1 shows with a list filter: by the counts of the index of
     /// waits when it asks for no more than a workflow, else those of the first thousand it allows.
     pub(super) async fn stalled_count_for(
-        &self,
-        filter: &super::ListFilter,
+        self,
+        filter: &super::list::ListFilter,
         viewer: &str,
     ) -> Result<i64> {
         use crate::domain::filter::Match;
@@ -327,7 +334,7 @@ impl Ledger {
         let by_workflow = terms
             .iter()
             .all(|t| !t.negated && matches!(t.matches, Match::Stalled | Match::Workflow(_)));
-        if by_workflow && filter.scope == super::Scope::Exceptions && filter.state.is_none() {
+        if by_workflow && filter.scope == super::list::Scope::Exceptions && filter.state.is_none() {
             let only: Vec<&str> = terms
                 .iter()
                 .filter_map(|t| match &t.matches {
@@ -350,13 +357,13 @@ impl Ledger {
     /// what only an operation has (a state, a destination, a key, words); else the oldest
     /// stalls first, at most `limit`, those the filter's workflow, run, claim and age allow.
     pub async fn stalled_for(
-        &self,
-        filter: &super::ListFilter,
+        self,
+        filter: &super::list::ListFilter,
         viewer: &str,
         limit: usize,
     ) -> Result<Vec<RunSummary>> {
         use crate::domain::filter::{Claimed, Match};
-        let now = self.now();
+        let now = self.0.now();
         let terms = &filter.query.terms;
         let fits = terms.iter().all(|t| match &t.matches {
             Match::Workflow(_) | Match::Run(_) | Match::AgeOver(_) | Match::AgeUnder(_) => true,
@@ -364,7 +371,7 @@ impl Ledger {
             Match::Stalled => !t.negated,
             _ => false,
         });
-        if filter.scope != super::Scope::Exceptions || !fits || filter.state.is_some() {
+        if filter.scope != super::list::Scope::Exceptions || !fits || filter.state.is_some() {
             return Ok(Vec::new());
         }
         let mut out = self.stalled_runs(None, limit, viewer).await?;

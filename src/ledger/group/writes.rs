@@ -1,4 +1,4 @@
-//! What a group of the HTTP API's writes is (see `group.rs`), and one caller's writes of a group
+//! What a group of the HTTP API's writes is (see `group/mod.rs`), and one caller's writes of a group
 //! in a few statements, as an ingest batch and a dispatcher's round write theirs: one query loads
 //! every operation the group names, their attempts and the pause flags (`Tx::load_group`); the
 //! rules judge every write in memory, in order; the new operations go in with one statement, every
@@ -8,15 +8,16 @@
 //! writes are many.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
-use super::change::{Ask, Decided};
-use super::engine::Batch;
-use super::views::OperationView;
-use super::{Applied, AttemptReport, Intent, Ledger, Recorded};
 use crate::domain::next_step::Paused;
 use crate::domain::{Command, Op};
 use crate::error::{Error, Result};
+use crate::ledger::budgets::Budgets;
+use crate::ledger::change::{Ask, Decided, per_operation};
+use crate::ledger::engine::Batch;
+use crate::ledger::views::OperationView;
+use crate::ledger::{Applied, AttemptReport, Intent, Ledger, Recorded};
 use crate::store::{Cursor, Tx, ms};
 
 /// A write the HTTP API asks of the ledger.
@@ -76,21 +77,24 @@ impl Prepared {
 /// must see each start before the next).
 pub(super) type GroupAnswers = Option<Vec<Result<Answered>>>;
 
-impl Ledger {
+/// The group writer's judging of one caller's writes, on the ledger's handle.
+pub(super) struct Group<'a>(pub(super) &'a Ledger);
+
+impl Group<'_> {
     /// `writes`, all by `actor` through this handle, in `tx` (see the module's design).
-    pub(super) async fn write_batch(
+    pub(super) async fn write(
         &self,
         tx: &mut Tx,
         actor: &str,
         writes: &[&Prepared],
     ) -> Result<GroupAnswers> {
-        let now = self.now();
+        let now = self.0.now();
         let (loaded, known, paused) = group_reads(tx, writes).await?;
         if self.counts_each_start(writes, &loaded) {
             return Ok(None);
         }
         let mut batch = Batch::of(loaded).recording().knowing(known);
-        let mut budgets = BTreeMap::new();
+        let mut budgets = Budgets::default();
         let mut outcomes = Vec::with_capacity(writes.len());
         let mut after: Vec<Option<(i64, Op)>> = Vec::with_capacity(writes.len());
         for w in writes {
@@ -101,7 +105,9 @@ impl Ledger {
                     Ok(Written::Recorded(Recorded::Created))
                 }
                 _ if batch.row(key).is_none() => Err(match w {
-                    Prepared::Start(_) => super::start::not_there_to_start(tx, key, now).await?,
+                    Prepared::Start(_) => {
+                        crate::ledger::start::not_there_to_start(tx, key, now).await?
+                    }
                     _ => Error::NotFound(format!("no operation with key {key}")),
                 }),
                 _ => match self
@@ -109,23 +115,18 @@ impl Ledger {
                     .await
                 {
                     Ok(written) => Ok(written),
-                    Err(e) if super::round_types::per_operation(&e) => Err(e),
+                    Err(e) if per_operation(&e) => Err(e),
                     Err(e) => return Err(e),
                 },
             };
             after.push(batch.row(key).map(|(id, op)| (id, op.clone())));
             outcomes.push(outcome);
         }
-        let Some(made_ids) = batch.write(self, tx, actor).await? else {
+        let Some(made_ids) = batch.write(self.0, tx, actor).await? else {
             return Ok(None);
         };
-        for (destination, b) in budgets.iter().filter(|(_, b)| b.changed) {
-            if !tx
-                .save_budget(destination, b.bucket.tokens, b.since, b.version)
-                .await?
-            {
-                return Ok(None);
-            }
+        if !budgets.save(tx).await? {
+            return Ok(None);
         }
         Ok(Some(
             self.answers(outcomes, after, &made_ids, &paused, actor, now),
@@ -162,7 +163,7 @@ impl Ledger {
                             id: real(id),
                         };
                         let flags = paused_of(paused, &op);
-                        Box::new(self.view(op, cursor, actor, flags, now))
+                        Box::new(self.0.read().view(op, cursor, actor, flags, now))
                     }),
                 })
             })
@@ -174,7 +175,8 @@ impl Ledger {
     fn counts_each_start(&self, writes: &[&Prepared], loaded: &HashMap<String, (i64, Op)>) -> bool {
         writes.iter().any(|w| matches!(w, Prepared::Start(_)))
             && loaded.values().any(|(_, op)| {
-                self.config
+                self.0
+                    .config
                     .workflows
                     .get(&op.workflow)
                     .is_some_and(|w| w.pause_when.is_some())
@@ -191,7 +193,7 @@ impl Ledger {
         actor: &str,
         write: &Prepared,
         paused: &PauseFlags,
-        budgets: &mut BTreeMap<String, super::budgets::Budget>,
+        budgets: &mut Budgets,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Written> {
         let ask = match write {
@@ -210,7 +212,7 @@ impl Ledger {
             .expect("held, asked above");
         let flags = paused_of(paused, &op);
         let c = match batch
-            .judge(self, tx, key, actor, &ask, Some(flags.workflow))
+            .judge(self.0, tx, key, actor, &ask, Some(flags.workflow))
             .await?
         {
             Decided::Unchanged(a) => {
@@ -232,7 +234,7 @@ impl Ledger {
                         "{key}: destination {d} is paused: `settle resume --destination {d}` lifts it"
                     )));
                 }
-                self.pay_for_retry(tx, budgets, &op, now).await?;
+                budgets.pay_for_retry(tx, &op, now).await?;
                 Written::Started(c.applied.clone(), c.op.attempts)
             }
         };
@@ -247,7 +249,11 @@ impl Ledger {
 async fn group_reads(
     tx: &mut Tx,
     writes: &[&Prepared],
-) -> Result<(HashMap<String, (i64, Op)>, super::KnownAttempts, PauseFlags)> {
+) -> Result<(
+    HashMap<String, (i64, Op)>,
+    crate::ledger::KnownAttempts,
+    PauseFlags,
+)> {
     let mut keys: Vec<&str> = writes.iter().map(|w| w.key()).collect();
     keys.sort_unstable();
     keys.dedup();

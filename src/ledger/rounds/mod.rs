@@ -1,0 +1,14 @@
+//! The dispatcher's rounds: the outcomes of finished attempts and the starts of new ones, many
+//! operations in one transaction (group commit), each still its own compare-and-set with its own
+//! audit event. The destinations' retry budgets (manual: Automatic retries) live in the database, so every
+//! dispatcher draws on the same ones.
+
+mod dispatcher;
+mod round;
+mod steps;
+mod types;
+mod work;
+
+pub use dispatcher::Background;
+pub use round::Rounds;
+pub use types::{Finished, Round, StartedOp, StartedRows};

@@ -1,0 +1,235 @@
+//! A store and what its statements run in: the pool of either backend, a write transaction
+//! ([`in_tx!`], through a [`Tx`]), a pooled connection for reads, and the connection of either
+//! that a statement is handed ([`Db`]).
+
+use sqlx::pool::PoolConnection;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+
+use super::driver::{db, pg_error};
+use super::open::Backend;
+use super::sqlite;
+use crate::error::{Error, Result};
+
+/// How a PostgreSQL transaction's change-set statements (`load_ops`, `load_group`,
+/// `write_changes`, `attempt_outcomes`) are planned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Plans {
+    /// Planned with their values at each call (unnamed): a plan kept on the connection and made
+    /// while a table was small (a fresh ledger, before its first autoanalyze) would scan the
+    /// whole table for each row once it is not.
+    EachCall,
+    /// Kept on the connection (named), once [`Store::begin_only_lookups`] has ruled out the
+    /// scans, hash and merge joins that make such a plan grow with the table: a plan made under
+    /// those settings looks each row up by its key at any size, and is made once instead of at
+    /// each call (parsing and planning is a real part of a small group's time).
+    Kept,
+}
+
+#[derive(Clone, Debug)]
+pub(super) enum Pool {
+    Sqlite(sqlite::Pool),
+    Postgres(PgPool),
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub(super) pool: Pool,
+    pub(super) shown_url: String,
+    /// The URL as the driver takes it (it may hold a password): for a listener connection,
+    /// never printed.
+    pub(super) url: String,
+    /// PostgreSQL through PgBouncer in transaction pooling mode (`pgbouncer=true`): a session
+    /// lasts one transaction, so no statement is named, every read runs in a transaction of its
+    /// own, and changes are polled for rather than listened to.
+    pub(super) bouncer: bool,
+}
+
+/// A write transaction: what the ledger's changes run in.
+pub(crate) enum Tx {
+    Sqlite(sqlite::Tx),
+    Postgres(Transaction<'static, Postgres>, Plans),
+}
+
+/// A pooled connection, for reads outside a write transaction.
+pub(crate) enum Conn {
+    Sqlite(sqlite::Conn),
+    Postgres(PoolConnection<Postgres>),
+    /// Through PgBouncer in transaction mode: a read-only transaction, so that its statements
+    /// (each parsed, then bound and run, in two exchanges) stay on one server connection. It
+    /// is rolled back when the connection goes back to the pool.
+    Pinned(Transaction<'static, Postgres>),
+}
+
+/// A connection of either backend, borrowed from a transaction or the pool: what a statement runs
+/// on ([`sql::Stmt`]'s `rows`, `row`, `one` and `execute`).
+pub(crate) enum Db<'a> {
+    Sqlite(&'a mut rusqlite::Connection),
+    Postgres(&'a mut sqlx::PgConnection),
+}
+
+impl Tx {
+    pub(crate) fn db(&mut self) -> Db<'_> {
+        match self {
+            Tx::Sqlite(t) => Db::Sqlite(t.conn()),
+            Tx::Postgres(t, _) => Db::Postgres(t),
+        }
+    }
+}
+
+impl Conn {
+    pub(crate) fn db(&mut self) -> Db<'_> {
+        match self {
+            Conn::Sqlite(c) => Db::Sqlite(c),
+            Conn::Postgres(c) => Db::Postgres(c),
+            Conn::Pinned(t) => Db::Postgres(t),
+        }
+    }
+}
+
+/// Runs `$body` (an expression over `$tx: &mut Tx`, giving `Result<Tried<T>>`) in a write
+/// transaction of `$store` and commits what it did; from the start again (up to eight times) when
+/// it lost a race to another writer ([`Tried::Raced`]). This is settle's one retry loop: lost
+/// compare-and-sets, and PostgreSQL's deadlock and serialization failures (which the statements
+/// report as a lost race); SQLite's busy lock is waited out by its timeout. A macro rather than a
+/// method taking an async closure: the body borrows the transaction, and the futures of async
+/// closures over borrowed arguments cannot yet be shown to be `Send`.
+macro_rules! in_tx {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut result = Err($crate::error::Error::Refused(
+            "the operation kept changing under us; try again".into(),
+        ));
+        for _ in 0..$crate::store::TRIES {
+            let mut tx = $store.begin().await?;
+            let outcome = {
+                let $tx: &mut $crate::store::Tx = &mut tx;
+                $body
+            };
+            match outcome {
+                Ok($crate::store::Tried::Done(v)) => {
+                    tx.commit().await?;
+                    result = Ok(v);
+                    break;
+                }
+                Ok($crate::store::Tried::Raced) => tx.rollback().await,
+                Err(e) => {
+                    tx.rollback().await;
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        result
+    }};
+}
+pub(crate) use in_tx;
+
+/// What one try at a write transaction came to.
+pub(crate) enum Tried<T> {
+    Done(T),
+    /// Another writer changed what this one read first: roll back and try again.
+    Raced,
+}
+
+/// How many times a write transaction is tried when another writer changed its rows first.
+pub(crate) const TRIES: usize = 8;
+
+impl Tx {
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => t.commit(),
+            Tx::Postgres(t, _) => t.commit().await.map_err(db),
+        }
+    }
+
+    pub(crate) async fn rollback(self) {
+        match self {
+            Tx::Sqlite(t) => t.rollback(),
+            Tx::Postgres(t, _) => {
+                let _ = t.rollback().await;
+            }
+        }
+    }
+}
+
+impl Store {
+    /// A store of its own on the same database for one writer (the HTTP API's lanes): its
+    /// connection (and a second for a read inside its transaction: a threshold's stalled runs),
+    /// made on the runtime that calls this (each lane runs on a thread and a runtime
+    /// of its own, so that its round trips never wait behind the requests the server answers),
+    /// and not pinged before each transaction (a dead connection fails the group, whose writes
+    /// are then run alone on a new one). Nothing is migrated: the main store did that.
+    pub(crate) fn for_writer(&self) -> Store {
+        let pool = match &self.pool {
+            Pool::Sqlite(p) => Pool::Sqlite(p.sibling(2)),
+            Pool::Postgres(p) => Pool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(2)
+                    .min_connections(0)
+                    .idle_timeout(None)
+                    .test_before_acquire(false)
+                    .acquire_timeout(p.options().get_acquire_timeout())
+                    .connect_lazy_with((*p.connect_options()).clone()),
+            ),
+        };
+        Store {
+            pool,
+            shown_url: self.shown_url.clone(),
+            url: self.url.clone(),
+            bouncer: self.bouncer,
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// The URL with any password masked.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close(),
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+
+    pub(super) fn err(&self, e: sqlx::Error) -> Error {
+        pg_error(&format!("database {}", self.shown_url), e)
+    }
+
+    /// A write transaction. SQLite's takes the write lock up front (`BEGIN IMMEDIATE`), so a
+    /// read-then-write never fails to upgrade; PostgreSQL relies on the version compare-and-set.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        match &self.pool {
+            Pool::Sqlite(p) => Ok(Tx::Sqlite(sqlite::Tx::begin(p.acquire().await?).await?)),
+            Pool::Postgres(p) => p
+                .begin()
+                .await
+                .map(|t| Tx::Postgres(t, Plans::EachCall))
+                .map_err(|e| self.err(e)),
+        }
+    }
+
+    /// A pooled connection for reads.
+    pub(crate) async fn conn(&self) -> Result<Conn> {
+        match &self.pool {
+            Pool::Sqlite(p) => p.acquire().await.map(Conn::Sqlite),
+            Pool::Postgres(p) if self.bouncer => p
+                .begin_with("BEGIN READ ONLY")
+                .await
+                .map(Conn::Pinned)
+                .map_err(|e| self.err(e)),
+            Pool::Postgres(p) => p
+                .acquire()
+                .await
+                .map(Conn::Postgres)
+                .map_err(|e| self.err(e)),
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! Opening a store: the pool for a URL and a profile, its schema brought up to date.
+
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use super::bouncer::name_no_statements;
+use super::conn::{Pool, Store};
+use super::driver::pg_error;
+use super::open::{self, Backend, Profile, display_url, prepare_sqlite_file, sqlite_file};
+use super::{migrate, sqlite};
+use crate::error::{Error, Result};
+
+impl Store {
+    /// Opens the database and applies the embedded migrations.
+    pub async fn open(url: &str) -> Result<Store> {
+        Store::open_with(url, Profile::Batch).await
+    }
+
+    /// Opens the database for a process that uses it as `profile` says, and migrates it.
+    pub async fn open_with(url: &str, profile: Profile) -> Result<Store> {
+        let backend = Backend::of_url(url)?;
+        let shown_url = display_url(url);
+        let cannot = |e| pg_error(&format!("cannot open database {shown_url}"), e);
+        let max = profile.connections(backend);
+        let (url, bouncer) = match backend {
+            Backend::Postgres => open::pg_url(url)?,
+            Backend::Sqlite => (url.to_string(), false),
+        };
+        let url = url.as_str();
+        let pool = match backend {
+            Backend::Sqlite if url.contains(":memory:") => {
+                return Err(Error::Invalid(
+                    "settle keeps its ledger in a file: use sqlite://FILE".into(),
+                ));
+            }
+            Backend::Sqlite => {
+                let (path, read_only) = sqlite_file(url);
+                prepare_sqlite_file(&path, &shown_url, !read_only)?;
+                let pool = sqlite::Pool::new(
+                    &path,
+                    profile.sqlite_cache(),
+                    read_only,
+                    max,
+                    profile.acquire_timeout(),
+                );
+                // the first connection says at once whether the file can be used
+                drop(pool.acquire().await.map_err(|e| {
+                    Error::Unavailable(format!("cannot open database {shown_url}: {e}"))
+                })?);
+                Pool::Sqlite(pool)
+            }
+            Backend::Postgres => {
+                // settle stores no floats, and a stock PgBouncer refuses this parameter
+                let mut options = url
+                    .parse::<PgConnectOptions>()
+                    .map_err(cannot)?
+                    .extra_float_digits(None);
+                if bouncer {
+                    options = options.statement_cache_capacity(0);
+                    name_no_statements();
+                }
+                Pool::Postgres(
+                    PgPoolOptions::new()
+                        .max_connections(max)
+                        .idle_timeout(profile.idle_timeout())
+                        // a server connection may have died since it was last used
+                        .test_before_acquire(true)
+                        .acquire_timeout(profile.acquire_timeout())
+                        .connect_with(options)
+                        .await
+                        .map_err(cannot)?,
+                )
+            }
+        };
+        let store = Store {
+            pool,
+            shown_url,
+            url: url.to_string(),
+            bouncer,
+        };
+        migrate::migrate(&store).await?;
+        Ok(store)
+    }
+}
