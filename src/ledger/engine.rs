@@ -165,7 +165,11 @@ impl<'a> Batch<'a> {
             .zip(&details)
             .map(|((op, id), detail)| recorded_event(*id, op, actor, detail))
             .collect();
-        if !write_after(tx, recorded, &self.changes).await? {
+        if self.changes.is_empty() {
+            // only new operations (a record, a file of new work): their events in a statement
+            // of their own, lighter than the change set's
+            tx.insert_events(&recorded).await?;
+        } else if !write_after(tx, recorded, &self.changes).await? {
             return Ok(None);
         }
         let mut touched: Vec<(&Op, bool)> = made
