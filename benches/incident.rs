@@ -122,6 +122,12 @@ async fn plain_close(url: &str, keys: &[String], now: i64) {
 #[tokio::main]
 async fn main() {
     let n = common::env_count("SETTLE_BENCH_OPS", 1_000_000);
+    // a tenth of the operations are exceptions, half of them unknown: three bulk closes of 10,000
+    // unknowns and three plain closes of 10,000 others must leave some for the scrape
+    if n < 700_000 {
+        eprintln!("SETTLE_BENCH_OPS must be at least 700000 (60,000 exceptions are closed)");
+        std::process::exit(2);
+    }
     let dir = tempfile::tempdir().unwrap();
     let server = common::bench_server();
     let pg = match &server {
