@@ -1182,3 +1182,50 @@ fn names_outside_the_alphabet_are_refused_and_the_table_keeps_its_columns() {
     assert_eq!(column(claimed, "李雷"), Some(claim_at), "\n{}", r.stdout);
     assert!(r.stdout.contains("数据同步"), "{}", r.stdout);
 }
+
+/// `settle stats` says why each pause holds: who paused it, when, and their note, as text and
+/// as JSON (a stopping threshold's numbers: the conformance suite).
+#[test]
+fn stats_say_why_each_pause_holds() {
+    let db = common::sqlite();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, d) = (db.url.as_str(), dir.path());
+    ok(&settle(
+        url,
+        d,
+        &["pause", "onboarding", "--reason", "vendor outage, ticket 7"],
+    ));
+    ok(&settle(
+        url,
+        d,
+        &["pause", "--destination", "crm", "--reason", "their 401s"],
+    ));
+    let text = settle(url, d, &["stats"]);
+    ok(&text);
+    for line in [
+        "paused      onboarding",
+        "paused dest crm",
+        "  workflow onboarding: vendor outage, ticket 7 (by alice, 20",
+        "  destination crm: their 401s (by alice, 20",
+    ] {
+        assert!(
+            text.stdout.contains(line),
+            "{line:?} not in:\n{}",
+            text.stdout
+        );
+    }
+    let json = settle(url, d, &["stats", "--json"]);
+    ok(&json);
+    let stats: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let pauses = stats["pauses"].as_array().expect("pauses");
+    assert_eq!(pauses.len(), 2, "{stats}");
+    assert_eq!(pauses[0]["what"], "workflow");
+    assert_eq!(pauses[0]["name"], "onboarding");
+    assert_eq!(pauses[0]["reason"], "vendor outage, ticket 7");
+    assert_eq!(pauses[0]["by"], "alice");
+    assert!(pauses[0]["at"].as_str().is_some(), "{stats}");
+    assert_eq!(
+        (&pauses[1]["what"], &pauses[1]["name"], &pauses[1]["by"]),
+        (&"destination".into(), &"crm".into(), &"alice".into())
+    );
+}

@@ -746,6 +746,22 @@ async fn the_stopping_threshold_pauses_a_workflow(db: &TestDb) {
     }
     let stats = l.read().stats().await.unwrap();
     assert_eq!(stats.paused_workflows, vec!["guarded".to_string()]);
+    // the totals say why the pause holds: the threshold's numbers, by settle itself
+    let why = &stats.pauses[0];
+    assert_eq!(
+        (why.what, why.name.as_str(), why.by.as_deref()),
+        ("workflow", "guarded", Some("settle"))
+    );
+    assert_eq!(
+        why.reason.as_deref(),
+        Some("stopping threshold: 3 unresolved exceptions (limit 3)")
+    );
+    assert!(
+        stats.to_string().contains(
+            "  workflow guarded: stopping threshold: 3 unresolved exceptions (limit 3) (by settle, "
+        ),
+        "{stats}"
+    );
     let paused = l.read().paused_workflows().await.unwrap();
     assert_eq!(paused[0].by.as_deref(), Some("settle"));
     assert!(

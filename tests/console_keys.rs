@@ -590,6 +590,7 @@ fn every_refresh_recounts_the_tabs() {
         oldest_exception_seconds: Some(60),
         paused_workflows: vec![],
         paused_destinations: vec![],
+        pauses: vec![],
     };
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),

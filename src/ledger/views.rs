@@ -192,6 +192,20 @@ pub struct Stats {
     pub oldest_exception_seconds: Option<i64>,
     pub paused_workflows: Vec<String>,
     pub paused_destinations: Vec<String>,
+    /// Why each pause holds: its threshold's numbers or the answer that paused it (by `settle`),
+    /// or who paused it, when, and their note.
+    pub pauses: Vec<Pause>,
+}
+
+/// A workflow or a destination paused now, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Pause {
+    /// `workflow` or `destination`.
+    pub what: &'static str,
+    pub name: String,
+    pub reason: Option<String>,
+    pub by: Option<String>,
+    pub at: Option<DateTime<Utc>>,
 }
 
 /// The totals as `settle stats` prints them: one line each, names escaped.
@@ -216,7 +230,21 @@ impl std::fmt::Display for Stats {
             }
         };
         writeln!(f, "paused      {}", listed(&self.paused_workflows))?;
-        write!(f, "paused dest {}", listed(&self.paused_destinations))
+        write!(f, "paused dest {}", listed(&self.paused_destinations))?;
+        for p in &self.pauses {
+            let esc = |t: &str| crate::domain::escape_text(t).into_owned();
+            let reason = p.reason.as_deref().map_or("no reason given".into(), esc);
+            let by = p.by.as_deref().map_or("-".into(), esc);
+            let at =
+                p.at.map_or("-".into(), |t| t.format("%Y-%m-%d %H:%M UTC").to_string());
+            write!(
+                f,
+                "\n  {} {}: {reason} (by {by}, {at})",
+                p.what,
+                esc(&p.name)
+            )?;
+        }
+        Ok(())
     }
 }
 

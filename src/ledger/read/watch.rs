@@ -9,7 +9,7 @@ use super::Reader;
 use super::view::event_view;
 use crate::domain::State;
 use crate::error::Result;
-use crate::ledger::views::{EventView, PausedWorkflow, Stats};
+use crate::ledger::views::{EventView, Pause, PausedWorkflow, Stats};
 use crate::store::Pausable;
 
 /// Notifications that something changed in the ledger.
@@ -61,15 +61,34 @@ impl Reader<'_> {
                 .filter(|(s, _)| s.is_exception())
                 .map(|(_, n)| n)
                 .sum::<i64>();
-        let paused = self.0.store.paused(Pausable::Workflow).await?;
-        let destinations = self.0.store.paused(Pausable::Destination).await?;
+        let mut pauses = Vec::new();
+        for (what, kind) in [
+            ("workflow", Pausable::Workflow),
+            ("destination", Pausable::Destination),
+        ] {
+            pauses.extend(self.0.store.paused(kind).await?.into_iter().map(|w| Pause {
+                what,
+                name: w.name,
+                reason: w.paused_reason,
+                by: w.paused_by,
+                at: w.paused_at,
+            }));
+        }
+        let names = |what: &str| -> Vec<String> {
+            pauses
+                .iter()
+                .filter(|p| p.what == what)
+                .map(|p| p.name.clone())
+                .collect()
+        };
         Ok(Stats {
             by_state,
             exceptions,
             stalled_runs,
             oldest_exception_seconds: oldest.map(|t| (now - t).num_seconds().max(0)),
-            paused_workflows: paused.into_iter().map(|w| w.name).collect(),
-            paused_destinations: destinations.into_iter().map(|d| d.name).collect(),
+            paused_workflows: names("workflow"),
+            paused_destinations: names("destination"),
+            pauses,
         })
     }
 
