@@ -174,8 +174,12 @@ pub struct OperationDetail {
     pub pruned: bool,
 }
 
+/// A workflow or a destination paused now, and why: its threshold's numbers or the answer that
+/// paused it (by `settle`), or who paused it, when, and their note.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PausedWorkflow {
+    /// `workflow` or `destination`.
+    pub what: &'static str,
     pub name: String,
     pub reason: Option<String>,
     pub by: Option<String>,
@@ -192,20 +196,8 @@ pub struct Stats {
     pub oldest_exception_seconds: Option<i64>,
     pub paused_workflows: Vec<String>,
     pub paused_destinations: Vec<String>,
-    /// Why each pause holds: its threshold's numbers or the answer that paused it (by `settle`),
-    /// or who paused it, when, and their note.
-    pub pauses: Vec<Pause>,
-}
-
-/// A workflow or a destination paused now, and why.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct Pause {
-    /// `workflow` or `destination`.
-    pub what: &'static str,
-    pub name: String,
-    pub reason: Option<String>,
-    pub by: Option<String>,
-    pub at: Option<DateTime<Utc>>,
+    /// Why each pause holds, workflows first.
+    pub pauses: Vec<PausedWorkflow>,
 }
 
 /// The totals as `settle stats` prints them: one line each, names escaped.

@@ -9,7 +9,7 @@ use super::Reader;
 use super::view::event_view;
 use crate::domain::State;
 use crate::error::Result;
-use crate::ledger::views::{EventView, Pause, PausedWorkflow, Stats};
+use crate::ledger::views::{EventView, PausedWorkflow, Stats};
 use crate::store::Pausable;
 
 /// Notifications that something changed in the ledger.
@@ -61,19 +61,8 @@ impl Reader<'_> {
                 .filter(|(s, _)| s.is_exception())
                 .map(|(_, n)| n)
                 .sum::<i64>();
-        let mut pauses = Vec::new();
-        for (what, kind) in [
-            ("workflow", Pausable::Workflow),
-            ("destination", Pausable::Destination),
-        ] {
-            pauses.extend(self.0.store.paused(kind).await?.into_iter().map(|w| Pause {
-                what,
-                name: w.name,
-                reason: w.paused_reason,
-                by: w.paused_by,
-                at: w.paused_at,
-            }));
-        }
+        let mut pauses = self.paused(Pausable::Workflow).await?;
+        pauses.extend(self.paused(Pausable::Destination).await?);
         let names = |what: &str| -> Vec<String> {
             pauses
                 .iter()
@@ -106,6 +95,7 @@ impl Reader<'_> {
             .await?
             .into_iter()
             .map(|w| PausedWorkflow {
+                what: what.noun(),
                 name: w.name,
                 reason: w.paused_reason,
                 by: w.paused_by,
