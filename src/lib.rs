@@ -39,6 +39,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod counters;
 pub mod dispatch;
 pub mod domain;
 pub mod error;

@@ -591,6 +591,8 @@ fn every_refresh_recounts_the_tabs() {
         paused_workflows: vec![],
         paused_destinations: vec![],
         pauses: vec![],
+        due: 0,
+        dispatchers: vec![],
     };
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),

@@ -1,6 +1,7 @@
-//! the metrics (manual: Running settle for a team): the Prometheus text parsed as a scraper would, its gauges equal to what
-//! `stats` says on the same database (both backends); `/healthz` 503 while PostgreSQL is cut
-//! off and 200 after.
+//! the metrics (manual: Metrics): the Prometheus text parsed as a scraper would, its gauges equal to what
+//! `stats` says on the same database (both backends); while PostgreSQL is cut off, `/healthz`
+//! 503 and `/metrics` 200 with `settle_database_up 0` and the ledger's gauges as they last
+//! were; once it is back, 200 and 1.
 
 mod common;
 
@@ -84,7 +85,8 @@ async fn the_gauges_equal_stats(db: &TestDb) {
     // the alert rules name only metrics settle serves
     let rules = include_str!("../assets/alerts.yml");
     let mut named = std::collections::BTreeSet::new();
-    for expr in rules.lines().filter_map(|l| l.trim().strip_prefix("expr:")) {
+    // every line of the rules but the comments: the expressions span lines
+    for expr in rules.lines().filter(|l| !l.trim().starts_with('#')) {
         let mut rest = expr;
         while let Some(at) = rest.find("settle_") {
             let name: String = rest[at..]
@@ -95,14 +97,15 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             named.insert(name);
         }
     }
-    assert_eq!(named.len(), 5, "{named:?}");
+    assert_eq!(named.len(), 8, "{named:?}");
     for name in &named {
         assert!(
-            text.contains(&format!("# TYPE {name} gauge")),
+            text.contains(&format!("# TYPE {name} gauge"))
+                || text.contains(&format!("# TYPE {name} counter")),
             "assets/alerts.yml names {name}, which settle does not serve"
         );
     }
-    assert_eq!(rules.matches("- alert: ").count(), 6);
+    assert_eq!(rules.matches("- alert: ").count(), 9);
     let sum = |name: &str| -> f64 {
         samples
             .iter()
@@ -160,11 +163,23 @@ both_backends!(the_gauges_equal_stats);
 /// `/healthz` says 503 while the database is cut off, 200 once it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
-async fn healthz_follows_the_database() {
+async fn health_and_database_up_follow_the_database() {
     let db = common::postgres().await;
     let (proxy, via) = common::Proxy::before(&db).await;
     let l = Ledger::open(&via, common::config()).await.unwrap();
+    l.record(&intent("h-1", "onboarding", "sms"), "bot")
+        .await
+        .unwrap();
+    let report = AttemptReport {
+        key: "h-1".into(),
+        outcome: Some(Outcome::Unknown),
+        ..Default::default()
+    };
+    l.report_attempt(&report, "bot").await.unwrap();
     let base = serve(l, 0).await;
+    // a first scrape while the database answers: the gauges it keeps
+    let first = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert!(first.text().await.unwrap().contains("settle_database_up 1"));
     let status = || async {
         reqwest::get(format!("{base}/healthz"))
             .await
@@ -182,11 +197,19 @@ async fn healthz_follows_the_database() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(down, "503 while cut off");
+    // the metrics still answer: the database is down, the ledger's gauges as they last were
     let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap();
-    assert_eq!(metrics.status(), 503);
+    assert_eq!(metrics.status(), 200);
+    let text = metrics.text().await.unwrap();
+    assert!(!text.contains("127.0.0.1"), "no host in the answer");
+    assert!(text.contains("settle_database_up 0"), "{text}");
     assert!(
-        !metrics.text().await.unwrap().contains("127.0.0.1"),
-        "no host in the answer"
+        text.contains("settle_operations{state=\"unknown\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE settle_attempts_total counter"),
+        "{text}"
     );
     let _back = proxy.restore().await;
     let mut up = false;
@@ -198,4 +221,11 @@ async fn healthz_follows_the_database() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(up, "200 once the database is back");
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("settle_database_up 1"), "{text}");
 }

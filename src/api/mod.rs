@@ -37,6 +37,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, delete, get, patch, post, put};
 
 use crate::config::Config;
+use crate::counters;
 use crate::error::{Error, Result};
 use crate::ledger::{Ledger, Writer};
 use answer::Failure;
@@ -236,6 +237,9 @@ async fn around(State(api): State<Api>, mut req: Request, next: Next) -> Respons
     if let Ok(v) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    let code = response.status().as_u16().to_string();
+    counters::inc(counters::HTTP_REQUESTS, &[&route, &code]);
+    counters::observe(counters::HTTP_SECONDS, &[&route], began.elapsed());
     tracing::info!(
         request_id = %id,
         method = %method,

@@ -66,7 +66,7 @@ pub enum Cmd {
     /// The runs, newest first: run, workflow, state, steps, done, current step, since,
     /// next step; `--where state:stalled` the failures between steps, oldest first
     Runs(super::reads::RunsArgs),
-    /// Totals by state, exceptions, oldest exception, paused workflows
+    /// Totals by state, exceptions, the oldest, what is paused and why, work due and the dispatchers heard from
     Stats(super::reads::StatsArgs),
     /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates
     Report(super::reads::ReportArgs),

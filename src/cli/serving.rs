@@ -20,7 +20,8 @@ pub struct ServeArgs {
     /// The server's host key (made on first start); else $XDG_STATE_HOME/settle/host_key
     #[arg(long, value_name = "FILE")]
     pub host_key: Option<PathBuf>,
-    /// Also serve Prometheus metrics at http://ADDR/metrics and /healthz
+    /// Serve Prometheus metrics at http://ADDR/metrics and /healthz (alone, without --listen or
+    /// --http: only the metrics)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
     /// The most sessions open at once
@@ -62,17 +63,20 @@ pub(super) async fn serve(
     config_path: Option<PathBuf>,
     exec: crate::serve::Exec,
 ) -> Result<i32> {
-    let ssh = (a.listen.is_some() || a.http.is_none()).then(|| crate::serve::Options {
-        listen: a.listen.clone().unwrap_or_else(|| "0.0.0.0:2222".into()),
-        host_key: a
-            .host_key
-            .clone()
-            .unwrap_or_else(crate::serve::default_host_key),
-        metrics: a.metrics.clone(),
-        max_sessions: a.max_sessions.max(1),
-        idle: Duration::ZERO,
-        config_path: config_path.clone(),
-        exec,
+    // the console over SSH where asked for, or where nothing else is
+    let ssh = (a.listen.is_some() || (a.http.is_none() && a.metrics.is_none())).then(|| {
+        crate::serve::Options {
+            listen: a.listen.clone().unwrap_or_else(|| "0.0.0.0:2222".into()),
+            host_key: a
+                .host_key
+                .clone()
+                .unwrap_or_else(crate::serve::default_host_key),
+            metrics: a.metrics.clone(),
+            max_sessions: a.max_sessions.max(1),
+            idle: Duration::ZERO,
+            config_path: config_path.clone(),
+            exec,
+        }
     });
     let idle = duration_arg(
         "--idle-timeout",
@@ -100,34 +104,38 @@ pub(super) async fn serve(
             r = crate::api::run(ledger.clone(), h) => r,
         },
         (Some(s), None) => crate::serve::run(ledger.clone(), s).await,
-        (None, Some(h)) => match metrics_alone(&ledger, a.metrics.as_deref()).await {
-            Ok(()) => crate::api::run(ledger.clone(), h).await,
+        // no console to count sessions of: the metrics of their own
+        (None, http) => match metrics_alone(&ledger, a.metrics.as_deref()).await {
+            Ok(serving) => {
+                let r = match http {
+                    Some(h) => crate::api::run(ledger.clone(), h).await,
+                    None => {
+                        crate::signals::terminated().await;
+                        Ok(())
+                    }
+                };
+                drop(serving);
+                r
+            }
             Err(e) => Err(e),
         },
-        (None, None) => Ok(()),
     };
     drop(pruning);
     ledger.close().await;
     result.map(|()| 0)
 }
 
-/// `--metrics` beside the HTTP API alone (no console sessions to count).
-async fn metrics_alone(ledger: &Ledger, at: Option<&str>) -> Result<()> {
-    let Some(at) = at else { return Ok(()) };
-    let listener = tokio::net::TcpListener::bind(at)
-        .await
-        .map_err(|e| Error::Invalid(format!("--metrics {at}: {e}")))?;
-    let shown = listener
-        .local_addr()
-        .map_err(|e| Error::Invalid(e.to_string()))?;
-    crate::say!("settle serve: metrics on http://{shown}/metrics");
-    let app = crate::metrics::router(ledger.clone(), Default::default());
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "metrics server ended");
-        }
-    });
-    Ok(())
+/// `--metrics` without the console over SSH (no console sessions to count).
+async fn metrics_alone(
+    ledger: &Ledger,
+    at: Option<&str>,
+) -> Result<Option<crate::metrics::Serving>> {
+    match at {
+        Some(at) => Ok(Some(
+            crate::metrics::serve_at(ledger, at, None, "settle serve").await?,
+        )),
+        None => Ok(None),
+    }
 }
 
 /// `settle token new NAME`: a new token, shown once, and the lines of the config that let it in.

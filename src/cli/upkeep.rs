@@ -26,7 +26,12 @@ pub(super) async fn dispatch(ledger: &Ledger, args: &DispatchArgs) -> Result<i32
         until_settled: args.until_settled,
         ..Default::default()
     };
+    let serving = match &args.metrics {
+        Some(at) => Some(crate::metrics::serve_at(ledger, at, None, "settle dispatch").await?),
+        None => None,
+    };
     let t = crate::dispatch::run(ledger.clone(), options).await?;
+    drop(serving);
     say!(
         "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",
         t.attempts,
@@ -87,6 +92,9 @@ pub struct DispatchArgs {
     /// Stop when nothing automation may move is left
     #[arg(long)]
     pub until_settled: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics and /healthz while it runs
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 
 /// The arguments of `settle lookup`.

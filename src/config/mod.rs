@@ -46,6 +46,12 @@ pub struct Config {
     pub warn_after: Duration,
     #[serde(default = "default_critical_after", deserialize_with = "age_limit")]
     pub critical_after: Duration,
+    /// A dispatcher silent this long is forgotten (until then the metrics list it as down).
+    #[serde(
+        default = "default_dispatcher_gone_after",
+        deserialize_with = "age_limit"
+    )]
+    pub dispatcher_gone_after: Duration,
     #[serde(default)]
     pub destinations: BTreeMap<String, DestinationConfig>,
     #[serde(default)]
@@ -143,6 +149,9 @@ fn default_warn_after() -> Duration {
 fn default_critical_after() -> Duration {
     Duration::from_secs(86_400)
 }
+fn default_dispatcher_gone_after() -> Duration {
+    Duration::from_secs(10 * 60)
+}
 
 impl Default for Config {
     fn default() -> Self {
@@ -153,6 +162,7 @@ impl Default for Config {
             attempt_timeout: default_attempt_timeout(),
             warn_after: default_warn_after(),
             critical_after: default_critical_after(),
+            dispatcher_gone_after: default_dispatcher_gone_after(),
             destinations: BTreeMap::new(),
             workflows: BTreeMap::new(),
             redaction: RedactionConfig::default(),

@@ -108,7 +108,13 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         paused_here: HashSet::new(),
         deferred: HashSet::new(),
     };
-    d.run().await?;
+    let ran = d.run().await;
+    // a dispatcher that stops says so: no longer listed, its stop pages nobody (one that dies
+    // without a word is listed as down until `dispatcher_gone_after`)
+    if let Err(e) = d.ledger.rounds().stopped(&d.name).await {
+        tracing::warn!(error = %e, "the dispatcher's stop not recorded");
+    }
+    ran?;
     d.totals.budget_waits = d.deferred.len() as u64;
     Ok(d.totals)
 }

@@ -104,7 +104,13 @@ pub async fn attempt(
 ) -> (Finished, Option<Raw>) {
     let endpoint = dest.sender(&row.action);
     let (mut seen, raw) = match endpoint {
-        Some(e) => e.exchange(client, row).await,
+        Some(e) => {
+            let began = std::time::Instant::now();
+            let answered = e.exchange(client, row).await;
+            let took = began.elapsed();
+            crate::counters::observe(crate::counters::ATTEMPT_SECONDS, &[&dest.name], took);
+            answered
+        }
         None => (
             Observed {
                 outcome: Outcome::Rejected,

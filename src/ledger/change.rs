@@ -5,7 +5,8 @@
 use chrono::{DateTime, Utc};
 
 use super::{AttemptReport, KnownAttempts, Ledger};
-use crate::domain::{Command, Ctx, Op, Outcome, State, apply};
+use crate::counters::{self, Count};
+use crate::domain::{AttemptEffect, Command, Ctx, Op, Outcome, StaffAction, State, apply};
 use crate::error::{Error, Result};
 use crate::ledger::Applied;
 use crate::store::{AttemptWrite, NewEvent, Tx};
@@ -36,6 +37,8 @@ pub(super) struct Change {
     /// The operation's row is written with this change set (an ingest batch made it): its row
     /// already holds the final state, only the attempts and events are left to write.
     pub(super) made_here: bool,
+    /// What it adds to the process's counters once written.
+    pub(super) tally: Vec<Count>,
 }
 
 impl Change {
@@ -162,6 +165,7 @@ pub(super) async fn decide(
     // a session's events hold the key it authenticated with (manual: Running settle for a team)
     ledger.sign(&mut detail);
     let detail = detail.to_string();
+    let tally = tally(&cmd, op, &t.op, &t.attempt);
     Ok(Decided::Change(Box::new(Change {
         id,
         expected_version: op.version,
@@ -181,7 +185,49 @@ pub(super) async fn decide(
         attempt: t.attempt,
         op: t.op,
         made_here: false,
+        tally,
     })))
+}
+
+/// What a change counts (manual: Metrics): the attempt it finishes, by outcome; the lookup it
+/// records; the person's action; the exception it opens.
+fn tally(cmd: &Command, was: &Op, now: &Op, attempt: &AttemptEffect) -> Vec<Count> {
+    let mut counts = Vec::new();
+    let dest = was.destination.as_str();
+    if let AttemptEffect::Finish { outcome, .. } = attempt {
+        counts.push(Count::of(counters::ATTEMPTS, &[dest, outcome.as_str()]));
+    }
+    let looked = match cmd {
+        Command::Lookup { answer } => Some(answer),
+        Command::Staff(StaffAction::LookUp { answer }) => Some(answer),
+        _ => None,
+    };
+    if let Some(answer) = looked {
+        counts.push(Count::of(counters::LOOKUPS, &[dest, answer.as_str()]));
+    }
+    if let Command::Staff(action) = cmd {
+        counts.push(Count::of(counters::STAFF_ACTIONS, &[verb(action)]));
+    }
+    if now.state.is_exception() && !was.state.is_exception() {
+        counts.push(Count::of(
+            counters::EXCEPTIONS_OPENED,
+            &[&now.workflow, now.state.as_str()],
+        ));
+    }
+    counts
+}
+
+/// A person's action as the metrics name it.
+fn verb(action: &StaffAction) -> &'static str {
+    match action {
+        StaffAction::Claim { .. } => "claim",
+        StaffAction::Release => "release",
+        StaffAction::ReconcileFound { .. } | StaffAction::ReconcileAbsent { .. } => "reconcile",
+        StaffAction::Retry { .. } => "retry",
+        StaffAction::Close { .. } => "close",
+        StaffAction::Note { .. } => "note",
+        StaffAction::LookUp { .. } => "lookup",
+    }
 }
 
 /// What an attempt's report asks of `op`: finish its attempt, or nothing (`None`) where it

@@ -182,6 +182,11 @@ impl<'a> Batch<'a> {
                 .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal())),
         );
         keep_runs(ledger, tx, &touched, self.records).await?;
+        tx.tally(
+            self.changes
+                .iter_mut()
+                .flat_map(|c| std::mem::take(&mut c.tally)),
+        );
         Ok(Some(ids))
     }
 }

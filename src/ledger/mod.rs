@@ -42,8 +42,8 @@ pub use staff::{BulkPreview, BulkReport, Staff, redacted_paths};
 pub(crate) use terms::KnownAttempts;
 pub use terms::{AttemptReport, Intent, SYSTEM_ACTOR};
 pub use views::{
-    Applied, AttemptView, EventView, OperationDetail, OperationView, PausedWorkflow, Recorded,
-    Stats, StepView,
+    Applied, AttemptView, DispatcherSeen, EventView, OperationDetail, OperationView,
+    PausedWorkflow, Recorded, Stats, StepView,
 };
 
 /// Runs `body` with a ledger on a fresh SQLite file, on a runtime of its own: the unit tests'

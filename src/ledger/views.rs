@@ -198,6 +198,19 @@ pub struct Stats {
     pub paused_destinations: Vec<String>,
     /// Why each pause holds, workflows first.
     pub pauses: Vec<PausedWorkflow>,
+    /// Operations of the config's HTTP destinations due now, waiting for a dispatcher (counted
+    /// up to 1,000: the states' counters say how many wait in all).
+    pub due: i64,
+    /// The dispatchers heard from within `dispatcher_gone_after` (one that stopped cleanly is
+    /// not listed), by name.
+    pub dispatchers: Vec<DispatcherSeen>,
+}
+
+/// A dispatcher and how long since it last said it was alive.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DispatcherSeen {
+    pub name: String,
+    pub seen_seconds: i64,
 }
 
 /// The totals as `settle stats` prints them: one line each, names escaped.
@@ -221,6 +234,16 @@ impl std::fmt::Display for Stats {
                 crate::domain::escape_text(&names.join(", ")).into_owned()
             }
         };
+        writeln!(f, "due         {}", self.due)?;
+        let heard: Vec<String> = self
+            .dispatchers
+            .iter()
+            .map(|d| {
+                let ago = crate::domain::format_age(chrono::TimeDelta::seconds(d.seen_seconds));
+                format!("{} ({ago} ago)", d.name)
+            })
+            .collect();
+        writeln!(f, "dispatchers {}", listed(&heard))?;
         writeln!(f, "paused      {}", listed(&self.paused_workflows))?;
         write!(f, "paused dest {}", listed(&self.paused_destinations))?;
         for p in &self.pauses {

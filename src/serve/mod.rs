@@ -78,14 +78,6 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
         .local_addr()
         .map_err(|e| Error::Invalid(format!("--listen {}: {e}", options.listen)))?;
     let sessions = Arc::new(Sessions::default());
-    let metrics = match &options.metrics {
-        Some(m) => Some(
-            tokio::net::TcpListener::bind(m)
-                .await
-                .map_err(|e| Error::Invalid(format!("--metrics {m}: {e}")))?,
-        ),
-        None => None,
-    };
     let shared = Arc::new(Shared {
         changes: crate::console::watch_changes(ledger.clone()),
         ledger: ledger.clone(),
@@ -97,18 +89,13 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
     });
     crate::say!("settle serve: listening on {addr}");
     crate::say!("settle serve: host key {host_fingerprint}");
-    if let Some(m) = &metrics {
-        let at = m.local_addr().map_err(|e| Error::Invalid(e.to_string()))?;
-        crate::say!("settle serve: metrics on http://{at}/metrics");
-        let app = crate::metrics::router(ledger.clone(), sessions.count.clone());
-        let m = m.local_addr().ok();
-        let listener = metrics.expect("bound above");
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::warn!(error = %e, at = ?m, "metrics server ended");
-            }
-        });
-    }
+    let _metrics = match &options.metrics {
+        Some(m) => Some(
+            crate::metrics::serve_at(&ledger, m, Some(sessions.count.clone()), "settle serve")
+                .await?,
+        ),
+        None => None,
+    };
     crate::say!(
         "settle serve: {} operator key(s) from {}",
         shared.operators().len(),

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::Tx;
 use super::arrays::{Array, array_marks, pg_query};
 use super::columns::Kind;
 use super::sql::{Cell, Stmt, db, get, get_time, ms, rows_of_marks, time};
+use super::{Open, Tx};
 use crate::domain::{Outcome, State};
 use crate::error::Result;
 
@@ -157,13 +157,13 @@ impl Tx {
         if events.is_empty() {
             return Ok(());
         }
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 for run in runs(events) {
                     sqlite_events(run).execute(self.db()).await?;
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let sql = pg_event_insert(1);
                 let arrays = event_arrays(events);
                 pg_query(&sql, arrays).execute(&mut **t).await.map_err(db)?;
@@ -189,8 +189,8 @@ impl Tx {
             ))
         };
         let keep = self.keeps_plans();
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 for id in ids {
                     let stmt = Stmt::new(
                         "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ?",
@@ -199,7 +199,7 @@ impl Tx {
                     out.extend(stmt.rows(self.db(), decode).await?);
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let rows = sqlx::query(
                     "SELECT operation_id, n, outcome FROM attempts WHERE operation_id = ANY($1)",
                 )

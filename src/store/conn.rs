@@ -45,8 +45,15 @@ pub struct Store {
     pub(super) bouncer: bool,
 }
 
-/// A write transaction: what the ledger's changes run in.
-pub(crate) enum Tx {
+/// A write transaction: what the ledger's changes run in, and the counts of what it did, added
+/// to the process's counters once it commits.
+pub(crate) struct Tx {
+    pub(super) open: Open,
+    tally: Vec<crate::counters::Count>,
+}
+
+/// The transaction of either backend.
+pub(crate) enum Open {
     Sqlite(sqlite::Tx),
     Postgres(Transaction<'static, Postgres>, Plans),
 }
@@ -69,10 +76,22 @@ pub(crate) enum Db<'a> {
 }
 
 impl Tx {
+    pub(super) fn of(open: Open) -> Tx {
+        Tx {
+            open,
+            tally: Vec::new(),
+        }
+    }
+
+    /// Counts to add to the process's counters if (and once) this transaction commits.
+    pub(crate) fn tally(&mut self, counts: impl IntoIterator<Item = crate::counters::Count>) {
+        self.tally.extend(counts);
+    }
+
     pub(crate) fn db(&mut self) -> Db<'_> {
-        match self {
-            Tx::Sqlite(t) => Db::Sqlite(t.conn()),
-            Tx::Postgres(t, _) => Db::Postgres(t),
+        match &mut self.open {
+            Open::Sqlite(t) => Db::Sqlite(t.conn()),
+            Open::Postgres(t, _) => Db::Postgres(t),
         }
     }
 }
@@ -136,16 +155,20 @@ pub(crate) const TRIES: usize = 8;
 
 impl Tx {
     pub(crate) async fn commit(self) -> Result<()> {
-        match self {
-            Tx::Sqlite(t) => t.commit(),
-            Tx::Postgres(t, _) => t.commit().await.map_err(db),
+        match self.open {
+            Open::Sqlite(t) => t.commit()?,
+            Open::Postgres(t, _) => t.commit().await.map_err(db)?,
         }
+        if !self.tally.is_empty() {
+            crate::counters::add(self.tally);
+        }
+        Ok(())
     }
 
     pub(crate) async fn rollback(self) {
-        match self {
-            Tx::Sqlite(t) => t.rollback(),
-            Tx::Postgres(t, _) => {
+        match self.open {
+            Open::Sqlite(t) => t.rollback(),
+            Open::Postgres(t, _) => {
                 let _ = t.rollback().await;
             }
         }
@@ -207,11 +230,13 @@ impl Store {
     /// read-then-write never fails to upgrade; PostgreSQL relies on the version compare-and-set.
     pub(crate) async fn begin(&self) -> Result<Tx> {
         match &self.pool {
-            Pool::Sqlite(p) => Ok(Tx::Sqlite(sqlite::Tx::begin(p.acquire().await?).await?)),
+            Pool::Sqlite(p) => Ok(Tx::of(Open::Sqlite(
+                sqlite::Tx::begin(p.acquire().await?).await?,
+            ))),
             Pool::Postgres(p) => p
                 .begin()
                 .await
-                .map(|t| Tx::Postgres(t, Plans::EachCall))
+                .map(|t| Tx::of(Open::Postgres(t, Plans::EachCall)))
                 .map_err(|e| self.err(e)),
         }
     }

@@ -46,12 +46,15 @@ impl Store {
 
     /// The exceptions now by workflow and state (manual: Metrics): the counters of the
     /// exception states (schema 8) and the attempts in flight past their timeout (a range of the
-    /// exceptions' index by state); and each workflow's oldest exception (the first entry of its
+    /// exceptions' index by state); and every workflow and its oldest exception (the first entry of its
     /// range of the exceptions' index by workflow). Nothing reads the operations at large.
     pub(crate) async fn exceptions_by_workflow(
         &self,
         now: DateTime<Utc>,
-    ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
+    ) -> Result<(
+        Vec<(String, State, i64)>,
+        Vec<(String, Option<DateTime<Utc>>)>,
+    )> {
         let exception_states = State::ALL
             .iter()
             .filter(|s| s.is_exception())
@@ -95,13 +98,7 @@ impl Store {
                 ))
             })
             .await?;
-        Ok((
-            counts,
-            oldest
-                .into_iter()
-                .filter_map(|(w, t)| Some((w, t?)))
-                .collect(),
-        ))
+        Ok((counts, oldest))
     }
 
     /// How many live claims `who` holds.

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 
 use sqlx::Row;
 
-use super::Tx;
 use super::columns::{self, OpCol};
 use super::sql::{db, get};
+use super::{Open, Tx};
 use crate::domain::{Op, Outcome};
 use crate::error::Result;
 
@@ -58,7 +58,7 @@ impl Tx {
         with_attempts: bool,
     ) -> Result<GroupReads> {
         let keep = self.keeps_plans();
-        let Tx::Postgres(t, _) = self else {
+        let Open::Postgres(t, _) = &mut self.open else {
             // SQLite: in the process, a statement costs no round trip
             let ops = self.load_ops(keys, false).await?;
             let ids: Vec<i64> = ops.values().map(|(id, _)| *id).collect();

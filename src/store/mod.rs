@@ -50,7 +50,7 @@ mod workflows;
 
 pub(crate) use attempts::{AttemptWrite, NewEvent};
 pub use conn::Store;
-pub(crate) use conn::{Conn, Db, TRIES, Tried, Tx, in_tx};
+pub(crate) use conn::{Conn, Db, Open, TRIES, Tried, Tx, in_tx};
 pub(crate) use history::EventRow;
 pub use migrate::SCHEMA_VERSION;
 pub use open::{Backend, Profile, display_url};

@@ -8,11 +8,11 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::Tx;
 use super::arrays::{Array, array_marks, lost_a_race, pg_query};
 use super::attempts::{AttemptWrite, NewEvent, event_arrays, pg_event_insert, runs};
 use super::columns::{self, Kind, changing, inserted};
 use super::sql::{Cell, Stmt, db, get, ms, rows_of_marks};
+use super::{Open, Tx};
 use crate::domain::Op;
 use crate::error::Result;
 
@@ -109,8 +109,8 @@ impl Tx {
             return Ok(found);
         }
         let keep = self.keeps_plans();
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 // one statement per key: prepared once, whatever the number of keys
                 let sql = format!("SELECT {} FROM operations WHERE key = ?", columns::select());
                 for key in keys {
@@ -120,7 +120,7 @@ impl Tx {
                     }
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let sql = format!(
                     "SELECT {} FROM operations WHERE key = ANY($1){}",
                     columns::select(),
@@ -155,8 +155,8 @@ impl Tx {
         if ops.is_empty() {
             return Ok(out);
         }
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 // SQLite allows 32,766 parameters in a statement
                 for chunk in ops.chunks(500) {
                     let cells = chunk
@@ -184,7 +184,7 @@ impl Tx {
                     out.extend(rows);
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let kinds: Vec<Kind> = cols.iter().map(|c| c.kind()).collect();
                 let sql = format!(
                     "INSERT INTO operations ({0}) SELECT * FROM UNNEST({1}) AS v ({0}) WHERE {2} \
@@ -222,9 +222,9 @@ impl Tx {
         events: &[NewEvent<'_>],
     ) -> Result<bool> {
         let keep = self.keeps_plans();
-        match self {
-            Tx::Sqlite(_) => self.write_sqlite(ops, opened, closed, whole, events).await,
-            Tx::Postgres(t, _) => {
+        match &mut self.open {
+            Open::Sqlite(_) => self.write_sqlite(ops, opened, closed, whole, events).await,
+            Open::Postgres(t, _) => {
                 let mut arrays = Vec::new();
                 let changing = changing();
                 arrays.push(Array::Int(ops.iter().map(|(id, _, _)| Some(*id)).collect()));

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use super::bouncer::pg_statement;
 
-use super::{Backend, Store, Tx};
+use super::{Backend, Open, Store};
 use crate::error::Result;
 
 impl Store {
@@ -23,7 +23,7 @@ impl Store {
         // a transaction of its own, so that through PgBouncer each statement's two exchanges
         // stay on one server connection
         let mut tx = self.begin().await?;
-        let Tx::Postgres(p, _) = &mut tx else {
+        let Open::Postgres(p, _) = &mut tx.open else {
             unreachable!("a PostgreSQL store begins PostgreSQL transactions")
         };
         // the state counters' and the review's rows of differences (schemas 8 and 14), folded

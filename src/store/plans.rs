@@ -3,7 +3,7 @@
 //! on the connection or planned at each call.
 
 use super::conn::{Plans, Pool};
-use super::{Store, Tx, sql};
+use super::{Open, Store, Tx, sql};
 use crate::error::Result;
 
 impl Tx {
@@ -11,7 +11,7 @@ impl Tx {
     /// [`Store::begin_only_lookups`]'s transaction, and never through PgBouncer (which names no
     /// statement).
     pub(crate) fn keeps_plans(&self) -> bool {
-        matches!(self, Tx::Postgres(_, Plans::Kept))
+        matches!(self.open, Open::Postgres(_, Plans::Kept))
     }
 
     /// Plans the rest of this transaction's statements as the lookups by key they are: on
@@ -24,7 +24,7 @@ impl Tx {
     }
 
     async fn plan_as_lookups(&mut self) -> Result<()> {
-        if let Tx::Sqlite(_) = self {
+        if let Open::Sqlite(_) = self.open {
             return Ok(());
         }
         sql::Stmt::new(settings(false), Vec::new())
@@ -55,7 +55,7 @@ impl Store {
             true => Plans::Kept,
             false => Plans::EachCall,
         };
-        Ok(Tx::Postgres(t, plans))
+        Ok(Tx::of(Open::Postgres(t, plans)))
     }
 }
 
@@ -81,7 +81,7 @@ mod tests {
     /// The plan a connection keeps for a change set's update (a generic plan, as a named
     /// statement gets after its first runs), made while `operations` is empty: each line.
     async fn kept_update_plan(tx: &mut Tx) -> Vec<String> {
-        let Tx::Postgres(t, _) = tx else {
+        let Open::Postgres(t, _) = &mut tx.open else {
             unreachable!("PostgreSQL")
         };
         let mut lines = Vec::new();

@@ -4,11 +4,11 @@
 
 use std::collections::HashMap;
 
-use super::Tx;
 use super::arrays::{Array, pg_query};
 use super::columns;
 use super::runs::{RUN_COLUMNS, RunOpRow, RunWrite, StoredRun, run_from_row, select_run_ops};
 use super::sql::{Cell, Stmt, db, ms, opt_ms};
+use super::{Open, Tx};
 use crate::domain::run_action::RunRow;
 use crate::error::Result;
 
@@ -17,8 +17,8 @@ impl Tx {
     /// order): the writers of one run's operations take turns keeping its row.
     pub(crate) async fn lock_runs(&mut self, runs: &[&str]) -> Result<HashMap<String, StoredRun>> {
         let mut found = HashMap::new();
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run = $1");
                 for run in runs {
                     let stmt = Stmt::new(sql.as_str(), vec![Cell::Text(Some(*run))]);
@@ -27,7 +27,7 @@ impl Tx {
                     }
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let sql = format!(
                     "SELECT {RUN_COLUMNS} FROM runs WHERE run = ANY($1) ORDER BY run FOR UPDATE"
                 );
@@ -56,8 +56,8 @@ impl Tx {
         new: &[(&str, &str, chrono::DateTime<chrono::Utc>)],
     ) -> Result<HashMap<String, (StoredRun, bool)>> {
         let mut out = HashMap::new();
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 // one writer at a time: what is not there is this transaction's to make
                 let names: Vec<&str> = new.iter().map(|(r, _, _)| *r).collect();
                 let locked = self.lock_runs(&names).await?;
@@ -84,7 +84,7 @@ impl Tx {
                     out.insert(run.to_string(), (fresh(run, workflow, started), true));
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let mut sorted = new.to_vec();
                 sorted.sort_by_key(|(r, _, _)| *r);
                 let sql = format!(
@@ -125,8 +125,8 @@ impl Tx {
         let sets = "waiting_since = excluded.waiting_since, after_step = excluded.after_step, \
              next_step = excluded.next_step, stalled_at = excluded.stalled_at, \
              done_at = excluded.done_at";
-        match self {
-            Tx::Sqlite(_) => {
+        match &mut self.open {
+            Open::Sqlite(_) => {
                 let sql = format!(
                     "INSERT INTO runs (run, workflow, started_at, waiting_since, after_step, \
                      next_step, stalled_at, done_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
@@ -138,7 +138,7 @@ impl Tx {
                         .await?;
                 }
             }
-            Tx::Postgres(t, _) => {
+            Open::Postgres(t, _) => {
                 let kinds = [
                     "TEXT", "TEXT", "BIGINT", "BIGINT", "TEXT", "TEXT", "BIGINT", "BIGINT",
                 ];

@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use super::columns::{Kind, OpCol, Written};
 use super::ops::Opened;
 use super::sql::{Cell, Stmt, get};
-use super::{AttemptWrite, NewEvent, Store, Tx};
+use super::{AttemptWrite, NewEvent, Open, Store, Tx};
 use crate::domain::{Claim, Op, Outcome, Resolution, State};
 
 /// A store on a fresh database: a SQLite file, or a new PostgreSQL database dropped afterwards.
@@ -116,8 +116,8 @@ fn full_op(key: &str, at: DateTime<Utc>) -> Op {
 
 /// The columns of `operations` as the database has them: (name, integer?).
 async fn table_columns(tx: &mut Tx) -> Vec<(String, bool)> {
-    match tx {
-        Tx::Sqlite(_) => {
+    match tx.open {
+        Open::Sqlite(_) => {
             let stmt = Stmt::new(
                 "SELECT name, type FROM pragma_table_info('operations')",
                 Vec::new(),
@@ -129,7 +129,7 @@ async fn table_columns(tx: &mut Tx) -> Vec<(String, bool)> {
             .await
             .unwrap()
         }
-        Tx::Postgres(..) => {
+        Open::Postgres(..) => {
             let stmt = Stmt::new(
                 "SELECT column_name::TEXT AS name, data_type::TEXT AS type FROM information_schema.columns \
                  WHERE table_schema = current_schema() AND table_name = 'operations'",

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::columns;
 use super::sql::{Cell, Marks, Stmt, get, marks, ms, time};
-use super::{Db, Store, Tx};
+use super::{Db, Open, Store, Tx};
 use crate::domain::Op;
 use crate::error::Result;
 
@@ -117,9 +117,9 @@ impl Tx {
         now: DateTime<Utc>,
         limit: usize,
     ) -> Result<Vec<(i64, Op)>> {
-        let lock = match self {
-            Tx::Postgres(..) => " FOR UPDATE SKIP LOCKED",
-            Tx::Sqlite(_) => "",
+        let lock = match self.open {
+            Open::Postgres(..) => " FOR UPDATE SKIP LOCKED",
+            Open::Sqlite(_) => "",
         };
         let what = columns::select();
         let Some(stmt) = due_stmt(destinations, starved, full, now, now, limit, what, lock) else {
@@ -264,30 +264,82 @@ impl Work<'_> {
             .await
     }
 
-    /// A dispatcher says it is alive.
-    pub(crate) async fn heartbeat(&self, name: &str, now: DateTime<Utc>) -> Result<()> {
-        let stmt = Stmt::new(
+    /// A dispatcher says it is alive; the heartbeats of dispatchers silent since before `forget`
+    /// go (they stopped without saying so, and were listed as down meanwhile).
+    pub(crate) async fn heartbeat(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        forget: DateTime<Utc>,
+    ) -> Result<()> {
+        let beat = Stmt::new(
             "INSERT INTO dispatchers (name, seen_at) VALUES ($1, $2) \
              ON CONFLICT (name) DO UPDATE SET seen_at = $2",
             vec![Cell::Text(Some(name)), Cell::Int(Some(ms(now)))],
         );
+        let gone = Stmt::new(
+            "DELETE FROM dispatchers WHERE seen_at < $1",
+            vec![Cell::Int(Some(ms(forget)))],
+        );
         // a write: in a transaction (a read's connection may be a read-only one, see `Conn`)
+        let mut tx = self.0.begin().await?;
+        beat.execute(tx.db()).await?;
+        gone.execute(tx.db()).await?;
+        tx.commit().await
+    }
+
+    /// A dispatcher that stops cleanly is no longer listed.
+    pub(crate) async fn forget(&self, name: &str) -> Result<()> {
+        let stmt = Stmt::new(
+            "DELETE FROM dispatchers WHERE name = $1",
+            vec![Cell::Text(Some(name))],
+        );
         let mut tx = self.0.begin().await?;
         stmt.execute(tx.db()).await?;
         tx.commit().await
     }
 
-    /// When any dispatcher last said it was alive.
-    /// Every dispatcher that ever said it was alive, and when it last did.
-    pub(crate) async fn dispatchers(&self) -> Result<Vec<(String, DateTime<Utc>)>> {
+    /// The dispatchers heard from since `since`, and when each last was.
+    pub(crate) async fn dispatchers(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<(String, DateTime<Utc>)>> {
         let stmt = Stmt::new(
-            "SELECT name, seen_at FROM dispatchers ORDER BY name",
-            Vec::new(),
+            "SELECT name, seen_at FROM dispatchers WHERE seen_at >= $1 ORDER BY name",
+            vec![Cell::Int(Some(ms(since)))],
         );
         stmt.rows(self.0.conn().await?.db(), |r| {
             Ok((get(r, "name")?, time(get(r, "seen_at")?)))
         })
         .await
+    }
+
+    /// Operations of these destinations due now that a dispatcher would start (not claimed,
+    /// workflow and destination not paused), counted up to `cap`: by the index of when they
+    /// are due.
+    pub(crate) async fn count_due(
+        &self,
+        destinations: &[String],
+        now: DateTime<Utc>,
+        cap: i64,
+    ) -> Result<i64> {
+        if destinations.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM operations \
+             WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= $1 \
+             AND (claimed_by IS NULL OR claim_expires_at <= $1) \
+             AND workflow NOT IN (SELECT name FROM workflows WHERE paused = 1) \
+             AND destination NOT IN (SELECT name FROM destinations WHERE paused = 1) \
+             AND destination IN {} LIMIT $2) due",
+            marks(Marks::Numbered, 3, destinations.len())
+        );
+        let mut cells = vec![Cell::Int(Some(ms(now))), Cell::Int(Some(cap))];
+        cells.extend(destinations.iter().map(|d| Cell::Text(Some(d.as_str()))));
+        Stmt::new(sql, cells)
+            .one(self.0.conn().await?.db(), |r| get(r, "n"))
+            .await
     }
 
     pub(crate) async fn last_heartbeat(&self) -> Result<Option<DateTime<Utc>>> {

@@ -71,6 +71,8 @@ burst = 100000
 /// A running server, its config and its log.
 pub struct ApiServer {
     pub base: String,
+    /// With `--metrics`: where they are served (`http://ADDR`).
+    pub metrics: Option<String>,
     pub dir: tempfile::TempDir,
     pub db: String,
     args: Vec<String>,
@@ -95,6 +97,7 @@ impl ApiServer {
         std::fs::write(dir.path().join("settle.toml"), config).unwrap();
         let mut s = ApiServer {
             base: String::new(),
+            metrics: None,
             dir,
             db: db.to_string(),
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -198,13 +201,17 @@ impl ApiServer {
     /// Starts (again) on the same database and config, on a new free port.
     pub fn restart(&mut self) {
         self.kill_9();
-        let (child, base) = spawn(&self.db, self.dir.path(), &self.args, &self.env);
+        let (child, base, metrics) = spawn(&self.db, self.dir.path(), &self.args, &self.env);
         self.child = Some(child);
         self.base = base;
+        self.metrics = metrics;
     }
 }
 
-fn spawn(db: &str, dir: &Path, args: &[String], env: &[(String, String)]) -> (Killed, String) {
+/// The server started: its process, the API's base URL and, with `--metrics`, the metrics'.
+type Spawned = (Killed, String, Option<String>);
+
+fn spawn(db: &str, dir: &Path, args: &[String], env: &[(String, String)]) -> Spawned {
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -228,6 +235,15 @@ fn spawn(db: &str, dir: &Path, args: &[String], env: &[(String, String)]) -> (Ki
     let mut line = String::new();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     out.read_line(&mut line).unwrap();
+    // with --metrics, the metrics' address comes first
+    let metrics = line
+        .trim()
+        .strip_prefix("settle serve: metrics on ")
+        .map(|m| m.trim_end_matches("/metrics").to_string());
+    if metrics.is_some() {
+        line.clear();
+        out.read_line(&mut line).unwrap();
+    }
     // the rest of what it prints, read so that it never writes to a closed pipe
     std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let killed = Killed(child);
@@ -246,5 +262,5 @@ fn spawn(db: &str, dir: &Path, args: &[String], env: &[(String, String)]) -> (Ki
         .unwrap()
         .trim_end_matches('/')
         .to_string();
-    (killed, base)
+    (killed, base, metrics)
 }

@@ -701,7 +701,8 @@ pub async fn bench_db(dir: &std::path::Path, name: &str) -> (String, Option<Test
     }
 }
 
-/// The text format: `# HELP`/`# TYPE` lines, then `name{k="v",...} value` samples.
+/// The text format: `# HELP`/`# TYPE` lines (gauges, counters and histograms), then
+/// `name{k="v",...} value` samples.
 pub fn parse_prometheus(
     text: &str,
 ) -> Vec<(String, std::collections::BTreeMap<String, String>, f64)> {
@@ -710,8 +711,14 @@ pub fn parse_prometheus(
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            assert_eq!(kind, "gauge", "{line}");
-            typed.insert(name.to_string());
+            assert!(["gauge", "counter", "histogram"].contains(&kind), "{line}");
+            if kind == "histogram" {
+                for part in ["_bucket", "_sum", "_count"] {
+                    typed.insert(format!("{name}{part}"));
+                }
+            } else {
+                typed.insert(name.to_string());
+            }
             continue;
         }
         if line.starts_with("# HELP ") || line.is_empty() {

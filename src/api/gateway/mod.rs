@@ -56,6 +56,10 @@ pub async fn send(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    // a destination the config names, never what a path makes up
+    let (dest, action) = &target.0;
+    let known = state.0.gateway.endpoint(dest, action).is_ok();
+    let destination = if known { dest.clone() } else { "(none)".into() };
     let mut response = match answer(state, caller, target, headers, body).await {
         Ok(r) => r,
         Err(f) => f.into_response(),
@@ -65,7 +69,27 @@ pub async fn send(
             .headers_mut()
             .insert(ORIGIN, HeaderValue::from_static("settle"));
     }
+    let said = counted(&response);
+    crate::counters::inc(crate::counters::GATEWAY_ANSWERS, &[&destination, said]);
     response
+}
+
+/// What the gateway's answer was, as `settle_gateway_answers_total` counts it: the
+/// destination's own (`sent`), a replay of the recorded outcome, a conflict of contents, or
+/// settle's own refusal or failure.
+fn counted(response: &Response) -> &'static str {
+    let h = response.headers();
+    if h.get("settle-replayed").is_some() {
+        "replayed"
+    } else if h.get(ORIGIN).is_some_and(|v| v == "destination") {
+        "sent"
+    } else if h.get("settle-state").is_some_and(|v| v == "conflict") {
+        "conflict"
+    } else if response.status().is_server_error() {
+        "failed"
+    } else {
+        "refused"
+    }
 }
 
 async fn answer(

@@ -9,8 +9,12 @@ use super::Reader;
 use super::view::event_view;
 use crate::domain::State;
 use crate::error::Result;
-use crate::ledger::views::{EventView, PausedWorkflow, Stats};
+use crate::ledger::views::{DispatcherSeen, EventView, PausedWorkflow, Stats};
 use crate::store::Pausable;
+
+/// `due` counts up to this many: enough to tell that work waits (the states' counters say how
+/// much), cheap at any size.
+const DUE_CAP: i64 = 1_000;
 
 /// Notifications that something changed in the ledger.
 pub struct ChangeListener(crate::store::Listener);
@@ -70,6 +74,16 @@ impl Reader<'_> {
                 .map(|p| p.name.clone())
                 .collect()
         };
+        let due = self.operations_due(DUE_CAP).await?;
+        let dispatchers = self
+            .dispatchers()
+            .await?
+            .into_iter()
+            .map(|(name, seen)| DispatcherSeen {
+                name,
+                seen_seconds: (now - seen).num_seconds().max(0),
+            })
+            .collect();
         Ok(Stats {
             by_state,
             exceptions,
@@ -78,6 +92,8 @@ impl Reader<'_> {
             paused_workflows: names("workflow"),
             paused_destinations: names("destination"),
             pauses,
+            due,
+            dispatchers,
         })
     }
 
@@ -104,18 +120,40 @@ impl Reader<'_> {
             .collect())
     }
 
-    /// The exceptions now by workflow and state, and each workflow's oldest exception's start
-    /// (metrics).
+    /// The exceptions now by workflow and state, and every workflow with its oldest exception's
+    /// start where it has one (metrics).
     #[allow(clippy::type_complexity)]
     pub async fn exceptions_by_workflow(
         self,
-    ) -> Result<(Vec<(String, State, i64)>, Vec<(String, DateTime<Utc>)>)> {
+    ) -> Result<(
+        Vec<(String, State, i64)>,
+        Vec<(String, Option<DateTime<Utc>>)>,
+    )> {
         self.0.store.exceptions_by_workflow(self.0.now()).await
     }
 
-    /// Every dispatcher that ever said it was alive, and when it last did (metrics).
+    /// The dispatchers not yet forgotten (heard from within `dispatcher_gone_after`), and when
+    /// each last said it was alive (metrics).
     pub async fn dispatchers(self) -> Result<Vec<(String, DateTime<Utc>)>> {
-        self.0.store.work().dispatchers().await
+        let since = self.0.now() - self.0.config.dispatcher_gone_after;
+        self.0.store.work().dispatchers(since).await
+    }
+
+    /// Operations of the config's HTTP destinations due now, waiting for a dispatcher (counted
+    /// up to `cap`).
+    async fn operations_due(self, cap: i64) -> Result<i64> {
+        let names: Vec<String> = self
+            .0
+            .config
+            .http_destinations()
+            .into_iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        self.0
+            .store
+            .work()
+            .count_due(&names, self.0.now(), cap)
+            .await
     }
 
     /// How long ago a dispatcher last said it was alive (`None`: never).

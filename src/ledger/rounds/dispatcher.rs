@@ -110,9 +110,16 @@ impl Rounds<'_> {
     /// Records that the dispatcher `name` is alive (not audited: it is not a change of state), and
     /// refreshes stale planner statistics (see `Store::refresh_stale_statistics`).
     pub async fn heartbeat(self, name: &str) -> Result<()> {
-        self.0.store.work().heartbeat(name, self.0.now()).await?;
+        let now = self.0.now();
+        let forget = now - self.0.config.dispatcher_gone_after;
+        self.0.store.work().heartbeat(name, now, forget).await?;
         // the due query's plan depends on them (a bulk load may have landed since)
         self.0.store.refresh_stale_statistics().await
+    }
+
+    /// The dispatcher `name` stops cleanly: it is no longer listed, and its stop pages nobody.
+    pub async fn stopped(self, name: &str) -> Result<()> {
+        self.0.store.work().forget(name).await
     }
 
     /// Folds the counters' rows of differences and refreshes stale planner statistics, once

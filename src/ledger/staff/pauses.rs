@@ -40,6 +40,7 @@ impl Staff<'_> {
             .0
             .set_paused_in(tx, what, name, true, Some(&reason), actor, "paused")
             .await)
+        .inspect(|_| crate::counters::inc(crate::counters::STAFF_ACTIONS, &["pause"]))
     }
 
     /// Resumes a paused workflow or destination. Returns false when it was not paused.
@@ -51,5 +52,6 @@ impl Staff<'_> {
             .0
             .set_paused_in(tx, what, name, false, None, actor, "resumed")
             .await)
+        .inspect(|_| crate::counters::inc(crate::counters::STAFF_ACTIONS, &["resume"]))
     }
 }

@@ -104,6 +104,7 @@ impl Staff<'_> {
             };
             tx.insert_events(&[event]).await.map(Tried::Done)
         })?;
+        crate::counters::inc(crate::counters::STAFF_ACTIONS, &["reveal"]);
         Ok(value)
     }
 }
