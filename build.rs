@@ -3,14 +3,15 @@
 //! skipped rather than as passed (`cargo test -- --include-ignored` runs them anyway, and then
 //! they fail for want of a server). Where PostgreSQL is required (`SETTLE_REQUIRE_POSTGRES`, any
 //! non-empty value, as `.ci/run` sets it), a missing server URL stops the build instead. The same
-//! for the tools other tests run: the OpenAPI validator and schemathesis (Python packages) and
-//! PgBouncer.
+//! for the tools other tests run: the OpenAPI validator and schemathesis (Python packages),
+//! PgBouncer, and Prometheus' `promtool` and Alertmanager's `amtool`.
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(settle_pg)");
     println!("cargo::rustc-check-cfg=cfg(settle_oas)");
     println!("cargo::rustc-check-cfg=cfg(settle_pgbouncer)");
     println!("cargo::rustc-check-cfg=cfg(settle_schemathesis)");
+    println!("cargo::rustc-check-cfg=cfg(settle_promtool)");
     println!("cargo::rerun-if-env-changed=SETTLE_TEST_POSTGRES_URL");
     println!("cargo::rerun-if-env-changed=SETTLE_REQUIRE_POSTGRES");
     println!("cargo::rerun-if-changed=build.rs");
@@ -41,6 +42,11 @@ fn main() {
             "settle_schemathesis",
             ["python3", "-c", "import schemathesis"],
             "schemathesis is not installed: pip install schemathesis",
+        ),
+        (
+            "settle_promtool",
+            ["sh", "-c", "promtool --version && amtool --version"],
+            "promtool and amtool are not installed: apt-get install prometheus prometheus-alertmanager",
         ),
     ];
     for (cfg, [program, args @ ..], missing) in tools {
