@@ -370,7 +370,74 @@ async fn dispatchers_come_and_go_without_lingering(db: &TestDb) {
     l.close().await;
 }
 
+/// `due` (and `settle_operations_due`): the operations of the HTTP destinations a dispatcher
+/// would start now, summed over the destinations; never one claimed, one of a paused workflow
+/// or destination, one due later, nor one of a destination the dispatcher cannot send to.
+async fn due_counts_what_a_dispatcher_would_start(db: &TestDb) {
+    let config = settle::Config::parse(
+        "[destinations.a]\nurl = \"http://127.0.0.1:9/a\"\n[destinations.b]\nurl = \"http://127.0.0.1:9/b\"\n[destinations.manual]\n",
+        "test",
+    )
+    .unwrap();
+    let l = settle::Ledger::open(&db.url, config).await.unwrap();
+    let put = |key: &str, workflow: &str, dest: &str| settle::Intent {
+        key: key.into(),
+        workflow: workflow.into(),
+        step: "s".into(),
+        destination: dest.into(),
+        action: "create".into(),
+        payload: json!({}),
+        run: None,
+    };
+    for (key, workflow, dest) in [
+        ("a-1", "w", "a"),
+        ("a-2", "w", "a"),
+        ("b-1", "w", "b"),
+        ("b-2", "other", "b"),
+        ("m-1", "w", "manual"),
+        ("claimed", "w", "a"),
+    ] {
+        l.record(&put(key, workflow, dest), "bot").await.unwrap();
+    }
+    assert_eq!(l.read().stats().await.unwrap().due, 5);
+    l.staff()
+        .act(
+            "claimed",
+            "alice",
+            settle::StaffAction::Claim { force_reason: None },
+        )
+        .await
+        .unwrap();
+    assert_eq!(l.read().stats().await.unwrap().due, 4);
+    l.staff()
+        .pause_one(settle::ledger::Pausable::Workflow, "other", "hold", "alice")
+        .await
+        .unwrap();
+    assert_eq!(l.read().stats().await.unwrap().due, 3);
+    l.staff()
+        .pause_one(settle::ledger::Pausable::Destination, "b", "hold", "alice")
+        .await
+        .unwrap();
+    assert_eq!(l.read().stats().await.unwrap().due, 2);
+    let text = settle::metrics::scrape(&l, 0).await;
+    assert!(text.contains("\nsettle_operations_due 2\n"), "{text}");
+    // one started and answered unknown is not due: a person holds it
+    l.report_attempt(
+        &settle::AttemptReport {
+            key: "a-1".into(),
+            outcome: Some(settle::Outcome::Unknown),
+            ..Default::default()
+        },
+        "bot",
+    )
+    .await
+    .unwrap();
+    assert_eq!(l.read().stats().await.unwrap().due, 1);
+    l.close().await;
+}
+
 both_backends!(
+    due_counts_what_a_dispatcher_would_start,
     dispatch_counts_the_attempts_it_recorded,
     serve_http_counts_the_requests_it_answered,
     serve_metrics_alone_serves_the_ledger,
