@@ -73,6 +73,7 @@ fn row(i: i64, state: State) -> OperationView {
         last_error: None,
         resolution: None,
         superseded_by: None,
+        owner: None,
         workflow_paused: false,
         destination_paused: false,
         actions: offers(state, None, "alice"),
@@ -593,6 +594,7 @@ fn every_refresh_recounts_the_tabs() {
         pauses: vec![],
         due: 0,
         dispatchers: vec![],
+        unowned_exceptions: None,
     };
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),

@@ -467,6 +467,13 @@ const TABLES: &[(&str, &str)] = &[
         "[automations.a]\ntoken_sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\nworkflows = [\"*\"]\n",
     ),
     ("[retention]", "[retention]\n"),
+    ("[teams.NAME]", "[teams.t]\n"),
+    (
+        "[channels.NAME]",
+        "[channels.c]\nkind = \"webhook\"\nurl_env = \"U\"\n",
+    ),
+    ("[notify]", "[notify]\n"),
+    ("[defaults]", "[defaults]\n"),
 ];
 
 /// The keys the loader takes in a table: it refuses an unknown one by naming all it expects.

@@ -26,6 +26,7 @@ async fn ledger(db: &TestDb) -> (Ledger, Arc<Mutex<DateTime<Utc>>>) {
         steps: vec!["first".into(), "second".into()],
         step_gap: Some(std::time::Duration::from_secs(3600)),
         pause_when,
+        owner: None,
     };
     config.workflows.insert("onboarding".into(), declared(None));
     config.workflows.insert(

@@ -68,6 +68,9 @@ pub enum Cmd {
     Runs(super::reads::RunsArgs),
     /// Totals by state, exceptions, the oldest, what is paused and why, work due and the dispatchers heard from
     Stats(super::reads::StatsArgs),
+    /// The exceptions by group (owner, workflow, destination, state, the reason with its
+    /// numbers and ids masked), the largest first, with each group's safe next step
+    Groups(super::groups::GroupsArgs),
     /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates
     Report(super::reads::ReportArgs),
     /// The console over SSH for a team: operators log in with their keys

@@ -10,6 +10,7 @@ mod bulk;
 mod commands;
 mod common;
 mod docs;
+mod groups;
 mod lookup;
 pub(crate) mod output;
 mod reads;

@@ -2,7 +2,7 @@
 
 use super::args::Cmd;
 use super::common::required;
-use super::{reads, staff, upkeep, writes};
+use super::{groups, reads, staff, upkeep, writes};
 use crate::error::Result;
 use crate::ledger::Ledger;
 
@@ -37,6 +37,7 @@ pub(crate) async fn route(
         Cmd::List(a) => reads::list(ledger, a, operator).await,
         Cmd::Show(a) => reads::show(ledger, a, operator).await,
         Cmd::Stats(a) => reads::stats(ledger, a).await,
+        Cmd::Groups(a) => groups::groups(ledger, a, operator).await,
         Cmd::Run(a) => reads::run(ledger, a, operator).await,
         Cmd::Runs(a) => reads::runs(ledger, a, operator).await,
         Cmd::Report(a) => reads::report(ledger, a).await,

@@ -79,6 +79,7 @@ impl Config {
         Redactor::new(&config.redaction.rules)
             .map_err(|e| Error::Invalid(format!("{origin}: key `redaction.rules`: {e}")))?;
         check_people(&config, origin)?;
+        check_owners(&config).map_err(|why| Error::Invalid(format!("{origin}: {why}")))?;
         Ok(config)
     }
 
@@ -148,6 +149,84 @@ impl Config {
             .unwrap_or_default()
             .with_hints(self.redaction.hints)
     }
+}
+
+impl Config {
+    /// The team that owns `workflow`: its `owner`, else `[defaults] owner`, else none.
+    pub fn owner_of(&self, workflow: &str) -> Option<&str> {
+        self.workflows
+            .get(workflow)
+            .and_then(|w| w.owner.as_deref())
+            .or(self.defaults.owner.as_deref())
+    }
+
+    /// The teams `operator` is a member of.
+    pub fn teams_of(&self, operator: &str) -> Vec<&str> {
+        self.teams
+            .iter()
+            .filter(|(_, t)| t.members.iter().any(|m| m == operator))
+            .map(|(n, _)| n.as_str())
+            .collect()
+    }
+
+    /// The workflows `teams` own (none: the workflows nobody owns).
+    pub fn owned_by(&self, teams: &[&str]) -> super::Owned {
+        let named = |keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+            self.workflows
+                .iter()
+                .filter(|(_, w)| w.owner.as_deref().is_some_and(keep))
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        match self.defaults.owner.as_deref() {
+            // the default owner's workflows are every one not owned by another
+            Some(d) if teams.contains(&d) => super::Owned::AllBut(named(&|o| !teams.contains(&o))),
+            Some(_) => super::Owned::These(named(&|o| teams.contains(&o))),
+            // nobody: every workflow without an owner
+            None if teams.is_empty() => super::Owned::AllBut(named(&|_| true)),
+            None => super::Owned::These(named(&|o| teams.contains(&o))),
+        }
+    }
+}
+
+/// `[teams]`, `[channels]`, `[defaults] owner` and each workflow's `owner` hold together: every
+/// team and channel named exists, each channel has what its kind needs, and the environment's
+/// variables are named as variables are.
+fn check_owners(config: &Config) -> std::result::Result<(), String> {
+    let team = |at: &str, name: &str| {
+        if config.teams.contains_key(name) {
+            Ok(())
+        } else {
+            Err(format!("key `{at}`: no [teams.{name}]"))
+        }
+    };
+    if let Some(o) = &config.defaults.owner {
+        team("defaults.owner", o)?;
+    }
+    for (name, w) in &config.workflows {
+        if let Some(o) = &w.owner {
+            team(&format!("workflows.{name}.owner"), o)?;
+        }
+    }
+    for (name, t) in &config.teams {
+        crate::domain::validate_op_name("team", name, false)
+            .map_err(|e| format!("key `teams.{name}`: {e}"))?;
+        for m in &t.members {
+            crate::domain::validate_operator(m)
+                .map_err(|e| format!("key `teams.{name}.members`: {e}"))?;
+        }
+        for (list, names) in [("notify", &t.notify), ("escalate", &t.escalate)] {
+            if let Some(c) = names.iter().find(|c| !config.channels.contains_key(*c)) {
+                return Err(format!("key `teams.{name}.{list}`: no [channels.{c}]"));
+            }
+        }
+    }
+    for (name, c) in &config.channels {
+        crate::domain::validate_op_name("channel", name, false)
+            .map_err(|e| format!("key `channels.{name}`: {e}"))?;
+        super::teams::check_channel(name, c)?;
+    }
+    Ok(())
 }
 
 /// `[operators]` and `[automations]`: names as a person is named, staff roles for the staff,

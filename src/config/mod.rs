@@ -13,11 +13,13 @@ mod bounds;
 mod destinations;
 mod load;
 mod retention;
+mod teams;
 
 pub use automations::*;
 use bounds::{age_limit, lease_or_timeout, opt_age_limit, opt_step_gap};
 pub use destinations::*;
 pub use retention::*;
+pub use teams::{ChannelConfig, ChannelKind, DefaultsConfig, NotifyConfig, Owned, TeamConfig};
 
 pub const DEFAULT_DATABASE: &str = "sqlite://settle.db";
 
@@ -78,6 +80,19 @@ pub struct Config {
     /// `[retention]`: what `settle prune` removes, and when keys are free again (manual: Retention and the archive).
     #[serde(default)]
     pub retention: RetentionConfig,
+    /// `[teams.NAME]`: who owns the workflows, and the channels they are told through (manual:
+    /// Owners and notifications).
+    #[serde(default)]
+    pub teams: BTreeMap<String, TeamConfig>,
+    /// `[channels.NAME]`: where messages go.
+    #[serde(default)]
+    pub channels: BTreeMap<String, ChannelConfig>,
+    /// `[notify]`: how messages are grouped and tried.
+    #[serde(default)]
+    pub notify: NotifyConfig,
+    /// `[defaults]`: the owner of a workflow without one.
+    #[serde(default)]
+    pub defaults: DefaultsConfig,
 }
 
 /// `[operators.NAME]`: an operator of `settle serve`, known by their SSH public keys.
@@ -172,6 +187,10 @@ impl Default for Config {
             automations: BTreeMap::new(),
             max_body: default_max_body(),
             retention: RetentionConfig::default(),
+            teams: BTreeMap::new(),
+            channels: BTreeMap::new(),
+            notify: NotifyConfig::default(),
+            defaults: DefaultsConfig::default(),
         }
     }
 }
@@ -188,6 +207,9 @@ pub struct WorkflowConfig {
     /// stalled (manual: Runs; default 15m).
     #[serde(default, deserialize_with = "opt_step_gap")]
     pub step_gap: Option<Duration>,
+    /// The team that owns it (manual: Owners and notifications); else `[defaults] owner`.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// How long a run may wait between steps when its workflow declares steps but no `step_gap`.

@@ -217,7 +217,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding {
         keys: "/",
         label: "filter",
-        help: "filter: state: wf: dest: claimed: age> key: -term, or words",
+        help: "filter: state: wf: dest: owner: claimed: age> key: -term",
         when: When::Always,
         footer: true,
         offers: &[],

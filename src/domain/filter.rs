@@ -1,7 +1,7 @@
 //! The filter syntax (manual: The filter), one parser for `list --where` and the console's `/`:
 //! space-separated terms, `state:unknown,failed`, `wf:NAME`, `step:NAME`, `dest:NAME`,
-//! `action:NAME`, `claimed:NAME|me|none|any`, `age>2h`, `age<30m`, `key:PREFIX*`; a leading `-`
-//! negates a term; a bare word matches the key, workflow, step, destination, state or error text
+//! `action:NAME`, `claimed:NAME|me|none|any`, `owner:TEAM|mine|none`, `age>2h`, `age<30m`,
+//! `key:PREFIX*`; a leading `-` negates a term; a bare word matches the key, workflow, step, destination, state or error text
 //! (never a redacted value). An unknown qualifier or a bad value is an error naming the term.
 
 use std::time::Duration;
@@ -43,6 +43,25 @@ pub enum Match {
     Stalled,
     /// Lower-case text found in the key, workflow, step, destination, state or error.
     Word(String),
+    /// The workflows a team owns (manual: Owners and notifications): `owner:TEAM`, `owner:mine`
+    /// (the viewer's teams), `owner:none`. The ledger turns it into [`Match::Workflows`], by
+    /// the config.
+    Owner(Owner),
+    /// In these workflows (`inside`), or in none of them.
+    Workflows {
+        names: Vec<String>,
+        inside: bool,
+    },
+}
+
+/// Whose workflows `owner:` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Team(String),
+    /// The viewer's teams.
+    Mine,
+    /// Nobody's.
+    Nobody,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,7 +180,7 @@ fn filter_age(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total))
 }
 
-const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, age, key, run";
+const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, owner, age, key, run";
 
 fn term(raw: &str) -> Result<Term, String> {
     let (negated, body) = match raw.strip_prefix('-') {
@@ -194,6 +213,11 @@ fn term(raw: &str) -> Result<Term, String> {
             "dest" | "destination" => Match::Destination(value.into()),
             "action" => Match::Action(value.into()),
             "run" => Match::Run(value.into()),
+            "owner" => Match::Owner(match value {
+                "mine" => Owner::Mine,
+                "none" => Owner::Nobody,
+                team => Owner::Team(team.into()),
+            }),
             "claimed" => Match::Claimed(match value {
                 "me" => Claimed::Me,
                 "none" => Claimed::Nobody,

@@ -12,6 +12,7 @@ pub mod fingerprint;
 pub mod form;
 pub mod key;
 pub mod lookup;
+pub mod mask;
 pub mod names;
 pub mod next_step;
 pub mod patterns;

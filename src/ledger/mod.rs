@@ -32,9 +32,9 @@ pub use group::{Answered, GROUP as WRITE_GROUP, Queued, Write, Writer, Written};
 pub use handle::Ledger;
 pub use ingest::{IngestProblem, IngestReport};
 pub use read::{
-    AGE_BUCKETS, AgeBucket, ChangeListener, DayCount, Duplicates, GroupReview, ListFilter,
-    MAX_REVIEW_WINDOW, Page, Position, Reader, Review, ReviewScope, RunSummary, RunView,
-    RunsReview, Scope, Sort, StepTransition,
+    AGE_BUCKETS, AgeBucket, ChangeListener, DayCount, Duplicates, ExceptionGroup, GroupReview,
+    ListFilter, MAX_REVIEW_WINDOW, Page, Position, Reader, Review, ReviewScope, RunSummary,
+    RunView, RunsReview, Scope, Sort, StepTransition,
 };
 pub use retention::{AUTO_PRUNE_EVERY, PRUNE_BATCH, PruneOptions, PruneReport, Retention};
 pub use rounds::{Background, Finished, Round, Rounds, StartedOp, StartedRows};

@@ -36,6 +36,8 @@ pub struct OperationView {
     pub superseded_by: Option<String>,
     /// The run it belongs to (manual: Runs).
     pub run: Option<String>,
+    /// The team that owns its workflow (manual: Owners and notifications); none: nobody.
+    pub owner: Option<String>,
     pub workflow_paused: bool,
     pub destination_paused: bool,
     /// The staff actions the viewer may take on it now (manual: The console: what the console offers).
@@ -204,6 +206,9 @@ pub struct Stats {
     /// The dispatchers heard from within `dispatcher_gone_after` (one that stopped cleanly is
     /// not listed), by name.
     pub dispatchers: Vec<DispatcherSeen>,
+    /// Exceptions of workflows no team owns, where the config has teams (nobody is told of
+    /// them); `None` without teams.
+    pub unowned_exceptions: Option<i64>,
 }
 
 /// A dispatcher and how long since it last said it was alive.
@@ -234,6 +239,9 @@ impl std::fmt::Display for Stats {
                 crate::domain::escape_text(&names.join(", ")).into_owned()
             }
         };
+        if let Some(n) = self.unowned_exceptions {
+            writeln!(f, "no owner    {n} exceptions")?;
+        }
         writeln!(f, "due         {}", self.due)?;
         let heard: Vec<String> = self
             .dispatchers

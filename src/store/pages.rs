@@ -68,6 +68,35 @@ impl Store {
             .await
     }
 
+    /// The exceptions a filter matches, by workflow, destination, state and reason as stored:
+    /// how many, the first and last to become one, and one key of each (the reader masks the
+    /// reasons and merges what they make one group; manual: Owners and notifications).
+    pub(crate) async fn exception_groups(&self, q: &ListQuery<'_>) -> Result<Vec<GroupRow>> {
+        let mut args = Vec::new();
+        let cond = where_clause(&conditions(q, q.time_column(), &mut args, true));
+        let sql = format!(
+            "SELECT workflow, destination, state, reason, COUNT(*) AS n, \
+             MIN(exception_since) AS oldest, MAX(exception_since) AS newest, MIN(key) AS sample \
+             FROM operations{cond} GROUP BY workflow, destination, state, reason"
+        );
+        Stmt::new(sql, cells(&args))
+            .rows(self.conn().await?.db(), |r| {
+                let state: String = get(r, "state")?;
+                Ok(GroupRow {
+                    workflow: get(r, "workflow")?,
+                    destination: get(r, "destination")?,
+                    state: crate::domain::State::parse(&state)
+                        .map_err(crate::error::Error::Unavailable)?,
+                    reason: get(r, "reason")?,
+                    count: get(r, "n")?,
+                    oldest: get::<Option<i64>>(r, "oldest")?.map(super::sql::time),
+                    newest: get::<Option<i64>>(r, "newest")?.map(super::sql::time),
+                    sample: get(r, "sample")?,
+                })
+            })
+            .await
+    }
+
     /// The operation with this key (for reading).
     pub(crate) async fn load_op(&self, key: &str) -> Result<Option<(i64, Op)>> {
         let stmt = Stmt::new(
@@ -79,4 +108,16 @@ impl Store {
         );
         stmt.row(self.conn().await?.db(), columns::decode).await
     }
+}
+
+/// Exceptions sharing a workflow, destination, state and stored reason.
+pub(crate) struct GroupRow {
+    pub workflow: String,
+    pub destination: String,
+    pub state: crate::domain::State,
+    pub reason: Option<String>,
+    pub count: i64,
+    pub oldest: Option<chrono::DateTime<chrono::Utc>>,
+    pub newest: Option<chrono::DateTime<chrono::Utc>>,
+    pub sample: String,
 }

@@ -211,6 +211,20 @@ pub(super) fn conditions(
             Match::Run(r) => format!("run = {}", mark(args, Arg::Text(r.clone()))),
             // no operation is stalled: a run is
             Match::Stalled => "1 = 0".into(),
+            Match::Workflows { names, inside } => {
+                if names.is_empty() {
+                    if *inside { "1 = 0" } else { "1 = 1" }.into()
+                } else {
+                    let marks: Vec<String> = names
+                        .iter()
+                        .map(|w| mark(args, Arg::Text(w.clone())))
+                        .collect();
+                    let not = if *inside { "" } else { "NOT " };
+                    format!("workflow {not}IN ({})", marks.join(", "))
+                }
+            }
+            // the ledger turns every owner term into its workflows before it asks
+            Match::Owner(_) => "1 = 0".into(),
             Match::Word(w) => {
                 let n = mark(args, Arg::Text(format!("%{}%", like_escaped(w))));
                 words_match(&n)

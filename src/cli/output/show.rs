@@ -28,6 +28,9 @@ pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
         esc(&v.step),
         if v.workflow_paused { " (paused)" } else { "" }
     );
+    if let Some(team) = &v.owner {
+        say!("owner        {}", esc(team));
+    }
     say!(
         "destination  {} {}{}",
         esc(&v.destination),

@@ -104,6 +104,12 @@ pub(super) fn summary_lines<'a>(app: &App, theme: &Theme, row: &OperationView) -
         esc(&row.action)
     )));
     lines.push(Line::from(state));
+    if let Some(team) = &row.owner {
+        lines.push(Line::from(vec![
+            label(theme, "owner"),
+            Span::raw(esc(team)),
+        ]));
+    }
     if let Some(by) = &row.claimed_by {
         let until = row
             .claim_expires_at

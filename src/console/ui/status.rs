@@ -42,7 +42,7 @@ pub(super) fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
             let terms = if app.view == View::Activity {
                 "▏  Enter keeps · Esc clears · actor:NAME kind:KIND words"
             } else {
-                "▏  Enter keeps · Esc clears · state: wf: dest: claimed: age> key:"
+                "▏  Enter keeps · Esc clears · state: wf: dest: claimed: age> key: owner:"
             };
             let hint = match problem {
                 Some(why) => {

@@ -194,6 +194,7 @@ impl Reader<'_> {
         position: &Position,
         limit: usize,
     ) -> Result<Page> {
+        let filter = &*owned(&self.0.config, filter, viewer);
         let now = self.0.now();
         let limit = limit.max(1);
         let Some((states, not_after)) = scope_of(filter, now) else {
@@ -342,4 +343,49 @@ fn keep_what_shows(items: &mut Vec<OperationView>, filter: &ListFilter, viewer: 
     for t in filter.query.negated_words() {
         items.retain(|v| !view_matches(v, t));
     }
+}
+
+/// `owner:` in a filter (manual: Owners and notifications): the config says which workflows a
+/// team owns, so each owner term becomes the workflows it names before the store is asked.
+///
+/// `filter` with each `owner:` term turned into the workflows it names, for `viewer` (whose
+/// teams `owner:mine` means).
+pub(super) fn owned<'a>(
+    config: &crate::config::Config,
+    filter: &'a ListFilter,
+    viewer: &str,
+) -> std::borrow::Cow<'a, ListFilter> {
+    use crate::domain::filter::{Match, Owner, Term};
+    use std::borrow::Cow;
+    if !filter
+        .query
+        .terms
+        .iter()
+        .any(|t| matches!(t.matches, Match::Owner(_)))
+    {
+        return Cow::Borrowed(filter);
+    }
+    let mut resolved = filter.clone();
+    for term in &mut resolved.query.terms {
+        if let Match::Owner(owner) = &term.matches {
+            let teams: Vec<&str> = match owner {
+                Owner::Team(t) => vec![t.as_str()],
+                Owner::Mine => config.teams_of(viewer),
+                Owner::Nobody => Vec::new(),
+            };
+            // a team that owns nothing (or is not in the config) owns no workflow
+            let known = teams.iter().all(|t| config.teams.contains_key(*t));
+            let (names, inside) = match config.owned_by(&teams) {
+                _ if !known => (Vec::new(), true),
+                _ if matches!(owner, Owner::Mine) && teams.is_empty() => (Vec::new(), true),
+                crate::config::Owned::These(names) => (names, true),
+                crate::config::Owned::AllBut(names) => (names, false),
+            };
+            *term = Term {
+                negated: term.negated,
+                matches: Match::Workflows { names, inside },
+            };
+        }
+    }
+    Cow::Owned(resolved)
 }

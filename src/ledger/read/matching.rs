@@ -2,6 +2,7 @@
 //! console's "N of M").
 
 use super::Reader;
+use super::list::owned;
 use super::list::{ListFilter, Position, list_query, scope_of};
 use crate::error::Result;
 use crate::store::ListQuery;
@@ -32,6 +33,7 @@ impl Reader<'_> {
         filter: &ListFilter,
         viewer: &str,
     ) -> Result<Option<Vec<String>>> {
+        let filter = &*owned(&self.0.config, filter, viewer);
         if filter.query.words().next().is_some() || filter.query.negated_words().next().is_some() {
             return Ok(None);
         }
@@ -50,6 +52,7 @@ impl Reader<'_> {
     /// when the filter holds bare words (negated or not): those are checked against what is shown (a
     /// match inside a redacted value must not count), which a count cannot do.
     pub async fn count_matching(self, filter: &ListFilter, viewer: &str) -> Result<Option<i64>> {
+        let filter = &*owned(&self.0.config, filter, viewer);
         let q = &filter.query;
         if q.words().chain(q.negated_words()).next().is_some() {
             return Ok(None);

@@ -2,6 +2,7 @@
 //! list, one operation, its runs, the stats, the review), always redacted. A [`Reader`] writes
 //! nothing: it is the ledger's handle seen for reading (`Ledger::read`).
 
+mod groups;
 mod list;
 mod matching;
 mod reader;
@@ -11,6 +12,7 @@ mod runs;
 mod view;
 mod watch;
 
+pub use groups::ExceptionGroup;
 pub use list::{ListFilter, Page, Position, Scope, Sort};
 pub use reader::Reader;
 pub use review::{

@@ -114,6 +114,7 @@ impl Reader<'_> {
         };
         // Moved, not cloned: a list page builds fifty of these.
         let live_claim = op.claim.filter(|c| c.is_live(now));
+        let owner = self.0.config.owner_of(&op.workflow).map(str::to_string);
         OperationView {
             key: op.key,
             state: op.state,
@@ -136,6 +137,7 @@ impl Reader<'_> {
             resolution: op.resolution,
             superseded_by: op.superseded_by,
             run: op.run,
+            owner,
             workflow_paused: paused.workflow,
             destination_paused: paused.destination,
             actions,

@@ -74,6 +74,20 @@ impl Reader<'_> {
                 .map(|p| p.name.clone())
                 .collect()
         };
+        let unowned_exceptions = match self.0.config.teams.is_empty() {
+            true => None,
+            false => {
+                let (groups, _) = self.0.store.exceptions_by_workflow(now).await?;
+                let config = &self.0.config;
+                Some(
+                    groups
+                        .iter()
+                        .filter(|(w, _, _)| config.owner_of(w).is_none())
+                        .map(|(_, _, n)| n)
+                        .sum(),
+                )
+            }
+        };
         let due = self.operations_due(DUE_CAP).await?;
         let dispatchers = self
             .dispatchers()
@@ -94,6 +108,7 @@ impl Reader<'_> {
             pauses,
             due,
             dispatchers,
+            unowned_exceptions,
         })
     }
 
