@@ -37,6 +37,8 @@ fn demo_config(mut config: Config) -> Config {
         config.destinations = example.destinations;
         config.workflows = example.workflows;
         config.redaction = example.redaction;
+        config.teams = example.teams;
+        config.defaults = example.defaults;
         // hints on, so that "check sms for this request" has something to search by (manual: Redaction)
         config.redaction.hints = true;
     }
