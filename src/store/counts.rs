@@ -101,6 +101,28 @@ impl Store {
         Ok((counts, oldest))
     }
 
+    /// The exceptions in an exception state by workflow: the counters of schema 8 alone (what
+    /// `stats` needs to say how many nobody owns; the metrics' gauges need the rest too).
+    pub(crate) async fn exceptions_per_workflow(&self) -> Result<Vec<(String, i64)>> {
+        let exception_states = State::ALL
+            .iter()
+            .filter(|s| s.is_exception())
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let stmt = Stmt::new(
+            format!(
+                "SELECT workflow, CAST(SUM(n) AS BIGINT) AS n FROM state_counts \
+                 WHERE state IN ({exception_states}) GROUP BY workflow"
+            ),
+            Vec::new(),
+        );
+        stmt.rows(self.conn().await?.db(), |r| {
+            Ok((get(r, "workflow")?, get(r, "n")?))
+        })
+        .await
+    }
+
     /// How many live claims `who` holds.
     pub(crate) async fn count_live_claims(&self, who: &str, now: DateTime<Utc>) -> Result<i64> {
         self.scalar(Stmt::new(

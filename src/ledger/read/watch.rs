@@ -77,13 +77,13 @@ impl Reader<'_> {
         let unowned_exceptions = match self.0.config.teams.is_empty() {
             true => None,
             false => {
-                let (groups, _) = self.0.store.exceptions_by_workflow(now).await?;
+                let per_workflow = self.0.store.exceptions_per_workflow().await?;
                 let config = &self.0.config;
                 Some(
-                    groups
+                    per_workflow
                         .iter()
-                        .filter(|(w, _, _)| config.owner_of(w).is_none())
-                        .map(|(_, _, n)| n)
+                        .filter(|(w, _)| config.owner_of(w).is_none())
+                        .map(|(_, n)| n)
                         .sum(),
                 )
             }
