@@ -387,9 +387,30 @@ fn keys_decide_who_logs_in(db: &TestDb) {
     let (code, _, err) = s.exec("oper", &["claim", "s-1"]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("stats, list, show, report, runs and run show"),
+        err.contains("stats, list, show, groups, report, runs and run show"),
         "{err}"
     );
+    // the exceptions by group, as the local command gives them
+    let (code, out, err) = s.exec("viewer", &["groups", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let local: serde_json::Value =
+        serde_json::from_str(&settle(&db.url, "seed", &["groups", "--json"])).unwrap();
+    // what names the groups and counts them (their ages move with the clock)
+    let named = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {} {} {} {}",
+                    g["owner"], g["workflow"], g["state"], g["reason"], g["count"]
+                )
+            })
+            .collect()
+    };
+    let remote = serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    assert!(!named(&remote).is_empty(), "{out}");
+    assert_eq!(named(&remote), named(&local));
     assert!(show(&db.url, "s-1")["claimed_by"].is_null());
     // a run's own actions are the console's too; its reads are answered
     let (code, _, err) = s.exec("oper", &["run", "claim", "r-1"]);

@@ -13,7 +13,7 @@ pub fn exec() -> crate::serve::Exec {
     })
 }
 
-/// A command sent by `ssh HOST COMMAND` to `settle serve` (manual: Running settle for a team): `stats`, `list` and `show`,
+/// A command sent by `ssh HOST COMMAND` to `settle serve` (manual: Running settle for a team): the commands that read,
 /// as the key's operator with the key's role. `--db`, `--config` and `--as` are refused: the
 /// server's database and the key's name hold. Returns the exit status.
 pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str) -> i32 {
@@ -53,11 +53,18 @@ pub async fn remote(ledger: Ledger, who: &crate::domain::Identity, command: &str
         }
     };
     match &cli.command {
-        Some(Cmd::Stats(_) | Cmd::List(_) | Cmd::Show(_) | Cmd::Report(_) | Cmd::Runs(_)) => {}
+        Some(
+            Cmd::Stats(_)
+            | Cmd::List(_)
+            | Cmd::Show(_)
+            | Cmd::Groups(_)
+            | Cmd::Report(_)
+            | Cmd::Runs(_),
+        ) => {}
         Some(Cmd::Run(run)) if run.verb == super::reads::RunVerb::Show => {}
         _ => {
             crate::tell!(
-                "settle: over SSH this server answers stats, list, show, report, runs and run show; ssh -t opens the console for the rest"
+                "settle: over SSH this server answers stats, list, show, groups, report, runs and run show; ssh -t opens the console for the rest"
             );
             return 2;
         }
