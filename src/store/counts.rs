@@ -55,12 +55,7 @@ impl Store {
         Vec<(String, State, i64)>,
         Vec<(String, Option<DateTime<Utc>>)>,
     )> {
-        let exception_states = State::ALL
-            .iter()
-            .filter(|s| s.is_exception())
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let exception_states = exception_states();
         let counts = Stmt::new(
             format!(
                 "SELECT workflow, state, CAST(SUM(n) AS BIGINT) AS n FROM state_counts \
@@ -104,12 +99,7 @@ impl Store {
     /// The exceptions in an exception state by workflow: the counters of schema 8 alone (what
     /// `stats` needs to say how many nobody owns; the metrics' gauges need the rest too).
     pub(crate) async fn exceptions_per_workflow(&self) -> Result<Vec<(String, i64)>> {
-        let exception_states = State::ALL
-            .iter()
-            .filter(|s| s.is_exception())
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let exception_states = exception_states();
         let stmt = Stmt::new(
             format!(
                 "SELECT workflow, CAST(SUM(n) AS BIGINT) AS n FROM state_counts \
@@ -146,4 +136,14 @@ impl Store {
     pub(super) async fn scalar(&self, stmt: Stmt<'_>) -> Result<i64> {
         stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
     }
+}
+
+/// The exception states as an SQL list of literals (`'unknown', 'failed', ...`).
+fn exception_states() -> String {
+    State::ALL
+        .iter()
+        .filter(|s| s.is_exception())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
