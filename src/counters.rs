@@ -145,12 +145,6 @@ pub fn observe(family: Family, values: &[&str], took: Duration) {
     h.sum += secs;
 }
 
-/// A counter's value now (0 where nothing was counted): for the tests.
-pub fn value(family: Family, values: &[&str]) -> u64 {
-    let key = (family, values.iter().map(|v| v.to_string()).collect());
-    registry().counters.get(&key).copied().unwrap_or(0)
-}
-
 /// A label value as the text format wants it: backslash, double quote and newline escaped.
 pub fn label(v: &str) -> String {
     v.replace('\\', "\\\\")
