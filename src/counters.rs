@@ -49,14 +49,21 @@ pub const LOOKUPS: Family = Family {
     labels: &["destination", "answer"],
 };
 
+pub const NOTIFICATIONS: Family = Family {
+    name: "settle_notifications_total",
+    help: "Tries at sending a message to a channel by this process, by channel and result (sent, failed).",
+    labels: &["channel", "result"],
+};
+
 /// The counter families every process writes (with no sample until something is counted).
-const COUNTERS: [Family; 6] = [
+const COUNTERS: [Family; 7] = [
     ATTEMPTS,
     EXCEPTIONS_OPENED,
     STAFF_ACTIONS,
     HTTP_REQUESTS,
     GATEWAY_ANSWERS,
     LOOKUPS,
+    NOTIFICATIONS,
 ];
 
 pub const ATTEMPT_SECONDS: Family = Family {

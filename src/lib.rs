@@ -46,6 +46,7 @@ pub mod error;
 pub mod ledger;
 pub mod logging;
 pub mod metrics;
+pub mod notify;
 pub mod out;
 pub mod serve;
 pub mod signals;

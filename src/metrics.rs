@@ -113,7 +113,24 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
         }
     }
     dispatcher_gauges(&mut out, &stats.dispatchers);
+    channel_gauges(&mut out, &stats.notify_failing);
     Ok(out)
+}
+
+/// The channels failing now (manual: Owners and notifications).
+fn channel_gauges(out: &mut String, failing: &[String]) {
+    family(
+        out,
+        "settle_notify_channel_failing",
+        "1 for each channel whose last try failed while its messages wait.",
+    );
+    for channel in failing {
+        let _ = writeln!(
+            out,
+            "settle_notify_channel_failing{{channel=\"{}\"}} 1",
+            label(channel)
+        );
+    }
 }
 
 /// The dispatchers not yet forgotten: whether each is alive, since when it is silent, and how

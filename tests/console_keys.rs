@@ -595,6 +595,7 @@ fn every_refresh_recounts_the_tabs() {
         due: 0,
         dispatchers: vec![],
         unowned_exceptions: None,
+        notify_failing: vec![],
     };
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),

@@ -71,6 +71,13 @@ pub enum Cmd {
     /// The exceptions by group (owner, workflow, destination, state, the reason with its
     /// numbers and ids masked), the largest first, with each group's safe next step
     Groups(super::groups::GroupsArgs),
+    /// Send a test message through a channel and print its answer
+    Notify {
+        #[command(subcommand)]
+        what: super::notices::NotifyCmd,
+    },
+    /// The latest messages to the teams' channels, newest first, with their delivery
+    Notifications(super::notices::NotificationsArgs),
     /// The review after a release: exception age, opened and resolved per day, time to resolve, duplicates
     Report(super::reads::ReportArgs),
     /// The console over SSH for a team: operators log in with their keys

@@ -12,6 +12,7 @@ mod common;
 mod docs;
 mod groups;
 mod lookup;
+mod notices;
 pub(crate) mod output;
 mod reads;
 pub mod remote;

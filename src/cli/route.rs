@@ -2,7 +2,7 @@
 
 use super::args::Cmd;
 use super::common::required;
-use super::{groups, reads, staff, upkeep, writes};
+use super::{groups, notices, reads, staff, upkeep, writes};
 use crate::error::Result;
 use crate::ledger::Ledger;
 
@@ -38,6 +38,8 @@ pub(crate) async fn route(
         Cmd::Show(a) => reads::show(ledger, a, operator).await,
         Cmd::Stats(a) => reads::stats(ledger, a).await,
         Cmd::Groups(a) => groups::groups(ledger, a, operator).await,
+        Cmd::Notify { what } => notices::notify(ledger, what).await,
+        Cmd::Notifications(a) => notices::notifications(ledger, a).await,
         Cmd::Run(a) => reads::run(ledger, a, operator).await,
         Cmd::Runs(a) => reads::runs(ledger, a, operator).await,
         Cmd::Report(a) => reads::report(ledger, a).await,

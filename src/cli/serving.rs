@@ -98,6 +98,7 @@ pub(super) async fn serve(
     let _folding = ledger
         .rounds()
         .keep_counters_folded(std::time::Duration::from_secs(60));
+    let _sending = crate::notify::start(&ledger, sender_name("serve"), Duration::from_secs(1));
     let result = match (ssh, http) {
         (Some(s), Some(h)) => tokio::select! {
             r = crate::serve::run(ledger.clone(), s) => r,
@@ -123,6 +124,12 @@ pub(super) async fn serve(
     drop(pruning);
     ledger.close().await;
     result.map(|()| 0)
+}
+
+/// This process, as the notification sender's lease names it.
+pub(super) fn sender_name(what: &str) -> String {
+    let tag: u32 = rand::random();
+    format!("settle {what} {} {tag:08x}", std::process::id())
 }
 
 /// `--metrics` without the console over SSH (no console sessions to count).

@@ -30,7 +30,13 @@ pub(super) async fn dispatch(ledger: &Ledger, args: &DispatchArgs) -> Result<i32
         Some(at) => Some(crate::metrics::serve_at(ledger, at, None, "settle dispatch").await?),
         None => None,
     };
+    let sending = crate::notify::start(
+        ledger,
+        super::serving::sender_name("dispatch"),
+        std::time::Duration::from_secs(1),
+    );
     let t = crate::dispatch::run(ledger.clone(), options).await?;
+    drop(sending);
     drop(serving);
     say!(
         "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",

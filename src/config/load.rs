@@ -160,6 +160,13 @@ impl Config {
             .or(self.defaults.owner.as_deref())
     }
 
+    /// The team told of `workflow`'s exceptions: its owner, where that team has a channel.
+    pub fn told_of(&self, workflow: &str) -> Option<&str> {
+        let team = self.owner_of(workflow)?;
+        let t = self.teams.get(team)?;
+        (!t.notify.is_empty() || !t.escalate.is_empty()).then_some(team)
+    }
+
     /// The teams `operator` is a member of.
     pub fn teams_of(&self, operator: &str) -> Vec<&str> {
         self.teams

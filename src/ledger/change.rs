@@ -39,6 +39,9 @@ pub(super) struct Change {
     pub(super) made_here: bool,
     /// What it adds to the process's counters once written.
     pub(super) tally: Vec<Count>,
+    /// Automatic recovery stopped here and a team is told of it: an automation's change (never a
+    /// person's) opened an exception (manual: Owners and notifications).
+    pub(super) notice: bool,
 }
 
 impl Change {
@@ -166,6 +169,10 @@ pub(super) async fn decide(
     ledger.sign(&mut detail);
     let detail = detail.to_string();
     let tally = tally(&cmd, op, &t.op, &t.attempt);
+    let notice = !matches!(cmd, Command::Staff(_))
+        && t.op.state.is_exception()
+        && !op.state.is_exception()
+        && ledger.config.told_of(&op.workflow).is_some();
     Ok(Decided::Change(Box::new(Change {
         id,
         expected_version: op.version,
@@ -186,6 +193,7 @@ pub(super) async fn decide(
         op: t.op,
         made_here: false,
         tally,
+        notice,
     })))
 }
 

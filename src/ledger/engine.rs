@@ -17,7 +17,7 @@ use super::run_rows::keep_runs;
 use super::terms::KnownAttempts;
 use crate::domain::{AttemptEffect, Op, State};
 use crate::error::{Error, Result};
-use crate::store::{NewEvent, Tx};
+use crate::store::{NewEvent, Notice, Tx};
 
 /// Operations held for judging and the changes judged so far, written together by
 /// [`Batch::write`]. Rows are owned where the batch loaded them, borrowed where its caller made
@@ -182,12 +182,43 @@ impl<'a> Batch<'a> {
                 .map(|c| (&c.op, c.from.is_terminal() || c.op.state.is_terminal())),
         );
         keep_runs(ledger, tx, &touched, self.records).await?;
+        tx.add_notices(&self.notices(ledger, &made, &ids)).await?;
         tx.tally(
             self.changes
                 .iter_mut()
                 .flat_map(|c| std::mem::take(&mut c.tally)),
         );
         Ok(Some(ids))
+    }
+}
+
+impl Batch<'_> {
+    /// What the owners are told of (manual: Owners and notifications): the exceptions this batch
+    /// opened by automation, and the new operations that arrive as exceptions.
+    fn notices(&self, ledger: &Ledger, made: &[&Op], ids: &[i64]) -> Vec<Notice> {
+        let exception = |id: i64, at| Notice {
+            at,
+            kind: "exception",
+            operation_id: Some(id),
+            workflow: None,
+            destination: None,
+            reason: None,
+        };
+        let told =
+            |op: &Op| op.state.is_exception() && ledger.config.told_of(&op.workflow).is_some();
+        let mut notices: Vec<Notice> = made
+            .iter()
+            .zip(ids)
+            .filter(|(op, _)| told(op))
+            .map(|(op, id)| exception(*id, op.updated_at))
+            .collect();
+        notices.extend(
+            self.changes
+                .iter()
+                .filter(|c| c.notice && !(c.made_here && told(&c.op)))
+                .map(|c| exception(c.id, c.at)),
+        );
+        notices
     }
 }
 

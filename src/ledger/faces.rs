@@ -2,6 +2,7 @@
 //! readers, a dispatcher's rounds, retention. An automation's writes are the `Ledger`'s own.
 
 use super::Ledger;
+use super::notices::Notices;
 use super::read::Reader;
 use super::retention::Retention;
 use super::rounds::Rounds;
@@ -21,6 +22,11 @@ impl Ledger {
     /// This handle, for a person's actions: on one operation or many, on runs, pauses, reveals.
     pub fn staff(&self) -> Staff<'_> {
         Staff(self)
+    }
+
+    /// This handle, for telling the owners: the inbox folded into messages, their delivery.
+    pub fn notices(&self) -> Notices<'_> {
+        Notices(self)
     }
 
     /// This handle, for reading: pages, views, runs, stats, the review.

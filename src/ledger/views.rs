@@ -209,6 +209,9 @@ pub struct Stats {
     /// Exceptions of workflows no team owns, where the config has teams (nobody is told of
     /// them); `None` without teams.
     pub unowned_exceptions: Option<i64>,
+    /// The channels whose last try failed while messages wait for them
+    /// (manual: Owners and notifications).
+    pub notify_failing: Vec<String>,
 }
 
 /// A dispatcher and how long since it last said it was alive.
@@ -241,6 +244,9 @@ impl std::fmt::Display for Stats {
         };
         if let Some(n) = self.unowned_exceptions {
             writeln!(f, "no owner    {n} exceptions")?;
+        }
+        if !self.notify_failing.is_empty() {
+            writeln!(f, "notify      FAILING: {}", listed(&self.notify_failing))?;
         }
         writeln!(f, "due         {}", self.due)?;
         let heard: Vec<String> = self

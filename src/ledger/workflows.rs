@@ -57,6 +57,21 @@ impl Ledger {
             detail: &detail,
         };
         tx.insert_events(&[event]).await?;
+        let told = match what {
+            Pausable::Workflow => self.config.told_of(name).is_some(),
+            Pausable::Destination => self.config.teams.values().any(|t| !t.notify.is_empty()),
+        };
+        if told {
+            let notice = crate::store::Notice {
+                at: now,
+                kind: if paused { "paused" } else { "resumed" },
+                operation_id: None,
+                workflow: (what == Pausable::Workflow).then(|| name.to_string()),
+                destination: (what == Pausable::Destination).then(|| name.to_string()),
+                reason: reason.map(str::to_string),
+            };
+            tx.add_notices(&[notice]).await?;
+        }
         Ok(Tried::Done(true))
     }
 

@@ -139,7 +139,7 @@ impl Store {
 }
 
 /// The exception states as an SQL list of literals (`'unknown', 'failed', ...`).
-fn exception_states() -> String {
+pub(super) fn exception_states() -> String {
     State::ALL
         .iter()
         .filter(|s| s.is_exception())

@@ -95,10 +95,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0016_word_index_pending.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0016_word_index_pending.sql"),
     },
+    Migration {
+        version: 17,
+        sqlite: include_str!("../../assets/migrations/sqlite/0017_notifications.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0017_notifications.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -8,6 +8,7 @@ pub mod bouncer;
 pub mod chaos;
 pub mod checker;
 pub mod cluster;
+pub mod receivers;
 pub mod scripted;
 pub mod tmux;
 

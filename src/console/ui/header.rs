@@ -125,6 +125,19 @@ pub(super) fn stats_spans<'a>(
         right.push(Span::raw(sep));
         right.push(Span::styled(paused, theme.style(Meaning::Warning)));
     }
+    // a channel that cannot be reached: nobody is told until it answers
+    if !s.notify_failing.is_empty() {
+        let failing = if level < 3 {
+            format!(
+                "NOTIFY FAILING: {}",
+                esc(&s.notify_failing.join(if level < 2 { ", " } else { "," }))
+            )
+        } else {
+            format!("NOTIFY FAILING {}", s.notify_failing.len())
+        };
+        right.push(Span::raw(sep));
+        right.push(Span::styled(failing, theme.style(Meaning::Warning)));
+    }
 }
 
 /// Whether the dispatcher was seen lately (manual: The console).

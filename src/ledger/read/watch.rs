@@ -98,7 +98,12 @@ impl Reader<'_> {
                 seen_seconds: (now - seen).num_seconds().max(0),
             })
             .collect();
+        let notify_failing = match self.0.config.channels.is_empty() {
+            true => Vec::new(),
+            false => self.0.notices().failing().await?,
+        };
         Ok(Stats {
+            notify_failing,
             by_state,
             exceptions,
             stalled_runs,

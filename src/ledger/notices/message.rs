@@ -1,0 +1,108 @@
+//! What a message says (manual: Owners and notifications): the concise record every channel's
+//! format is made from. It holds names, counts, keys and the masked, redacted reason, never a
+//! payload value or a secret.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// One message, as a webhook receives it (`assets/notification.schema.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// The same on every try, so that a receiver can drop repeats.
+    pub id: String,
+    /// `queue` (automatic recovery stopped), `aging`, `paused`, `resumed` or `test`.
+    pub kind: String,
+    /// `info`, `warning` or `critical`.
+    pub level: String,
+    pub team: Option<String>,
+    pub workflow: Option<String>,
+    pub step: Option<String>,
+    pub destination: Option<String>,
+    pub state: Option<String>,
+    /// The reason, redacted, with what varies between items masked.
+    pub reason: Option<String>,
+    /// How many items it tells of.
+    pub count: i64,
+    pub oldest_seconds: i64,
+    /// Up to five of their keys.
+    pub keys: Vec<String>,
+    pub next_step: Option<String>,
+    /// The command that lists them.
+    pub open: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A fresh message id: 128 random bits in hex.
+pub(super) fn new_id() -> String {
+    let bits: u128 = rand::random();
+    format!("{bits:032x}")
+}
+
+/// The command that lists a group's items.
+pub(super) fn open_command(filter: &str) -> String {
+    format!("settle list --where '{filter}'")
+}
+
+impl Message {
+    /// The message as one short text (Slack's `text`, a mail's body), a line per fact.
+    pub fn text(&self) -> String {
+        let mut lines = vec![self.headline()];
+        let facts = [
+            ("team", &self.team),
+            ("workflow", &self.workflow),
+            ("step", &self.step),
+            ("destination", &self.destination),
+            ("state", &self.state),
+            ("reason", &self.reason),
+        ];
+        for (name, v) in facts {
+            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                lines.push(format!("{name}: {v}"));
+            }
+        }
+        if self.count > 0 && matches!(self.kind.as_str(), "queue" | "aging") {
+            lines.push(format!(
+                "count: {}, oldest {}",
+                self.count,
+                crate::domain::format_age(chrono::Duration::seconds(self.oldest_seconds))
+            ));
+        }
+        if !self.keys.is_empty() {
+            let more = if self.count > self.keys.len() as i64 {
+                ", ..."
+            } else {
+                ""
+            };
+            lines.push(format!("keys: {}{more}", self.keys.join(", ")));
+        }
+        for (name, v) in [("next step", &self.next_step), ("open", &self.open)] {
+            if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                lines.push(format!("{name}: {v}"));
+            }
+        }
+        lines.join("\n")
+    }
+
+    /// The first line, and a mail's subject.
+    pub fn headline(&self) -> String {
+        let what = self
+            .workflow
+            .as_deref()
+            .or(self.destination.as_deref())
+            .unwrap_or("settle");
+        let state = self.state.as_deref().unwrap_or("");
+        match self.kind.as_str() {
+            "queue" => format!(
+                "[settle] {what}: {} {state} need a person (automatic recovery stopped)",
+                self.count
+            ),
+            "aging" => format!(
+                "[settle] {what}: {} {state} still open ({})",
+                self.count, self.level
+            ),
+            "paused" => format!("[settle] {what} paused"),
+            "resumed" => format!("[settle] {what} resumed"),
+            _ => "[settle] a test message: this channel works".to_string(),
+        }
+    }
+}

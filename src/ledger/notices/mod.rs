@@ -1,0 +1,9 @@
+//! Telling the owners (manual: Owners and notifications): the inbox folded into messages
+//! (`fold.rs`), what a message says (`message.rs`), and their delivery (`outbox.rs`).
+
+mod fold;
+mod message;
+mod outbox;
+
+pub use message::Message;
+pub use outbox::{Delivery, LEASE, Notices, Outgoing, Sent};

@@ -1,0 +1,9 @@
+//! Telling people (manual: Owners and notifications): the channels' formats and their sends
+//! (`channels.rs`), and the sender every `dispatch` and `serve` runs (`sender.rs`). What to tell
+//! and when is the ledger's (`Ledger::notices`).
+
+mod channels;
+mod sender;
+
+pub use channels::{TRY_TIMEOUT, send, signature};
+pub use sender::{Sending, start, turn};
