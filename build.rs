@@ -4,7 +4,7 @@
 //! they fail for want of a server). Where PostgreSQL is required (`SETTLE_REQUIRE_POSTGRES`, any
 //! non-empty value, as `.ci/run` sets it), a missing server URL stops the build instead. The same
 //! for the tools other tests run: the OpenAPI validator and schemathesis (Python packages),
-//! PgBouncer, and Prometheus' `promtool` and Alertmanager's `amtool`.
+//! PgBouncer, Prometheus' `promtool` and Alertmanager's `amtool`, and aiosmtpd (an SMTP server).
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(settle_pg)");
@@ -12,6 +12,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(settle_pgbouncer)");
     println!("cargo::rustc-check-cfg=cfg(settle_schemathesis)");
     println!("cargo::rustc-check-cfg=cfg(settle_promtool)");
+    println!("cargo::rustc-check-cfg=cfg(settle_smtp)");
     println!("cargo::rerun-if-env-changed=SETTLE_TEST_POSTGRES_URL");
     println!("cargo::rerun-if-env-changed=SETTLE_REQUIRE_POSTGRES");
     println!("cargo::rerun-if-changed=build.rs");
@@ -42,6 +43,11 @@ fn main() {
             "settle_schemathesis",
             ["python3", "-c", "import schemathesis"],
             "schemathesis is not installed: pip install schemathesis",
+        ),
+        (
+            "settle_smtp",
+            ["python3", "-c", "import aiosmtpd"],
+            "aiosmtpd is not installed: pip install aiosmtpd",
         ),
         (
             "settle_promtool",

@@ -322,7 +322,34 @@ async fn a_failing_channel_loses_nothing(db: &TestDb) {
     );
 }
 
-both_backends!(
+/// Both backends, as `both_backends!` runs them, where aiosmtpd is installed.
+macro_rules! with_receivers {
+    ($($name:ident),*) => {
+        mod on_sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(not(settle_smtp), ignore = "needs aiosmtpd: pip install aiosmtpd")]
+                async fn $name() {
+                    super::$name(&crate::common::sqlite()).await;
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(
+                    not(all(settle_pg, settle_smtp)),
+                    ignore = "needs SETTLE_TEST_POSTGRES_URL and aiosmtpd"
+                )]
+                async fn $name() {
+                    super::$name(&crate::common::postgres().await).await;
+                }
+            )*
+        }
+    };
+}
+
+with_receivers!(
     owners_are_told_when_automatic_recovery_stops,
     a_failing_channel_loses_nothing
 );
