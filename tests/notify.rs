@@ -322,6 +322,122 @@ async fn a_failing_channel_loses_nothing(db: &TestDb) {
     );
 }
 
+/// Starts `settle ARGS` in the background with `env`, waiting for its first line (its metrics).
+fn start(d: &common::Drill, args: &[&str], env: &[(String, String)]) -> common::Killed {
+    use std::io::BufRead;
+    let mut cmd = d.cmd(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.contains("metrics on"), "{line:?}");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    common::Killed(child)
+}
+
+/// Acceptance 2: with two dispatchers and a `serve` running, a receiver answering 500 for a
+/// while, then 200: every message arrives, and none is delivered twice (one sender at a time).
+async fn many_processes_one_sender(db: &TestDb) {
+    let hook = HttpReceiver::start(Some(SECRET));
+    hook.fail_for(Duration::from_secs(20));
+    let env = vec![
+        ("SETTLE_T_HOOK".to_string(), hook.url.clone()),
+        ("SETTLE_T_SECRET".to_string(), SECRET.to_string()),
+    ];
+    let d = common::drill_with(
+        &db.url,
+        r#"
+[defaults]
+owner = "ops"
+[teams.ops]
+members = ["alice"]
+notify = ["hook"]
+[channels.hook]
+kind = "webhook"
+url_env = "SETTLE_T_HOOK"
+secret_env = "SETTLE_T_SECRET"
+[notify]
+group_window = "1s"
+repeat = "2s"
+"#,
+    );
+    d.run(&["init"]);
+    let _senders: Vec<common::Killed> = [
+        &["dispatch", "--metrics", "127.0.0.1:0"][..],
+        &["dispatch", "--metrics", "127.0.0.1:0"][..],
+        &["serve", "--metrics", "127.0.0.1:0"][..],
+    ]
+    .iter()
+    .map(|args| start(&d, args, &env))
+    .collect();
+    // five waves of exceptions in four groups each, a few seconds apart
+    let dir = tempfile::tempdir().unwrap();
+    for wave in 0..5 {
+        let mut lines = String::new();
+        for g in 0..4 {
+            for i in 0..5 {
+                let key = format!("w{wave}-g{g}-{i}");
+                lines.push_str(&format!(
+                    r#"{{"type":"intent","key":"{key}","workflow":"wf-{g}","step":"s","destination":"dest-{g}","action":"create","payload":{{"n":{i}}}}}"#
+                ));
+                lines.push('\n');
+                lines.push_str(&format!(
+                    r#"{{"type":"attempt","key":"{key}","attempt":1,"outcome":"unknown","error":"read timeout after {i}s"}}"#
+                ));
+                lines.push('\n');
+            }
+        }
+        let file = dir.path().join(format!("wave{wave}.jsonl"));
+        std::fs::write(&file, lines).unwrap();
+        d.run(&["ingest", file.to_str().unwrap()]);
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let recorded = || -> Vec<Value> {
+        let out = d.run(&["notifications", "--limit", "1000", "--json"]);
+        serde_json::from_str(&out).unwrap()
+    };
+    common::wait_until("every message delivered", Duration::from_secs(240), || {
+        let r = recorded();
+        !r.is_empty() && r.iter().all(|m| m["status"] == "sent")
+    });
+    let r = recorded();
+    let ids: std::collections::BTreeSet<String> = r
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    let delivered = hook.delivered();
+    assert_eq!(
+        delivered
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>(),
+        ids,
+        "each message recorded arrived"
+    );
+    assert!(
+        delivered.values().all(|n| *n == 1),
+        "no message delivered twice: {delivered:?}"
+    );
+    // the groups: 4 in the first window, then each told again as it grew
+    assert!(r.len() >= 4, "{}", r.len());
+    let counted: i64 = r
+        .iter()
+        .map(|m| m["message"]["count"].as_i64().unwrap())
+        .sum();
+    assert_eq!(counted, 100, "every exception told of once");
+    assert!(
+        hook.received().iter().any(|x| x.status == 500),
+        "the receiver failed first"
+    );
+}
+
 /// Both backends, as `both_backends!` runs them, where aiosmtpd is installed.
 macro_rules! with_receivers {
     ($($name:ident),*) => {
@@ -351,5 +467,6 @@ macro_rules! with_receivers {
 
 with_receivers!(
     owners_are_told_when_automatic_recovery_stops,
-    a_failing_channel_loses_nothing
+    a_failing_channel_loses_nothing,
+    many_processes_one_sender
 );
