@@ -761,3 +761,54 @@ fn a_new_order_selects_its_first_row() {
         "the top of the new order, not op-0 again"
     );
 }
+
+/// `t` in view 1 (manual: Owners and notifications): the groups are asked for and shown instead of
+/// the items; j/k move on them; `Enter` filters the items to the group (so that `A` marks it all);
+/// `t` or `Esc` goes back; other views have no groups.
+#[test]
+fn t_switches_view_1_between_its_items_and_their_groups() {
+    use settle::ledger::ExceptionGroup;
+    let mut app = loaded(3, false);
+    let fx = app.update(key('t'));
+    let Some(Effect::Groups { seq, .. }) = fx.first().cloned() else {
+        panic!("t asks for the groups: {fx:?}")
+    };
+    assert!(app.groups.shown);
+    let group = |wf: &str, n: i64| ExceptionGroup {
+        owner: Some("growth".into()),
+        workflow: wf.into(),
+        destination: "crm".into(),
+        state: State::Unknown,
+        reason: "read timeout after Ns".into(),
+        count: n,
+        oldest_seconds: 7200,
+        newest_seconds: 60,
+        next_step: "Check crm".into(),
+        filter: format!("wf:{wf} dest:crm state:unknown"),
+    };
+    app.update(Msg::Groups {
+        seq,
+        groups: Ok(vec![group("onboarding", 200), group("billing", 3)]),
+    });
+    assert_eq!(app.groups.groups.len(), 2);
+    app.update(key('j'));
+    assert_eq!(app.groups.selected, 1);
+    // Enter: back to the items, filtered to the group, from the first page
+    let fx = app.update(code(KeyCode::Enter));
+    assert!(!app.groups.shown);
+    assert_eq!(app.filter.value(), "wf:billing dest:crm state:unknown");
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Page { filter, .. } if !filter.query.is_empty())),
+        "{fx:?}"
+    );
+    // t again, then Esc: back to the items as they were
+    app.update(key('t'));
+    assert!(app.groups.shown);
+    app.update(code(KeyCode::Esc));
+    assert!(!app.groups.shown);
+    // another view: no groups there
+    app.update(key('3'));
+    assert!(app.update(key('t')).is_empty());
+    assert!(!app.groups.shown);
+}

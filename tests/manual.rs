@@ -401,6 +401,7 @@ fn when(w: settle::console::keymap::When) -> &'static str {
         When::Lead => "an operation selected, for a lead",
         When::Reveal => "the detail pane on a redacted field, for a lead",
         When::Run => "a stalled run selected (view 1)",
+        When::Groups => "view 1 (Exceptions)",
     }
 }
 

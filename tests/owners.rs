@@ -147,10 +147,53 @@ async fn owners_without_a_default_owner(db: &TestDb) {
     l.close().await;
 }
 
+/// View 2 (Mine): what I hold, and what my teams own that nobody holds; never what a teammate
+/// holds, nor another team's. Its count and `A` (every key it matches) agree with its page.
+async fn mine_holds_my_claims_and_my_teams_unheld_work(db: &TestDb) {
+    let l = ledger(db, "").await;
+    let claim = |key: &'static str, who: &'static str| {
+        let l = l.clone();
+        async move {
+            l.staff()
+                .act(key, who, settle::StaffAction::Claim { force_reason: None })
+                .await
+                .unwrap();
+        }
+    };
+    claim("onboarding-0", "bob").await;
+    claim("billing-0", "alice").await;
+    let mine = |who: &'static str| {
+        let l = l.clone();
+        async move { common::keys_listed(&l, Scope::Mine, "", who).await }
+    };
+    // alice (payments, which owns onboarding): her claim, and onboarding's unheld unknown
+    assert_eq!(mine("alice").await, vec!["billing-0", "onboarding-1"]);
+    // bob: his claim, and the same unheld one
+    assert_eq!(mine("bob").await, vec!["onboarding-0", "onboarding-1"]);
+    // carol (support owns nothing): nothing of anyone's
+    assert!(mine("carol").await.is_empty());
+    // dave (no team): only his claims, as before teams
+    claim("misc-0", "dave").await;
+    assert_eq!(mine("dave").await, vec!["misc-0"]);
+    let filter = settle::ListFilter {
+        scope: Scope::Mine,
+        ..Default::default()
+    };
+    assert_eq!(
+        l.read().count_matching(&filter, "alice").await.unwrap(),
+        Some(2)
+    );
+    let mut marked = l.read().matching_keys(&filter, "alice").await.unwrap();
+    marked.sort();
+    assert_eq!(marked, vec!["billing-0", "onboarding-1"]);
+    l.close().await;
+}
+
 both_backends!(
     owners_with_a_default_owner,
     owners_without_a_default_owner,
-    the_exceptions_by_group
+    the_exceptions_by_group,
+    mine_holds_my_claims_and_my_teams_unheld_work
 );
 
 /// Teams, channels and owners that do not hold together: one line naming the key.

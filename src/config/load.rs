@@ -176,6 +176,44 @@ impl Config {
             .collect()
     }
 
+    /// The workflows the teams of `operator` own, as a filter asks (`true`: these; `false`: every
+    /// one but these); `None` where the operator is in no team.
+    pub fn teams_workflows(&self, operator: &str) -> Option<(Vec<String>, bool)> {
+        let teams = self.teams_of(operator);
+        (!teams.is_empty()).then(|| match self.owned_by(&teams) {
+            super::Owned::These(names) => (names, true),
+            super::Owned::AllBut(names) => (names, false),
+        })
+    }
+
+    /// `owner:` in a filter (manual: Owners and notifications): each `owner:` term of `query`
+    /// turned into the workflows the config gives that team (`owner:mine`: the teams of
+    /// `viewer`), so that the store never needs the config.
+    pub fn resolve_owners(&self, query: &mut crate::domain::filter::Filter, viewer: &str) {
+        use crate::domain::filter::{Match, Owner, Term};
+        for term in &mut query.terms {
+            if let Match::Owner(owner) = &term.matches {
+                let teams: Vec<&str> = match owner {
+                    Owner::Team(t) => vec![t.as_str()],
+                    Owner::Mine => self.teams_of(viewer),
+                    Owner::Nobody => Vec::new(),
+                };
+                // a team that owns nothing (or is not in the config) owns no workflow
+                let known = teams.iter().all(|t| self.teams.contains_key(*t));
+                let (names, inside) = match self.owned_by(&teams) {
+                    _ if !known => (Vec::new(), true),
+                    _ if matches!(owner, Owner::Mine) && teams.is_empty() => (Vec::new(), true),
+                    super::Owned::These(names) => (names, true),
+                    super::Owned::AllBut(names) => (names, false),
+                };
+                *term = Term {
+                    negated: term.negated,
+                    matches: Match::Workflows { names, inside },
+                };
+            }
+        }
+    }
+
     /// The workflows `teams` own (none: the workflows nobody owns).
     pub fn owned_by(&self, teams: &[&str]) -> super::Owned {
         let named = |keep: &dyn Fn(&str) -> bool| -> Vec<String> {

@@ -81,6 +81,10 @@ async fn run_effect_with(
                 .await
                 .map_err(s),
         },
+        Effect::Groups { seq, filter } => Msg::Groups {
+            seq,
+            groups: ledger.read().groups(&filter, operator).await.map_err(s),
+        },
         Effect::Run { run } => Msg::Run {
             view: ledger
                 .read()

@@ -26,6 +26,8 @@ pub enum When {
     Reveal,
     /// A stalled run is selected in view 1 (manual: Runs).
     Run,
+    /// View 1 (its items or their groups).
+    Groups,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -67,6 +69,15 @@ pub const KEYMAP: &[Binding] = &[
         help: "a stalled run (view 1): claim, release, note or close it",
         when: When::Run,
         footer: true,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "t",
+        label: "groups",
+        help: "view 1: items / their groups; Enter: a group's items",
+        when: When::Groups,
+        footer: false,
         offers: &[],
         bulk: false,
     },

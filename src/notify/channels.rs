@@ -9,6 +9,32 @@ use sha2::{Digest, Sha256};
 use crate::config::{ChannelConfig, ChannelKind};
 use crate::ledger::{Message, Sent};
 
+/// Values this process gives in place of environment variables (the demo's own receiver).
+static GIVEN: std::sync::Mutex<std::collections::BTreeMap<String, String>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// `var` reads as `value` in this process, where the environment does not set it.
+pub fn give_variable(var: &str, value: String) {
+    GIVEN
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(var.to_string(), value);
+}
+
+/// A channel's variable: the environment's, else one this process gave.
+fn variable(var: &str) -> Option<String> {
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| {
+            GIVEN
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(var)
+                .cloned()
+        })
+}
+
 /// How long one try may take.
 pub const TRY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -23,7 +49,7 @@ pub async fn send(http: &reqwest::Client, channel: &str, c: &ChannelConfig, m: &
             let body = serde_json::to_string(m).unwrap_or_default();
             let mut headers = vec![("Settle-Notification-Id", m.id.clone())];
             if let Some(var) = &c.secret_env {
-                let Some(secret) = std::env::var(var).ok().filter(|s| !s.is_empty()) else {
+                let Some(secret) = variable(var) else {
                     return Sent::Failed(format!("the variable {var} (the secret) is not set"));
                 };
                 let t = chrono::Utc::now().timestamp();
@@ -66,7 +92,7 @@ async fn post(
     headers: Vec<(&'static str, String)>,
 ) -> Sent {
     let var = c.url_env.as_deref().unwrap_or("");
-    let Some(url) = std::env::var(var).ok().filter(|u| !u.is_empty()) else {
+    let Some(url) = variable(var) else {
         return Sent::Failed(format!(
             "the variable {var} (the URL of {channel}) is not set"
         ));

@@ -62,6 +62,9 @@ pub(crate) struct ListQuery<'a> {
     /// Only these workflows (an automation's scope, the manual's The HTTP API); `None`: all.
     pub within: Option<&'a [String]>,
     pub claimed_by: Option<&'a str>,
+    /// With `claimed_by` (view 2, Mine): also the exceptions nobody holds of these workflows
+    /// (`true`) or of every workflow but these (`false`): what the viewer's teams own.
+    pub team_unheld: Option<(Vec<String>, bool)>,
     /// Only rows whose ordering time is at or before this.
     pub not_after: Option<DateTime<Utc>>,
     pub order: Order,
@@ -137,7 +140,28 @@ fn scope_conditions(q: &ListQuery<'_>, time: &str, args: &mut Vec<Arg>, cond: &m
     }
     if let Some(c) = q.claimed_by {
         let m = mark(args, Arg::Text(c.to_string()));
-        cond.push(format!("claimed_by = {m}"));
+        let Some((names, inside)) = &q.team_unheld else {
+            cond.push(format!("claimed_by = {m}"));
+            return;
+        };
+        let (free, now) = (
+            mark(args, Arg::Int(ms(q.now))),
+            mark(args, Arg::Int(ms(q.now))),
+        );
+        let marks: Vec<String> = names
+            .iter()
+            .map(|w| mark(args, Arg::Text(w.clone())))
+            .collect();
+        let within = match (marks.is_empty(), inside) {
+            (true, true) => "1 = 0".to_string(),
+            (true, false) => "1 = 1".to_string(),
+            (false, true) => format!("workflow IN ({})", marks.join(", ")),
+            (false, false) => format!("workflow NOT IN ({})", marks.join(", ")),
+        };
+        cond.push(format!(
+            "(claimed_by = {m} OR ((claimed_by IS NULL OR claim_expires_at <= {free}) \
+             AND exception_since IS NOT NULL AND exception_since <= {now} AND {within}))"
+        ));
     }
 }
 

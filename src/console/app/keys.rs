@@ -4,6 +4,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use tui_input::backend::crossterm::EventHandler;
 
+use crate::console::app::groups::GroupKey;
 use crate::console::app::review::ReviewKey;
 use crate::console::app::{Focus, Mode, View};
 use crate::console::{App, Effect};
@@ -54,6 +55,12 @@ impl App {
         {
             return effects;
         }
+        if self.view == View::Exceptions
+            && self.groups.shown
+            && let Some(done) = self.groups.on_key(key.code, self.viewport.max(1))
+        {
+            return self.on_group_key(done);
+        }
         if let Some(effects) = self.on_run_key(key) {
             return effects;
         }
@@ -101,14 +108,17 @@ impl App {
                 Vec::new()
             }
             KeyCode::Char('a') if self.view == View::Activity => self.toggle_automation(),
+            KeyCode::Char('t') if self.view == View::Exceptions => {
+                self.on_group_key(GroupKey::Show)
+            }
             KeyCode::Esc => self.on_esc(),
             KeyCode::Char(c @ '1'..='6') => self.switch_view(c),
             KeyCode::Char('/') => {
                 self.mode = Mode::Filter;
                 Vec::new()
             }
-            KeyCode::Char('S') => self.reverse_sort(),
-            KeyCode::Char('s') => self.next_sort(),
+            KeyCode::Char('S') => self.sort_by_key(true),
+            KeyCode::Char('s') => self.sort_by_key(false),
             KeyCode::Char('?') => {
                 self.mode = Mode::Help;
                 Vec::new()
@@ -200,6 +210,43 @@ impl App {
         Vec::new()
     }
 
+    /// t in view 1 (its groups instead of its items, asked for now), and what a key on the
+    /// groups asks of the shell.
+    fn on_group_key(&mut self, done: GroupKey) -> Vec<Effect> {
+        match done {
+            GroupKey::Show => {
+                self.groups.shown = true;
+                self.focus = Focus::List;
+                let seq = self.next_seq();
+                self.groups.asked(seq);
+                self.status.set(
+                    "groups: Enter lists a group's items (then A marks them all) · t back",
+                    false,
+                    self.now,
+                );
+                vec![Effect::Groups {
+                    seq,
+                    filter: self.list_filter(),
+                }]
+            }
+            GroupKey::Done => Vec::new(),
+            GroupKey::Close => {
+                self.status.line = None;
+                Vec::new()
+            }
+            GroupKey::Open(filter) => {
+                self.filter = tui_input::Input::new(filter);
+                self.selected = 0;
+                self.status.set(
+                    "the group's items: A marks them all · Esc clears the filter",
+                    false,
+                    self.now,
+                );
+                self.reload(Position::First, false)
+            }
+        }
+    }
+
     /// 1-6: another view, from its first page.
     pub(crate) fn switch_view(&mut self, c: char) -> Vec<Effect> {
         let view = View::ALL[(c as usize) - ('1' as usize)];
@@ -211,6 +258,7 @@ impl App {
             self.filter.reset();
         }
         self.detail_full = false;
+        self.groups.shown = false;
         self.view = view;
         self.selected = 0;
         self.rows.clear();
@@ -235,27 +283,21 @@ impl App {
         self.reload(Position::First, false)
     }
 
-    /// S: the sort reversed.
-    pub(crate) fn reverse_sort(&mut self) -> Vec<Effect> {
-        self.reverse = !self.reverse;
+    /// s: the next sort; S (`reverse`): the same sort, the other way.
+    pub(crate) fn sort_by_key(&mut self, reverse: bool) -> Vec<Effect> {
+        if reverse {
+            self.reverse = !self.reverse;
+        } else {
+            self.sort = self.sort.next();
+        }
         self.selected = 0;
         self.to_top = true;
-        let way = if self.reverse { "reversed" } else { "in order" };
-        self.status.set(
-            format!("sorted by {}, {way}", self.sort.label()),
-            false,
-            self.now,
-        );
-        self.reload(Position::First, false)
-    }
-
-    /// s: the next sort.
-    pub(crate) fn next_sort(&mut self) -> Vec<Effect> {
-        self.sort = self.sort.next();
-        self.selected = 0;
-        self.to_top = true;
-        self.status
-            .set(format!("sorted by {}", self.sort.label()), false, self.now);
+        let line = match (reverse, self.reverse) {
+            (false, _) => format!("sorted by {}", self.sort.label()),
+            (true, true) => format!("sorted by {}, reversed", self.sort.label()),
+            (true, false) => format!("sorted by {}, in order", self.sort.label()),
+        };
+        self.status.set(line, false, self.now);
         self.reload(Position::First, false)
     }
 
@@ -282,7 +324,7 @@ impl App {
             When::Offered if b.offers.iter().all(|o| *o == Offer::TakeOver) => self.role.leads(),
             When::Offered | When::Marks | When::Run => self.role.acts(),
             When::Lead | When::Reveal => self.role.leads(),
-            When::Always | When::Row | When::Activity | When::Review => true,
+            When::Always | When::Row | When::Activity | When::Review | When::Groups => true,
         }
     }
 
@@ -316,6 +358,7 @@ impl App {
             }
             When::Activity => self.view == View::Activity,
             When::Run => self.online && self.selected_run().is_some(),
+            When::Groups => self.view == View::Exceptions,
         }
     }
 }

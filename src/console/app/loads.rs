@@ -76,6 +76,13 @@ impl App {
         } else {
             self.stalled.on = None;
         }
+        if self.groups.shown {
+            self.groups.asked(seq);
+            fx.push(Effect::Groups {
+                seq,
+                filter: filter.clone(),
+            });
+        }
         if !filter.query.is_empty() {
             self.count_seq = seq;
             fx.push(Effect::Count { seq, filter });
@@ -110,6 +117,13 @@ impl App {
             if self.view == View::Exceptions {
                 self.stalled.asked(seq);
                 fx.push(Effect::Stalled {
+                    seq,
+                    filter: filter.clone(),
+                });
+            }
+            if self.view == View::Exceptions && self.groups.shown {
+                self.groups.asked(seq);
+                fx.push(Effect::Groups {
                     seq,
                     filter: filter.clone(),
                 });

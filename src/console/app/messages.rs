@@ -100,6 +100,11 @@ pub enum Effect {
         seq: u64,
         filter: ListFilter,
     },
+    /// View 1's exceptions by group, for request `seq`.
+    Groups {
+        seq: u64,
+        filter: ListFilter,
+    },
     /// One run, for the detail pane.
     Run {
         run: String,
@@ -186,6 +191,11 @@ pub enum Msg {
     Stalled {
         seq: u64,
         runs: Result<Vec<crate::ledger::RunSummary>, String>,
+    },
+    /// View 1's groups for request `seq`.
+    Groups {
+        seq: u64,
+        groups: Result<Vec<crate::ledger::ExceptionGroup>, String>,
     },
     /// One run, for the detail pane.
     Run {

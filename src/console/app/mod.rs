@@ -6,6 +6,7 @@ use tui_input::Input;
 
 mod actions;
 mod form;
+mod groups;
 pub(crate) mod incident;
 mod keys;
 mod loads;
@@ -19,6 +20,7 @@ mod status;
 mod update;
 
 pub use form::{ActionKind, Form, FormStep};
+pub use groups::GroupsPanel;
 pub use marks::Marks;
 pub use messages::{Effect, Header, Msg, Place, StopFlag};
 pub use review::{REVIEW_WINDOWS, ReviewView};
@@ -145,6 +147,8 @@ pub struct App {
     pub detail: Option<OperationDetail>,
     /// View 1's stalled runs (manual: Runs), shown above its operations.
     pub stalled: StalledRuns,
+    /// View 1's groups, shown instead of its items (`t`).
+    pub groups: GroupsPanel,
     /// How many items of the view the filter matches, once counted (for request `count_seq`).
     pub filter_count: Option<i64>,
     count_seq: u64,
@@ -204,6 +208,7 @@ impl App {
             review: ReviewView::default(),
             detail: None,
             stalled: StalledRuns::default(),
+            groups: GroupsPanel::default(),
             detail_scroll: 0,
             marks: Marks::default(),
             bulk: None,

@@ -55,6 +55,12 @@ impl App {
                     false => Vec::new(),
                 }
             }
+            Msg::Groups { seq, groups } => {
+                if let Err(e) = self.groups.on_list(seq, groups) {
+                    self.status.set(format!("groups: {e}"), true, self.now);
+                }
+                Vec::new()
+            }
             Msg::Run { run, view } => {
                 if let Err(e) = self.stalled.on_view(&run, view) {
                     self.status.set(e, true, self.now);

@@ -14,13 +14,17 @@ use crate::domain::format_age;
 use crate::ledger::OperationView;
 
 /// Which columns fit: age, state, destination and key always (manual: The console: every row at 80
-/// columns), then the claim and the workflow while the next step keeps 30 columns.
-pub(super) fn columns(width: u16, marking: bool) -> Vec<(&'static str, u16)> {
+/// columns), then the claim, the workflow and (where teams own workflows) the owner while the next
+/// step keeps 30 columns.
+pub(super) fn columns(width: u16, marking: bool, owners: bool) -> Vec<(&'static str, u16)> {
     let mut essential = vec![("AGE", 7), ("STATE", 10), ("DEST", 9), ("KEY", 16)];
     if marking {
         essential.insert(0, ("", 1));
     }
-    let optional = [("CLAIM", 8), ("WORKFLOW/STEP", 24)];
+    let mut optional = vec![("CLAIM", 8), ("WORKFLOW/STEP", 24)];
+    if owners {
+        optional.push(("OWNER", 10));
+    }
     let min_next = 30u16;
     let used = |c: &[(&str, u16)]| c.iter().map(|(_, w)| w + 1).sum::<u16>();
     let mut chosen = essential;
@@ -30,7 +34,16 @@ pub(super) fn columns(width: u16, marking: bool) -> Vec<(&'static str, u16)> {
         }
     }
     // keep the manual's order: AGE STATE WORKFLOW/STEP DEST KEY CLAIM
-    let order = ["", "AGE", "STATE", "WORKFLOW/STEP", "DEST", "KEY", "CLAIM"];
+    let order = [
+        "",
+        "AGE",
+        "STATE",
+        "WORKFLOW/STEP",
+        "DEST",
+        "KEY",
+        "CLAIM",
+        "OWNER",
+    ];
     chosen.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
     let next = width.saturating_sub(used(&chosen));
     chosen.push(("SAFE NEXT STEP", next));
@@ -51,6 +64,7 @@ pub(super) fn cell(v: &OperationView, name: &str, app: &App) -> String {
             Some(c) => esc(c),
             None => "-".into(),
         },
+        "OWNER" => v.owner.as_deref().map_or("-".into(), esc),
         _ => esc(&v.next_step),
     }
 }
@@ -70,6 +84,7 @@ fn run_cell(r: &crate::ledger::RunSummary, name: &str, app: &App) -> String {
             Some(c) => esc(c),
             None => "-".into(),
         },
+        "OWNER" => "-".into(),
         _ => esc(&r.next_step),
     }
 }
@@ -89,7 +104,8 @@ pub(super) fn sorted_column(app: &App) -> (&'static str, &'static str) {
 }
 
 pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    let cols = columns(area.width, !app.marks.is_empty());
+    let owners = app.rows.iter().any(|r| r.owner.is_some());
+    let cols = columns(area.width, !app.marks.is_empty(), owners);
     let (sorted, arrow) = sorted_column(app);
     let header = Row::new(cols.iter().map(|(n, _)| {
         if *n == sorted {

@@ -18,6 +18,7 @@ mod activity;
 mod cells;
 mod detail;
 mod form;
+mod groups;
 mod header;
 mod list;
 mod pane;
@@ -59,6 +60,8 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
         draw_detail(f, app, theme, list.union(detail));
     } else if app.view == View::Activity {
         draw_activity(f, app, theme, list.union(detail));
+    } else if app.view == View::Exceptions && app.groups.shown {
+        groups::draw(f, app, theme, list, detail);
     } else if app.detail_full && app.focus == Focus::Detail {
         draw_detail(f, app, theme, list.union(detail));
     } else {

@@ -136,14 +136,18 @@ pub(super) fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     } else {
         "You are a viewer: you read, and act on nothing. Any key closes this help."
     };
-    lines.push(Line::from(Span::styled(last, theme.style(Meaning::Muted))));
+    // in the bottom border: every row inside is a key's
     let r = centered(area, 76, lines.len() as u16 + 2);
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(
             Block::default()
                 .borders(Borders::ALL)
-                .title(Span::styled(" keys ", theme.style(Meaning::Title))),
+                .title(Span::styled(" keys ", theme.style(Meaning::Title)))
+                .title_bottom(Span::styled(
+                    format!(" {last} "),
+                    theme.style(Meaning::Muted),
+                )),
         ),
         r,
     );

@@ -148,6 +148,7 @@ pub(super) fn list_query<'a>(
         workflow: filter.workflow.as_deref(),
         within,
         claimed_by: (filter.scope == Scope::Mine).then_some(viewer),
+        team_unheld: None,
         not_after,
         order: filter.sort.order(),
         from: None,
@@ -215,6 +216,7 @@ impl Reader<'_> {
             inclusive,
             backwards,
             limit: limit as i64,
+            team_unheld: team_unheld(&self.0.config, filter, viewer),
             ..list_query(filter, self.0.scope(), viewer, &states, not_after, now)
         };
         let mut rows = self.0.store.page(&query).await?;
@@ -230,7 +232,12 @@ impl Reader<'_> {
             })
             .collect();
         let mut page = Page::of(items, position, full, backwards, filter.reverse);
-        keep_what_shows(&mut page.items, filter, viewer);
+        keep_what_shows(
+            &mut page.items,
+            filter,
+            viewer,
+            &self.0.config.teams_of(viewer),
+        );
         Ok(page)
     }
 }
@@ -333,9 +340,19 @@ impl Page {
 /// What the database matched on raw text, narrowed to what a reader sees: "Mine" is the
 /// viewer's live claims, and a word matched only inside a redacted value must not show (it
 /// would tell the typist the secret is there).
-fn keep_what_shows(items: &mut Vec<OperationView>, filter: &ListFilter, viewer: &str) {
+fn keep_what_shows(
+    items: &mut Vec<OperationView>,
+    filter: &ListFilter,
+    viewer: &str,
+    teams: &[&str],
+) {
     if filter.scope == Scope::Mine {
-        items.retain(|v| v.claimed_by.as_deref() == Some(viewer));
+        // and the exceptions their teams own that nobody holds
+        items.retain(|v| {
+            v.claimed_by.as_deref() == Some(viewer)
+                || (v.claimed_by.is_none()
+                    && v.owner.as_deref().is_some_and(|o| teams.contains(&o)))
+        });
     }
     for t in filter.query.words() {
         items.retain(|v| view_matches(v, t));
@@ -343,6 +360,18 @@ fn keep_what_shows(items: &mut Vec<OperationView>, filter: &ListFilter, viewer: 
     for t in filter.query.negated_words() {
         items.retain(|v| !view_matches(v, t));
     }
+}
+
+/// View 2 (Mine) for a member of teams: the workflows the viewer's teams own, for the
+/// exceptions nobody holds that it shows beside the viewer's own claims.
+pub(super) fn team_unheld(
+    config: &crate::config::Config,
+    filter: &ListFilter,
+    viewer: &str,
+) -> Option<(Vec<String>, bool)> {
+    (filter.scope == Scope::Mine)
+        .then(|| config.teams_workflows(viewer))
+        .flatten()
 }
 
 /// `owner:` in a filter (manual: Owners and notifications): the config says which workflows a
@@ -355,7 +384,7 @@ pub(super) fn owned<'a>(
     filter: &'a ListFilter,
     viewer: &str,
 ) -> std::borrow::Cow<'a, ListFilter> {
-    use crate::domain::filter::{Match, Owner, Term};
+    use crate::domain::filter::Match;
     use std::borrow::Cow;
     if !filter
         .query
@@ -366,26 +395,6 @@ pub(super) fn owned<'a>(
         return Cow::Borrowed(filter);
     }
     let mut resolved = filter.clone();
-    for term in &mut resolved.query.terms {
-        if let Match::Owner(owner) = &term.matches {
-            let teams: Vec<&str> = match owner {
-                Owner::Team(t) => vec![t.as_str()],
-                Owner::Mine => config.teams_of(viewer),
-                Owner::Nobody => Vec::new(),
-            };
-            // a team that owns nothing (or is not in the config) owns no workflow
-            let known = teams.iter().all(|t| config.teams.contains_key(*t));
-            let (names, inside) = match config.owned_by(&teams) {
-                _ if !known => (Vec::new(), true),
-                _ if matches!(owner, Owner::Mine) && teams.is_empty() => (Vec::new(), true),
-                crate::config::Owned::These(names) => (names, true),
-                crate::config::Owned::AllBut(names) => (names, false),
-            };
-            *term = Term {
-                negated: term.negated,
-                matches: Match::Workflows { names, inside },
-            };
-        }
-    }
+    config.resolve_owners(&mut resolved.query, viewer);
     Cow::Owned(resolved)
 }

@@ -3,7 +3,7 @@
 
 use super::Reader;
 use super::list::owned;
-use super::list::{ListFilter, Position, list_query, scope_of};
+use super::list::{ListFilter, Position, list_query, scope_of, team_unheld};
 use crate::error::Result;
 use crate::store::ListQuery;
 
@@ -43,6 +43,7 @@ impl Reader<'_> {
         };
         let query = ListQuery {
             backwards: filter.reverse,
+            team_unheld: team_unheld(&self.0.config, filter, viewer),
             ..list_query(filter, self.0.scope(), viewer, &states, not_after, now)
         };
         self.0.store.matching_keys(&query).await.map(Some)
@@ -61,7 +62,10 @@ impl Reader<'_> {
         let Some((states, not_after)) = scope_of(filter, now) else {
             return Ok(Some(0));
         };
-        let query = list_query(filter, self.0.scope(), viewer, &states, not_after, now);
+        let query = ListQuery {
+            team_unheld: team_unheld(&self.0.config, filter, viewer),
+            ..list_query(filter, self.0.scope(), viewer, &states, not_after, now)
+        };
         let ops = self.0.store.count_matching(&query).await?;
         // view 1 shows the stalled runs the filter allows above its operations (manual: Runs)
         Ok(Some(ops + self.stalled_count_for(filter, viewer).await?))

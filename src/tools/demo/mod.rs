@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::ledger::{Intent, Ledger};
 
 mod fill;
+mod inbox;
 mod life;
 mod runs;
 mod week;
@@ -38,6 +39,7 @@ fn demo_config(mut config: Config) -> Config {
         config.workflows = example.workflows;
         config.redaction = example.redaction;
         config.teams = example.teams;
+        config.channels = example.channels;
         config.defaults = example.defaults;
         // hints on, so that "check sms for this request" has something to search by (manual: Redaction)
         config.redaction.hints = true;
@@ -102,6 +104,7 @@ pub async fn run(
     }
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+        let _telling = tell_the_teams(&ledger).await?;
         let result = crate::console::run(ledger.clone(), operator).await;
         ledger.close().await;
         return result.map(|()| 0);
@@ -115,6 +118,23 @@ pub async fn run(
     );
     ledger.close().await;
     Ok(0)
+}
+
+/// The demo's teams are told through its channel: to a receiver of its own where the channel's
+/// variable is not set (`settle notifications` lists what was sent).
+async fn tell_the_teams(ledger: &Ledger) -> Result<Option<crate::notify::Sending>> {
+    for c in ledger.config().channels.values() {
+        if let Some(var) = &c.url_env
+            && std::env::var_os(var).is_none()
+        {
+            crate::notify::give_variable(var, inbox::start().await?);
+        }
+    }
+    Ok(crate::notify::start(
+        ledger,
+        "settle demo".into(),
+        std::time::Duration::from_secs(1),
+    ))
 }
 
 /// `settle demo --live`: two simulated destinations (one deduplicating), a dispatcher and a
