@@ -1182,3 +1182,98 @@ async fn a_stalled_run_at_80x24_on_postgres() {
         .await
         .unwrap();
 }
+
+/// Groups at 80x24 (manual: Owners and notifications): `t` shows view 1's exceptions by group,
+/// the largest first; `j` and `Enter` list one group's items; `A` marks them all and `x` closes
+/// them in one go; nothing of the other groups is touched.
+fn groups_at_80x24(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    let mut op = |key: String, dest: &str, outcome: &str, error: String| {
+        lines.push_str(&format!(
+            "{{\"type\":\"intent\",\"key\":\"{key}\",\"workflow\":\"alerts\",\"step\":\"send\",\"destination\":\"{dest}\",\"action\":\"send\",\"payload\":{{\"n\":1}}}}\n\
+             {{\"type\":\"attempt\",\"key\":\"{key}\",\"attempt\":1,\"outcome\":\"{outcome}\",\"error\":\"{error}\"}}\n"
+        ));
+    };
+    for i in 0..40 {
+        op(
+            format!("sms-{i}"),
+            "sms",
+            "unknown",
+            format!("read timeout after {}s", 30 + i % 5),
+        );
+    }
+    for i in 0..15 {
+        op(
+            format!("mail-{i}"),
+            "email",
+            "rejected",
+            format!("422 invalid address #{i}"),
+        );
+    }
+    for i in 0..5 {
+        op(
+            format!("crm-{i}"),
+            "crm",
+            "unknown",
+            "connection reset".into(),
+        );
+    }
+    let file = dir.path().join("incident.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    settle(url, &["ingest", file.to_str().unwrap()]);
+
+    let t = Tmux::new("groups");
+    t.open_sized("a", url, "alice", (80, 24));
+    t.wait("a", "the first data frame", |s| s.contains("sms-"));
+    t.keys("a", &["t"]);
+    t.wait("a", "the groups, the largest first", |s| {
+        let first = s.lines().position(|l| l.contains("alerts → sms"));
+        let second = s.lines().position(|l| l.contains("alerts → email"));
+        s.contains("COUNT") && first.is_some() && second > first && s.contains("group 1 of 3")
+    });
+    let screen = t.screen("a");
+    assert!(screen.contains("read timeout after Ns"), "{screen}");
+    t.keys("a", &["j", "Enter"]);
+    t.wait("a", "the group's items", |s| {
+        s.contains("15 of ") && s.contains("mail-") && !s.contains("sms-")
+    });
+    t.keys("a", &["A"]);
+    t.wait("a", "the group marked", |s| s.contains("15 marked"));
+    t.keys("a", &["x", "3"]);
+    t.literal("a", "bad addresses, fixed at the source");
+    t.keys("a", &["Enter"]);
+    t.wait("a", "the preview", |s| {
+        s.contains("close 15: 15 will be done")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the summary", |s| {
+        s.contains("close: 15 done (batch b-")
+    });
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+    for i in 0..15 {
+        assert_eq!(json(url, &format!("mail-{i}"))["state"], "closed");
+    }
+    assert_eq!(json(url, "sms-0")["state"], "unknown");
+    assert_eq!(json(url, "crm-0")["state"], "unknown");
+}
+
+#[test]
+fn groups_at_80x24_on_sqlite() {
+    groups_at_80x24(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn groups_at_80x24_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || groups_at_80x24(&db))
+        .await
+        .unwrap();
+}

@@ -183,6 +183,9 @@ async fn mine_holds_my_claims_and_my_teams_unheld_work(db: &TestDb) {
         l.read().count_matching(&filter, "alice").await.unwrap(),
         Some(2)
     );
+    // the tab's count is what the view lists
+    assert_eq!(l.read().count_mine("alice").await.unwrap(), 2);
+    assert_eq!(l.read().count_mine("dave").await.unwrap(), 1);
     let mut marked = l.read().matching_keys(&filter, "alice").await.unwrap();
     marked.sort();
     assert_eq!(marked, vec!["billing-0", "onboarding-1"]);

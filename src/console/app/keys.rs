@@ -335,6 +335,13 @@ impl App {
         if !self.may(b) {
             return false;
         }
+        // on view 1's groups only the keys of every view and the groups' own
+        if self.view == View::Exceptions
+            && self.groups.shown
+            && !matches!(b.when, When::Always | When::Groups)
+        {
+            return false;
+        }
         let row = self.selected_row().filter(|_| self.online);
         match b.when {
             When::Always => true,

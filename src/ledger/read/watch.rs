@@ -188,9 +188,18 @@ impl Reader<'_> {
             .map(|t| (now - t).num_seconds().max(0)))
     }
 
-    /// How many live claims `who` holds (the console's "Mine" count).
+    /// The console's "Mine" count: the live claims `who` holds and, for a member of teams, the
+    /// exceptions their teams own that nobody holds (what view 2 lists).
     pub async fn count_mine(self, who: &str) -> Result<i64> {
-        self.0.store.count_live_claims(who, self.0.now()).await
+        if self.0.config.teams_workflows(who).is_none() {
+            return self.0.store.count_live_claims(who, self.0.now()).await;
+        }
+        // a member of teams: view 2 holds their teams' unheld exceptions too
+        let mine = super::list::ListFilter {
+            scope: super::list::Scope::Mine,
+            ..Default::default()
+        };
+        Ok(self.count_matching(&mine, who).await?.unwrap_or(0))
     }
 
     /// The newest audit events across the ledger, newest first, redacted (the activity feed).
