@@ -100,10 +100,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0017_notifications.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0017_notifications.sql"),
     },
+    Migration {
+        version: 18,
+        sqlite: include_str!("../../assets/migrations/sqlite/0018_groups_by_reason.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0018_groups_by_reason.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -69,15 +69,22 @@ impl Store {
     }
 
     /// The exceptions a filter matches, by workflow, destination, state and reason as stored:
-    /// how many, the first and last to become one, and one key of each (the reader masks the
-    /// reasons and merges what they make one group; manual: Owners and notifications).
+    /// how many, the first and last to become one (the reader masks the reasons and merges what
+    /// they make one group; manual: Owners and notifications). One narrow index, read in its
+    /// order (schema 18).
     pub(crate) async fn exception_groups(&self, q: &ListQuery<'_>) -> Result<Vec<GroupRow>> {
         let mut args = Vec::new();
         let cond = where_clause(&conditions(q, q.time_column(), &mut args, true));
+        // SQLite: the groups' index in its order, rather than the narrower one by state that it
+        // would pick and then sort (1.1 s at 1,000,000 exceptions)
+        let index = match self.backend() {
+            super::Backend::Sqlite => " INDEXED BY operations_exception_groups",
+            super::Backend::Postgres => "",
+        };
         let sql = format!(
             "SELECT workflow, destination, state, reason, COUNT(*) AS n, \
-             MIN(exception_since) AS oldest, MAX(exception_since) AS newest, MIN(key) AS sample \
-             FROM operations{cond} GROUP BY workflow, destination, state, reason"
+             MIN(exception_since) AS oldest, MAX(exception_since) AS newest \
+             FROM operations{index}{cond} GROUP BY workflow, destination, state, reason"
         );
         Stmt::new(sql, cells(&args))
             .rows(self.conn().await?.db(), |r| {
@@ -91,10 +98,33 @@ impl Store {
                     count: get(r, "n")?,
                     oldest: get::<Option<i64>>(r, "oldest")?.map(super::sql::time),
                     newest: get::<Option<i64>>(r, "newest")?.map(super::sql::time),
-                    sample: get(r, "sample")?,
                 })
             })
             .await
+    }
+
+    /// The key of a group's exception that became one at `at` (its oldest).
+    pub(crate) async fn group_sample(&self, g: &GroupRow) -> Result<Option<String>> {
+        let reason = match g.reason {
+            Some(_) => "reason = $4",
+            None => "reason IS NULL AND $4 IS NULL",
+        };
+        Stmt::new(
+            format!(
+                "SELECT key FROM operations WHERE workflow = $1 AND destination = $2 \
+                 AND state = $3 AND {reason} AND exception_since IS NOT NULL \
+                 AND exception_since = $5 LIMIT 1"
+            ),
+            vec![
+                Cell::Text(Some(&g.workflow)),
+                Cell::Text(Some(&g.destination)),
+                Cell::Text(Some(g.state.as_str())),
+                Cell::Text(g.reason.as_deref()),
+                Cell::Int(g.oldest.map(super::sql::ms)),
+            ],
+        )
+        .row(self.conn().await?.db(), |r| get(r, "key"))
+        .await
     }
 
     /// The operation with this key (for reading).
@@ -119,5 +149,4 @@ pub(crate) struct GroupRow {
     pub count: i64,
     pub oldest: Option<chrono::DateTime<chrono::Utc>>,
     pub newest: Option<chrono::DateTime<chrono::Utc>>,
-    pub sample: String,
 }

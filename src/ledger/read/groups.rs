@@ -36,8 +36,8 @@ pub struct ExceptionGroup {
 
 /// Owner, workflow, destination, state and masked reason.
 type GroupKey = (Option<String>, String, String, State, String);
-/// How many, the oldest and newest, and the oldest one's key.
-type Tally = (i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>, String);
+/// How many, the oldest and newest, and the stored group (a row) its oldest is in.
+type Tally = (i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>, usize);
 
 impl Reader<'_> {
     /// The exceptions `filter` matches, by group: the largest first.
@@ -53,16 +53,21 @@ impl Reader<'_> {
         let query = list_query(&filter, self.0.scope(), viewer, &states, not_after, now);
         let rows = self.0.store.exception_groups(&query).await?;
         let mut merged: BTreeMap<GroupKey, Tally> = BTreeMap::new();
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
             let reason = mask_reason(&redact_text(r.reason.as_deref().unwrap_or("")));
             let owner = self.0.config.owner_of(&r.workflow).map(str::to_string);
-            let e = merged
-                .entry((owner, r.workflow, r.destination, r.state, reason))
-                .or_insert((0, None, None, r.sample.clone()));
+            let key = (
+                owner,
+                r.workflow.clone(),
+                r.destination.clone(),
+                r.state,
+                reason,
+            );
+            let e = merged.entry(key).or_insert((0, None, None, i));
             e.0 += r.count;
             if r.oldest.is_some() && (e.1.is_none() || r.oldest < e.1) {
                 e.1 = r.oldest;
-                e.3 = r.sample;
+                e.3 = i;
             }
             e.2 = e.2.max(r.newest);
         }
@@ -71,9 +76,14 @@ impl Reader<'_> {
             merged
         {
             let age = |t: Option<DateTime<Utc>>| t.map_or(0, |t| (now - t).num_seconds().max(0));
-            let next_step = match self.operation(&sample, viewer).await {
-                Ok(v) => v.next_step,
-                Err(_) => String::new(),
+            // the safe next step of the group's oldest item
+            let sample = self.0.store.group_sample(&rows[sample]).await?;
+            let next_step = match sample {
+                Some(key) => match self.operation(&key, viewer).await {
+                    Ok(v) => v.next_step,
+                    Err(_) => String::new(),
+                },
+                None => String::new(),
             };
             let filter = format!("wf:{workflow} dest:{destination} state:{}", state.as_str());
             groups.push(ExceptionGroup {
