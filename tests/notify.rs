@@ -16,6 +16,7 @@ use settle::{AttemptReport, Config, Intent, Ledger, Outcome};
 
 const PLANTED_VALUE: &str = "PLANTED-PAYLOAD-7731";
 const SECRET: &str = "receiver-secret-5521";
+const DEST_SECRET: &str = "PLANTED-DEST-SECRET-8812";
 
 /// Environment variables of this test's own (the tests of a file share one process).
 fn var(name: &str) -> String {
@@ -347,13 +348,20 @@ fn start(d: &common::Drill, args: &[&str], env: &[(String, String)]) -> common::
 async fn many_processes_one_sender(db: &TestDb) {
     let hook = HttpReceiver::start(Some(SECRET));
     hook.fail_for(Duration::from_secs(20));
+    // a destination that quotes its credential back in a rejection
+    let careless = HttpReceiver::echoing();
     let env = vec![
         ("SETTLE_T_HOOK".to_string(), hook.url.clone()),
         ("SETTLE_T_SECRET".to_string(), SECRET.to_string()),
+        ("SETTLE_T_DEST_TOKEN".to_string(), DEST_SECRET.to_string()),
     ];
     let d = common::drill_with(
         &db.url,
-        r#"
+        &format!(
+            r#"
+[destinations.careless]
+url = "{}"
+headers = {{ Authorization = "Bearer ${{SETTLE_T_DEST_TOKEN}}" }}
 [defaults]
 owner = "ops"
 [teams.ops]
@@ -367,6 +375,8 @@ secret_env = "SETTLE_T_SECRET"
 group_window = "1s"
 repeat = "2s"
 "#,
+            careless.url
+        ),
     );
     d.run(&["init"]);
     let _senders: Vec<common::Killed> = [
@@ -399,13 +409,31 @@ repeat = "2s"
         d.run(&["ingest", file.to_str().unwrap()]);
         std::thread::sleep(Duration::from_secs(3));
     }
+    // one more exception, made by the dispatcher: the destination's rejection quotes its secret
+    d.run(&[
+        "record",
+        "--key",
+        "careless-1",
+        "--workflow",
+        "signup",
+        "--destination",
+        "careless",
+        "--action",
+        "create",
+        "--payload",
+        "{\"n\":1}",
+    ]);
     let recorded = || -> Vec<Value> {
         let out = d.run(&["notifications", "--limit", "1000", "--json"]);
         serde_json::from_str(&out).unwrap()
     };
     common::wait_until("every message delivered", Duration::from_secs(240), || {
         let r = recorded();
-        !r.is_empty() && r.iter().all(|m| m["status"] == "sent")
+        let told: i64 = r
+            .iter()
+            .map(|m| m["message"]["count"].as_i64().unwrap())
+            .sum();
+        told >= 101 && r.iter().all(|m| m["status"] == "sent")
     });
     let r = recorded();
     let ids: std::collections::BTreeSet<String> = r
@@ -431,7 +459,18 @@ repeat = "2s"
         .iter()
         .map(|m| m["message"]["count"].as_i64().unwrap())
         .sum();
-    assert_eq!(counted, 100, "every exception told of once");
+    assert_eq!(counted, 101, "every exception told of once");
+    let careless_told = r
+        .iter()
+        .any(|m| m["message"]["keys"] == serde_json::json!(["careless-1"]));
+    assert!(careless_told, "the rejection is told of");
+    for got in hook.received() {
+        assert!(!got.body.contains(DEST_SECRET), "{}", got.body);
+    }
+    assert!(
+        !careless.received().is_empty(),
+        "the destination was sent to"
+    );
     assert!(
         hook.received().iter().any(|x| x.status == 500),
         "the receiver failed first"

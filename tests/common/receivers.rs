@@ -26,6 +26,8 @@ pub struct Received {
 struct State {
     got: Vec<Received>,
     failing_until: Option<Instant>,
+    /// A destination that refuses every request, quoting its Authorization header back.
+    echoing: bool,
 }
 
 /// An HTTP receiver on a port of its own.
@@ -53,6 +55,14 @@ impl HttpReceiver {
             }
         });
         HttpReceiver { url, state }
+    }
+
+    /// A destination for a test: every request refused with 422, its Authorization header
+    /// quoted in the answer (as careless APIs do).
+    pub fn echoing() -> HttpReceiver {
+        let r = HttpReceiver::start(None);
+        r.state.lock().unwrap().echoing = true;
+        r
     }
 
     /// Answers 500 to everything for `d` from now.
@@ -130,8 +140,19 @@ fn serve(
         signed,
         status,
     });
+    let echoing = st.echoing;
     drop(st);
     let mut conn = conn;
+    if echoing {
+        let auth = headers.get("authorization").cloned().unwrap_or_default();
+        let answer = format!("{{\"error\":\"invalid request (sent with {auth})\"}}");
+        write!(
+            conn,
+            "HTTP/1.1 422 X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+            answer.len()
+        )?;
+        return conn.flush();
+    }
     write!(
         conn,
         "HTTP/1.1 {status} X\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
