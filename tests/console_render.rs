@@ -1387,3 +1387,19 @@ async fn wide_names_keep_the_columns_at_80_and_120() {
         }
     }
 }
+
+/// A notification channel that cannot be reached shows in the header, abbreviated before it is
+/// dropped, at 80x24 as at 160x48 (manual: Owners and notifications).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_channel_shows_in_the_header() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    app.header.stats.as_mut().unwrap().notify_failing = vec!["growth-chat".into()];
+    let wide = render(&app, 160, 48);
+    let top = wide.lines().next().unwrap();
+    assert!(top.contains("NOTIFY FAILING: growth-chat"), "{top}");
+    let narrow = render(&app, 80, 24);
+    let top = narrow.lines().next().unwrap();
+    assert!(top.contains("NOTIFY FAILING"), "{top}");
+    assert!(top.contains("exc"), "the exception count stays: {top}");
+}
