@@ -141,33 +141,19 @@ impl Notices<'_> {
         for mut g in tx.pending_groups().await? {
             let gathered = g.pending_since.is_none_or(|p| p + window <= now);
             let rested = g.told_at.is_none_or(|t| t + repeat <= now);
-            let Some((team, workflow, destination, state, reason)) = parse_group(&g.key) else {
+            let Some(key) = parse_group(&g.key).filter(|_| gathered && rested) else {
                 continue;
             };
-            if !(gathered && rested) {
-                continue;
-            }
-            let keys: Vec<String> = serde_json::from_str(&g.keys).unwrap_or_default();
-            let sample = self.sample(tx, keys.first(), &reason, now).await?;
-            out.push(Message {
-                id: String::new(),
-                kind: "queue".into(),
-                level: "warning".into(),
-                team: Some(team),
-                step: sample.as_ref().map(|(s, _)| s.clone()),
-                open: Some(open_command(&format!(
-                    "wf:{workflow} dest:{destination} state:{state}"
-                ))),
-                workflow: Some(workflow),
-                destination: Some(destination),
-                state: Some(state),
-                reason: Some(reason).filter(|r| !r.is_empty()),
+            let told = Arrivals {
                 count: g.pending,
-                oldest_seconds: g.oldest_at.map_or(0, |o| (now - o).num_seconds().max(0)),
-                keys,
-                next_step: sample.map(|(_, n)| n),
-                created_at: now,
-            });
+                first: now,
+                keys: serde_json::from_str(&g.keys).unwrap_or_default(),
+                oldest: g.oldest_at,
+            };
+            out.push(
+                self.message(tx, ("queue", "warning"), key, told, now)
+                    .await?,
+            );
             g.pending = 0;
             g.pending_since = None;
             g.keys = "[]".into();
@@ -175,6 +161,38 @@ impl Notices<'_> {
             tx.save_group(&g).await?;
         }
         Ok(out)
+    }
+
+    /// The message of a group (`kind` and `level`): what arrived or aged in it, its first key's
+    /// step and safe next step, the command that lists it.
+    async fn message(
+        &self,
+        tx: &mut Tx,
+        (kind, level): (&str, &str),
+        (team, workflow, destination, state, reason): GroupKey,
+        a: Arrivals,
+        now: DateTime<Utc>,
+    ) -> Result<Message> {
+        let sample = self.sample(tx, a.keys.first(), &reason, now).await?;
+        Ok(Message {
+            id: String::new(),
+            kind: kind.into(),
+            level: level.into(),
+            team: Some(team),
+            step: sample.as_ref().map(|(s, _)| s.clone()),
+            open: Some(open_command(&format!(
+                "wf:{workflow} dest:{destination} state:{state}"
+            ))),
+            workflow: Some(workflow),
+            destination: Some(destination),
+            state: Some(state),
+            reason: Some(reason).filter(|r| !r.is_empty()),
+            count: a.count,
+            oldest_seconds: a.oldest.map_or(0, |o| (now - o).num_seconds().max(0)),
+            keys: a.keys,
+            next_step: sample.map(|(_, n)| n),
+            created_at: now,
+        })
     }
 
     /// The step and the safe next step of a group's first key, its reason as the group shows it.
@@ -244,27 +262,8 @@ impl Notices<'_> {
                     a.keys.push(op.key.clone());
                 }
             }
-            for ((team, workflow, destination, state, reason), a) in groups {
-                let sample = self.sample(tx, a.keys.first(), &reason, now).await?;
-                out.push(Message {
-                    id: String::new(),
-                    kind: "aging".into(),
-                    level: level.into(),
-                    team: Some(team),
-                    step: sample.as_ref().map(|(s, _)| s.clone()),
-                    open: Some(open_command(&format!(
-                        "wf:{workflow} dest:{destination} state:{state}"
-                    ))),
-                    workflow: Some(workflow),
-                    destination: Some(destination),
-                    state: Some(state),
-                    reason: Some(reason).filter(|r| !r.is_empty()),
-                    count: a.count,
-                    oldest_seconds: a.oldest.map_or(0, |o| (now - o).num_seconds().max(0)),
-                    keys: a.keys,
-                    next_step: sample.map(|(_, n)| n),
-                    created_at: now,
-                });
+            for (key, a) in groups {
+                out.push(self.message(tx, ("aging", level), key, a, now).await?);
             }
         }
         if let [Some(w), Some(c)] = marks {
