@@ -12,6 +12,7 @@
 //! and the bookkeeping every change shares.
 
 mod attempts;
+mod correct;
 mod offers;
 mod op;
 mod rules;
@@ -29,6 +30,7 @@ use serde_json::json;
 use super::state::State;
 use super::time::after;
 
+pub use correct::{correction_key, may_correct};
 pub use offers::{Offer, Offers, offered};
 pub use op::{Claim, Op};
 pub use rules::{Reason, Why, staff_check};
