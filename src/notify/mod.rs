@@ -5,5 +5,5 @@
 mod channels;
 mod sender;
 
-pub use channels::{TRY_TIMEOUT, give_variable, send, signature};
+pub use channels::{give_variable, send};
 pub use sender::{Sending, start, turn};

@@ -68,7 +68,7 @@ impl Notices<'_> {
             }
         }
         for n in taken.iter().filter(|n| n.operation_id.is_none()) {
-            messages.extend(self.pause_messages(tx, n, now).await?);
+            messages.extend(self.pause_messages(n, now));
         }
         self.join_groups(tx, arrived).await?;
         messages.extend(self.due_groups(tx, now).await?);
@@ -274,12 +274,7 @@ impl Notices<'_> {
 
     /// A pause or a resume, to the teams told of the workflow (a destination's: every team with
     /// a channel).
-    async fn pause_messages(
-        &self,
-        _tx: &mut Tx,
-        n: &store::TakenNotice,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<Message>> {
+    fn pause_messages(&self, n: &store::TakenNotice, now: DateTime<Utc>) -> Vec<Message> {
         let c = &self.0.config;
         let teams: Vec<String> = match (&n.workflow, &n.destination) {
             (Some(w), _) => c.told_of(w).map(str::to_string).into_iter().collect(),
@@ -302,7 +297,7 @@ impl Notices<'_> {
         } else {
             "Nothing to do: sends go on".to_string()
         };
-        Ok(teams
+        teams
             .into_iter()
             .map(|team| Message {
                 id: String::new(),
@@ -321,7 +316,7 @@ impl Notices<'_> {
                 open: None,
                 created_at: now,
             })
-            .collect())
+            .collect()
     }
 
     /// Records `m` once per channel of its team that hears of it: how many.

@@ -6,4 +6,4 @@ mod message;
 mod outbox;
 
 pub use message::Message;
-pub use outbox::{Delivery, LEASE, Notices, Outgoing, Sent};
+pub use outbox::{Delivery, Notices, Outgoing, Sent};

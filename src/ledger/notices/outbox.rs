@@ -43,7 +43,7 @@ pub struct Outgoing {
 }
 
 /// How long a lease lasts without being renewed.
-pub const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Notices<'_> {
     /// Takes or keeps the sender's lease for `holder`: false where another process sends.
