@@ -73,6 +73,7 @@ fn row(i: i64, state: State) -> OperationView {
         last_error: None,
         resolution: None,
         superseded_by: None,
+        corrects: None,
         owner: None,
         workflow_paused: false,
         destination_paused: false,

@@ -52,20 +52,57 @@ const HORIZON_MIN: i64 = 24 * 60 * 8 / 10; // 80% of 24 h
 
 #[derive(Clone, Copy, Debug)]
 enum Cmd {
-    Record { k: usize, changed: bool },
-    Start { k: usize },
-    Report { k: usize, outcome: Outcome },
-    Claim { k: usize, who: usize, force: bool },
-    Release { k: usize, who: usize },
-    Found { k: usize, who: usize },
-    Absent { k: usize, who: usize },
-    Retry { k: usize, who: usize },
-    Close { k: usize, who: usize },
-    Note { k: usize, who: usize },
+    Record {
+        k: usize,
+        changed: bool,
+    },
+    Start {
+        k: usize,
+    },
+    Report {
+        k: usize,
+        outcome: Outcome,
+    },
+    Claim {
+        k: usize,
+        who: usize,
+        force: bool,
+    },
+    Release {
+        k: usize,
+        who: usize,
+    },
+    Found {
+        k: usize,
+        who: usize,
+    },
+    Absent {
+        k: usize,
+        who: usize,
+    },
+    Retry {
+        k: usize,
+        who: usize,
+    },
+    Close {
+        k: usize,
+        who: usize,
+    },
+    /// A correction (manual: Correcting a request): the original closed, a new key made.
+    Correct {
+        k: usize,
+        who: usize,
+    },
+    Note {
+        k: usize,
+        who: usize,
+    },
     Pause,
     Resume,
     Sweep,
-    Tick { minutes: i64 },
+    Tick {
+        minutes: i64,
+    },
 }
 
 /// A random step; most of a sequence's steps go to its `focus` key, so that one operation goes a
@@ -100,8 +137,9 @@ fn random_cmd(rng: &mut StdRng, focus: usize) -> Cmd {
         63..68 => Cmd::Found { k, who },
         68..74 => Cmd::Absent { k, who },
         74..80 => Cmd::Retry { k, who },
-        80..83 => Cmd::Close { k, who },
-        83..85 => Cmd::Note { k, who },
+        80..82 => Cmd::Close { k, who },
+        82..84 => Cmd::Correct { k, who },
+        84..85 => Cmd::Note { k, who },
         85..87 => Cmd::Pause,
         87..89 => Cmd::Resume,
         89..94 => Cmd::Sweep,
@@ -296,6 +334,7 @@ impl Model {
             | Cmd::Absent { k, who }
             | Cmd::Retry { k, who }
             | Cmd::Close { k, who }
+            | Cmd::Correct { k, who }
             | Cmd::Note { k, who } => (k, who),
             _ => unreachable!("staff actions only"),
         };
@@ -375,6 +414,14 @@ impl Model {
                 }
                 op.state = Some(State::Closed);
                 op.started = None;
+                op.claim = None;
+            }
+            // only what is confirmed not done: never what may have been done or may be sent
+            Cmd::Correct { .. } => {
+                if !matches!(state, State::Rejected | State::Failed) {
+                    return Said::Refused;
+                }
+                op.state = Some(State::Closed);
                 op.claim = None;
             }
             _ => unreachable!("every staff action is matched"),
@@ -616,6 +663,29 @@ impl Real {
                     note: "given up".into(),
                 };
                 staff(k, who, close).await
+            }
+            Cmd::Correct { k, who } => {
+                let key = format!("{}:c2", self.keys[k]);
+                let correct = StaffAction::Correct {
+                    corrected_as: key.clone(),
+                    edits: vec![settle::domain::edit::Edit::set("fixed=true").unwrap()],
+                    note: "corrected".into(),
+                };
+                let done = staff(k, who, correct).await;
+                // made with it: the correction, due at once, naming what it corrects
+                if done.is_ok() {
+                    let made = l
+                        .read()
+                        .show(&key, "alice")
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if made.op.state != State::Pending
+                        || made.op.corrects.as_deref() != Some(self.keys[k].as_str())
+                    {
+                        return Err(format!("{cmd:?}: the correction is {:?}", made.op));
+                    }
+                }
+                done
             }
             Cmd::Note { k, who } => {
                 let text = "looked at it".into();

@@ -88,7 +88,12 @@ pub async fn record(
         Recorded::Created => Ok(json(StatusCode::CREATED, &view.step(None, true))),
         Recorded::Unchanged => {
             let send = !view.state.is_terminal();
-            Ok(json(StatusCode::OK, &view.step(None, send)))
+            // a corrected key answers from its chain's end (manual: Correcting a request)
+            let end = caller.ledger.read().chain_end(&view).await?;
+            Ok(json(
+                StatusCode::OK,
+                &view.step(None, send).corrected(end.as_ref()),
+            ))
         }
     }
 }
@@ -117,6 +122,16 @@ pub async fn start(
     let view = view_after(&caller, &key, done.view).await?;
     if applied.kind.is_some() && applied.to == OpState::InFlight {
         return Ok(json(StatusCode::OK, &view.step(Some(n), true)));
+    }
+    if let Some(end) = caller.ledger.read().chain_end(&view).await? {
+        return Err(Failure::new(
+            StatusCode::CONFLICT,
+            "refused",
+            format!(
+                "{key}: corrected as {} ({}): not started; the correction answers for it",
+                end.key, end.state
+            ),
+        ));
     }
     let reference = view
         .reference

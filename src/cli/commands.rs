@@ -45,6 +45,9 @@ pub enum Cmd {
     Retry(super::staff::RetryArgs),
     /// Close with a resolution and a note (KEY... or --where FILTER)
     Close(super::staff::CloseArgs),
+    /// Correct a rejected or failed request: sent once under a new key, which then answers for
+    /// the old one (KEY... or --where FILTER)
+    Correct(super::correct::CorrectArgs),
     /// Add a note to an operation's history
     Note(super::staff::NoteArgs),
     /// Pause a workflow (or with --destination a destination): no attempt of it starts

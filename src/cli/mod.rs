@@ -9,6 +9,7 @@ mod args;
 mod bulk;
 mod commands;
 mod common;
+mod correct;
 mod docs;
 mod groups;
 mod lookup;

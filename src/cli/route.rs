@@ -2,7 +2,7 @@
 
 use super::args::Cmd;
 use super::common::required;
-use super::{groups, notices, reads, staff, upkeep, writes};
+use super::{correct, groups, notices, reads, staff, upkeep, writes};
 use crate::error::Result;
 use crate::ledger::Ledger;
 
@@ -31,6 +31,7 @@ pub(crate) async fn route(
         Cmd::Reconcile(a) => staff::reconcile(ledger, a, operator).await,
         Cmd::Retry(a) => staff::retry(ledger, a, operator).await,
         Cmd::Close(a) => staff::close(ledger, a, operator).await,
+        Cmd::Correct(a) => correct::correct(ledger, a, operator).await,
         Cmd::Note(a) => staff::note(ledger, a, operator).await,
         Cmd::Pause(a) => staff::pause(ledger, a, operator).await,
         Cmd::Resume(a) => staff::resume(ledger, a, operator).await,

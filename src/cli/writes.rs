@@ -53,10 +53,20 @@ pub(super) async fn record(
             };
             let detail = ledger.read().show(key, viewer).await?;
             let state = detail.op.state;
+            // a corrected key answers from its chain's end (manual: Correcting a request)
+            let end = detail
+                .corrected_as
+                .as_ref()
+                .filter(|_| r == Recorded::Unchanged);
             // a done step answers done with its reference, so a rerun goes on past it (manual: Runs)
-            let done = r == Recorded::Unchanged && detail.op.is_done();
+            let done = r == Recorded::Unchanged && end.map_or(detail.op.is_done(), |e| e.done);
             // a script that checks the exit code goes on to `start` only after exit 0
             let refusal = match r {
+                Recorded::Unchanged if let Some(e) = end.filter(|e| !e.done) => Some(format!(
+                    "corrected as {} ({}): do not send this request; the correction answers for it",
+                    output::esc(&e.key),
+                    e.state
+                )),
                 Recorded::Conflict => Some(format!(
                     "conflict: new contents kept beside the old, never sent (settle show {})",
                     output::esc(key)
@@ -84,11 +94,10 @@ pub(super) async fn record(
                 match r {
                     Recorded::Created => say!("{key}: recorded ({state})"),
                     _ if done => say!(
-                        "{key}: done{}: do not send; go on",
-                        detail
-                            .op
-                            .reference
-                            .as_deref()
+                        "{key}: {}done{}: do not send; go on",
+                        end.map(|e| format!("corrected as {}, ", output::esc(&e.key)))
+                            .unwrap_or_default(),
+                        end.map_or(detail.op.reference.as_deref(), |e| e.reference.as_deref())
                             .map(|r| format!(" (reference {})", output::esc(r)))
                             .unwrap_or_default()
                     ),
@@ -122,6 +131,16 @@ pub(super) async fn start(
     }
     match started {
         Ok(_) if send => Ok(0),
+        // a corrected key is never sent again: its correction answers for it
+        _ if let Some(e) = &detail.corrected_as => {
+            crate::tell!(
+                "settle: {}: corrected as {} ({}): not started",
+                output::esc(key),
+                output::esc(&e.key),
+                e.state
+            );
+            Ok(3)
+        }
         Ok(a) => {
             crate::tell!("settle: {}: {}: not started", output::esc(key), a.to);
             Ok(3)

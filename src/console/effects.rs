@@ -140,6 +140,7 @@ fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
         Retry { .. } => "will be retried with the same key",
         Close { .. } => "closed",
         Note { .. } => "note added",
+        Correct { .. } => "corrected: the correction is sent once, under its own key",
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod activity_filter;
 mod collect;
+pub mod edit;
 pub mod escapes;
 mod field_path;
 pub mod filter;

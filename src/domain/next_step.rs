@@ -84,7 +84,7 @@ pub fn safe_next_step(
         State::Rejected => step(
             StepKind::CorrectAtSource,
             format!(
-                "{dest} rejected it: {}. Correct it at the source and close as superseded",
+                "{dest} rejected it: {}. Correct it (settle correct, e): it is sent once under a new key",
                 op.reason.as_deref().unwrap_or("no reason given")
             ),
         ),

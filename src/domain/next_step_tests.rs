@@ -206,7 +206,7 @@ fn step_rejected() {
     assert_eq!(k, StepKind::CorrectAtSource);
     assert_eq!(
         text,
-        "projects rejected it: 422 due date in the past. Correct it at the source and close as superseded"
+        "projects rejected it: 422 due date in the past. Correct it (settle correct, e): it is sent once under a new key"
     );
 }
 

@@ -2,6 +2,7 @@
 //! workflow's declared steps say. A run's state is derived here from those alone, never kept
 //! apart from them: the same operations and steps always give the same state.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -59,6 +60,8 @@ pub struct RunOp {
     pub recorded_at: DateTime<Utc>,
     /// When it last changed: for a done step, when it was settled.
     pub updated_at: DateTime<Utc>,
+    /// Closed superseded by this key (a correction, manual: Correcting a request).
+    pub superseded_by: Option<String>,
 }
 
 impl RunOp {
@@ -70,6 +73,23 @@ impl RunOp {
     fn abandoned(&self) -> bool {
         self.state == State::Closed && !self.is_done()
     }
+}
+
+/// The run's operations that stand: one closed as superseded by another operation of the same
+/// run (a correction) is replaced by it, and the run goes on with the replacement, along a chain
+/// to its end.
+fn current(ops: &[RunOp]) -> Cow<'_, [RunOp]> {
+    let replaced = |o: &RunOp| {
+        o.state == State::Closed
+            && o.resolution == Some(Resolution::Superseded)
+            && o.superseded_by
+                .as_ref()
+                .is_some_and(|k| ops.iter().any(|x| &x.key == k))
+    };
+    if !ops.iter().any(replaced) {
+        return Cow::Borrowed(ops);
+    }
+    Cow::Owned(ops.iter().filter(|o| !replaced(o)).cloned().collect())
 }
 
 /// One step of a run as `settle run show` lists it: the declared steps in order, then any
@@ -125,6 +145,7 @@ pub struct Derived {
 /// The run's steps in order: the declared ones (the latest operation of each), then the rest in
 /// the order they were recorded.
 pub fn steps(declared: &[String], ops: &[RunOp]) -> Vec<RunStep> {
+    let ops = &*current(ops);
     let of = |step: &str| {
         ops.iter()
             .filter(|o| o.step == step)
@@ -168,6 +189,7 @@ pub fn derive(
     closed_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Derived {
+    let ops = &*current(ops);
     let first = ops.iter().map(|o| o.recorded_at).min().unwrap_or(now);
     let last_change = ops.iter().map(|o| o.updated_at).max().unwrap_or(now);
     let at = |state, since, op: Option<&RunOp>| Derived {
@@ -228,6 +250,7 @@ pub struct Waiting {
 
 /// The run's wait between declared steps, if it is in one (see [`Waiting`]).
 pub fn waiting(declared: &[String], ops: &[RunOp]) -> Option<Waiting> {
+    let ops = &*current(ops);
     if declared.is_empty() || ops.is_empty() || !ops.iter().all(RunOp::is_done) {
         return None;
     }

@@ -19,6 +19,7 @@ fn op(key: &str, step: &str, state: State, resolution: Option<Resolution>, at: i
         reference: (state == State::Succeeded).then(|| format!("REF-{key}")),
         recorded_at: t0() + TimeDelta::seconds(at),
         updated_at: t0() + TimeDelta::seconds(at + 1),
+        superseded_by: None,
     }
 }
 
@@ -175,4 +176,57 @@ fn steps_list_the_declared_in_order_then_the_rest_as_recorded() {
     );
     assert_eq!(s[0].reference.as_deref(), Some("REF-r:a"));
     assert!(s[2].key.is_none() && s[2].recorded_at.is_none());
+}
+
+#[test]
+fn a_corrected_step_is_done_when_the_end_of_its_chain_succeeds() {
+    let gap = Duration::from_secs(15 * 60);
+    let declared = ["create-customer".to_string(), "create-task".to_string()];
+    let corrected = |key: &str, by: &str, at| RunOp {
+        superseded_by: Some(by.into()),
+        ..op(
+            key,
+            "create-task",
+            State::Closed,
+            Some(Resolution::Superseded),
+            at,
+        )
+    };
+    let first = op("c-1", "create-customer", State::Succeeded, None, 0);
+    let now = t0() + TimeDelta::seconds(60);
+    let chain = |end: State| {
+        vec![
+            first.clone(),
+            corrected("t-1", "t-1:c2", 10),
+            corrected("t-1:c2", "t-1:c3", 20),
+            op("t-1:c3", "create-task", end, None, 30),
+        ]
+    };
+    let ops = chain(State::Succeeded);
+    assert_eq!(
+        derive(&declared, gap, &ops, None, now).state,
+        RunState::Done
+    );
+    let shown = steps(&declared, &ops);
+    assert_eq!(
+        shown.len(),
+        2,
+        "the replaced steps are not listed: {shown:?}"
+    );
+    assert_eq!(shown[1].key.as_deref(), Some("t-1:c3"));
+    assert_eq!(
+        derive(&declared, gap, &chain(State::Pending), None, now).state,
+        RunState::Running
+    );
+    let d = derive(&declared, gap, &chain(State::Rejected), None, now);
+    assert_eq!(
+        (d.state, d.key.as_deref()),
+        (RunState::Blocked, Some("t-1:c3"))
+    );
+    // superseded by a key outside the run: still a step closed without being done
+    let outside = vec![first, corrected("t-1", "elsewhere-9", 10)];
+    assert_eq!(
+        derive(&declared, gap, &outside, None, now).state,
+        RunState::Blocked
+    );
 }

@@ -16,6 +16,19 @@ pub(super) enum Ask<'a> {
     Attempt(&'a AttemptReport),
 }
 
+impl Ask<'_> {
+    /// The key of the operation this ask makes (a correction's), which the batch must hold too:
+    /// it is refused where that key is taken.
+    pub(super) fn makes(&self) -> Option<&str> {
+        match self {
+            Ask::Cmd(Command::Staff(StaffAction::Correct { corrected_as, .. })) => {
+                Some(corrected_as)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What the rules made of an ask, before anything is written.
 pub(super) enum Decided {
     Unchanged(Applied),
@@ -42,6 +55,9 @@ pub(super) struct Change {
     /// Automatic recovery stopped here and a team is told of it: an automation's change (never a
     /// person's) opened an exception (manual: Owners and notifications).
     pub(super) notice: bool,
+    /// A new operation the change makes (a correction, manual: Correcting a request), written
+    /// with the batch.
+    pub(super) made: Option<Box<Op>>,
 }
 
 impl Change {
@@ -156,9 +172,14 @@ pub(super) async fn decide(
     let Some(t) = apply(op, &cmd, &ctx)? else {
         return Ok(unchanged(op));
     };
+    if let Some(made) = &t.made {
+        crate::domain::payload::check_size(made.payload.len(), ledger.config.max_payload)
+            .map_err(|why| Error::Invalid(format!("{}: {why}", made.key)))?;
+    }
     // Every set of contents this key has held (and the one arriving, for a conflict): their
     // sensitive values never reach the append-only events.
     let mut payloads = vec![op.payload.as_str()];
+    payloads.extend(t.made.as_ref().map(|m| m.payload.as_str()));
     payloads.extend(t.op.conflicting_payload.as_deref());
     payloads.extend(op.conflicting_payload.as_deref());
     let redaction = ledger
@@ -194,6 +215,7 @@ pub(super) async fn decide(
         made_here: false,
         tally,
         notice,
+        made: t.made,
     })))
 }
 
@@ -235,6 +257,7 @@ fn verb(action: &StaffAction) -> &'static str {
         StaffAction::Close { .. } => "close",
         StaffAction::Note { .. } => "note",
         StaffAction::LookUp { .. } => "lookup",
+        StaffAction::Correct { .. } => "correct",
     }
 }
 

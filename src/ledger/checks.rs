@@ -46,6 +46,7 @@ pub(super) fn staff_texts(action: &StaffAction) -> Vec<(&'static str, Option<&st
         ],
         StaffAction::Note { text } => vec![("the note", Some(text.as_str()))],
         StaffAction::LookUp { answer } => vec![("the reference", answer.reference())],
+        StaffAction::Correct { note, .. } => vec![("the note", Some(note.as_str()))],
     }
 }
 

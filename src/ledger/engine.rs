@@ -113,11 +113,22 @@ impl<'a> Batch<'a> {
         let Some((id, op)) = self.row(key) else {
             return Err(Error::NotFound(format!("no operation with key {key}")));
         };
-        decide(ledger, tx, id, op, actor, ask, paused, self.known.as_ref()).await
+        let decided = decide(ledger, tx, id, op, actor, ask, paused, self.known.as_ref()).await?;
+        if let Some(new) = ask.makes()
+            && self.row(new).is_some()
+        {
+            return Err(Error::Refused(format!(
+                "{key}: {new} exists already: name the correction another key (--new-key)"
+            )));
+        }
+        Ok(decided)
     }
 
     /// A judged change stands: the row is as it made it, for what the batch judges next.
-    pub(super) fn take(&mut self, c: Box<Change>) {
+    pub(super) fn take(&mut self, mut c: Box<Change>) {
+        if let Some(made) = c.made.take() {
+            self.make(Cow::Owned(*made));
+        }
         if let (Some(known), AttemptEffect::Finish { n, outcome, .. }) =
             (self.known.as_mut(), &c.attempt)
         {

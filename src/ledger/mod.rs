@@ -40,11 +40,13 @@ pub use read::{
 };
 pub use retention::{AUTO_PRUNE_EVERY, PRUNE_BATCH, PruneOptions, PruneReport, Retention};
 pub use rounds::{Background, Finished, Round, Rounds, StartedOp, StartedRows};
-pub use staff::{BulkPreview, BulkReport, Staff, redacted_paths};
+pub use staff::{
+    BulkPreview, BulkReport, CorrectionLine, CorrectionPreview, FieldChange, Staff, redacted_paths,
+};
 pub(crate) use terms::KnownAttempts;
 pub use terms::{AttemptReport, Intent, SYSTEM_ACTOR};
 pub use views::{
-    Applied, AttemptView, DispatcherSeen, EventView, OperationDetail, OperationView,
+    Applied, AttemptView, ChainEnd, DispatcherSeen, EventView, OperationDetail, OperationView,
     PausedWorkflow, Recorded, Stats, StepView,
 };
 

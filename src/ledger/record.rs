@@ -17,6 +17,9 @@ impl Ledger {
     /// and the credential of the one who recorded it.
     pub(super) fn recorded_detail(&self, op: &Op) -> String {
         let mut detail = json!({ "fingerprint": op.fingerprint });
+        if let Some(original) = &op.corrects {
+            detail["corrects"] = original.as_str().into();
+        }
         self.sign(&mut detail);
         detail.to_string()
     }

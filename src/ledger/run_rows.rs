@@ -163,6 +163,7 @@ fn op_of(op: &Op, now: chrono::DateTime<chrono::Utc>) -> RunOp {
         reference: None,
         recorded_at: op.created_at,
         updated_at: op.updated_at,
+        superseded_by: op.superseded_by.clone(),
     }
 }
 
@@ -177,5 +178,6 @@ pub(super) fn run_op(o: RunOpRow, now: chrono::DateTime<chrono::Utc>) -> RunOp {
         reference: None,
         recorded_at: o.created_at,
         updated_at: o.updated_at,
+        superseded_by: o.superseded_by,
     }
 }

@@ -43,7 +43,10 @@ impl Ledger {
         actor: &str,
         ask: &Ask<'_>,
     ) -> Result<Tried<Applied>> {
-        let mut batch = Batch::hold(tx, &[key]).await?;
+        let mut batch = match ask.makes() {
+            Some(new) => Batch::hold(tx, &[key, new]).await?,
+            None => Batch::hold(tx, &[key]).await?,
+        };
         match batch.judge(self, tx, key, actor, ask, None).await? {
             Decided::Unchanged(a) => Ok(Tried::Done(a)),
             Decided::Change(c) => {

@@ -34,6 +34,9 @@ pub struct OperationView {
     pub last_error: Option<String>,
     pub resolution: Option<Resolution>,
     pub superseded_by: Option<String>,
+    /// The key of the operation this one corrects (manual: Correcting a request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrects: Option<String>,
     /// The run it belongs to (manual: Runs).
     pub run: Option<String>,
     /// The team that owns its workflow (manual: Owners and notifications); none: nobody.
@@ -65,6 +68,7 @@ impl OperationView {
             reference: self.reference.as_deref(),
             run: self.run.as_deref(),
             next_step: &self.next_step,
+            corrected_as: None,
         }
     }
 }
@@ -81,6 +85,26 @@ pub struct StepView<'a> {
     pub reference: Option<&'a str>,
     pub run: Option<&'a str>,
     pub next_step: &'a str,
+    /// Corrected (manual: Correcting a request): the end of its chain, whose outcome answers
+    /// for this key (`done` and `reference` are that operation's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_as: Option<&'a str>,
+}
+
+impl<'a> StepView<'a> {
+    /// The answer of a corrected key: its chain's end's (never a send).
+    pub fn corrected(self, end: Option<&'a ChainEnd>) -> StepView<'a> {
+        match end {
+            Some(end) => StepView {
+                send: false,
+                done: end.done,
+                reference: end.reference.as_deref(),
+                corrected_as: Some(&end.key),
+                ..self
+            },
+            None => self,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -174,6 +198,23 @@ pub struct OperationDetail {
     /// are in the prune's archive.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub pruned: bool,
+    /// Corrected (manual: Correcting a request): the end of its chain of corrections, which
+    /// answers for this key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected_as: Option<ChainEnd>,
+}
+
+/// The end of a chain of corrections (KEY -> KEY:c2 -> KEY:c3): the operation that answers for
+/// every key before it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ChainEnd {
+    pub key: String,
+    pub state: State,
+    /// Succeeded, or closed as done elsewhere.
+    pub done: bool,
+    pub reference: Option<String>,
+    /// How many corrections lead to it.
+    pub corrections: u32,
 }
 
 /// A workflow or a destination paused now, and why: its threshold's numbers or the answer that

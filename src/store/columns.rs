@@ -42,6 +42,8 @@ pub(crate) enum OpCol {
     Version,
     /// The run the operation belongs to (manual: Runs), given when it is recorded.
     Run,
+    /// The key of the operation this one corrects (manual: Correcting a request).
+    Corrects,
 }
 
 /// What a column holds.
@@ -63,7 +65,7 @@ pub(crate) enum Written {
 }
 
 impl OpCol {
-    pub(crate) const ALL: [OpCol; 30] = [
+    pub(crate) const ALL: [OpCol; 31] = [
         OpCol::Id,
         OpCol::Key,
         OpCol::Workflow,
@@ -94,6 +96,7 @@ impl OpCol {
         OpCol::SupersededBy,
         OpCol::Version,
         OpCol::Run,
+        OpCol::Corrects,
     ];
 
     pub(crate) const fn name(self) -> &'static str {
@@ -128,6 +131,7 @@ impl OpCol {
             OpCol::SupersededBy => "superseded_by",
             OpCol::Version => "version",
             OpCol::Run => "run",
+            OpCol::Corrects => "corrects",
         }
     }
 
@@ -163,7 +167,8 @@ impl OpCol {
             | OpCol::Payload
             | OpCol::Fingerprint
             | OpCol::CreatedAt
-            | OpCol::Run => Written::Once,
+            | OpCol::Run
+            | OpCol::Corrects => Written::Once,
             _ => Written::Always,
         }
     }
@@ -202,6 +207,7 @@ impl OpCol {
             OpCol::SupersededBy => Cell::Text(op.superseded_by.as_deref()),
             OpCol::Version => Cell::Int(Some(op.version)),
             OpCol::Run => Cell::Text(op.run.as_deref()),
+            OpCol::Corrects => Cell::Text(op.corrects.as_deref()),
         }
     }
 
@@ -303,6 +309,7 @@ pub(crate) fn decode(row: &dyn Cells) -> Result<(i64, Op)> {
         superseded_by: get(row, OpCol::SupersededBy.at())?,
         version: get(row, OpCol::Version.at())?,
         run: get(row, OpCol::Run.at())?,
+        corrects: get(row, OpCol::Corrects.at())?,
     };
     Ok((get(row, OpCol::Id.at())?, op))
 }

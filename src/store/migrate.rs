@@ -105,10 +105,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0018_groups_by_reason.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0018_groups_by_reason.sql"),
     },
+    Migration {
+        version: 19,
+        sqlite: include_str!("../../assets/migrations/sqlite/0019_corrections.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0019_corrections.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

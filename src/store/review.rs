@@ -117,9 +117,9 @@ impl Store {
             vec![Cell::Int(Some(since)), Cell::Int(Some(now))],
         );
         let events = Stmt::new(
-            "SELECT e.kind, e.workflow, o.destination, e.detail FROM events e \
+            "SELECT e.kind, COALESCE(e.workflow, o.workflow) AS workflow, o.destination, e.detail FROM events e \
              LEFT JOIN operations o ON o.id = e.operation_id \
-             WHERE e.kind IN ('conflict', 'auto_paused') AND e.at >= $1 AND e.at <= $2",
+             WHERE e.kind IN ('conflict', 'auto_paused', 'corrected') AND e.at >= $1 AND e.at <= $2",
             vec![Cell::Int(Some(since)), Cell::Int(Some(now))],
         );
         let mut conn = self.conn().await?;

@@ -104,7 +104,7 @@ impl Store {
         Stmt::new(
             format!(
                 "SELECT r.workflow AS run_workflow, o.run, o.key, o.step, o.state, o.resolution, \
-                 o.created_at, o.updated_at, o.exception_since \
+                 o.created_at, o.updated_at, o.exception_since, o.superseded_by \
                  FROM (SELECT run, workflow FROM runs WHERE started_at >= $1 AND started_at <= $2{only} \
                    ORDER BY started_at DESC LIMIT $3) r \
                  JOIN operations o ON o.run = r.run ORDER BY o.id"

@@ -40,6 +40,7 @@ pub(crate) struct RunOpRow {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub exception_since: Option<DateTime<Utc>>,
+    pub superseded_by: Option<String>,
 }
 
 /// A run's row to write: new (`started_at` and `workflow` taken) or kept.
@@ -103,6 +104,7 @@ pub(super) fn run_op_from_row(r: &dyn Cells) -> Result<RunOpRow> {
         created_at: get_time(r, "created_at")?.unwrap_or_default(),
         updated_at: get_time(r, "updated_at")?.unwrap_or_default(),
         exception_since: get_time(r, "exception_since")?,
+        superseded_by: get(r, "superseded_by")?,
     })
 }
 
@@ -269,7 +271,7 @@ pub(super) fn cutoff_case<'a>(
 }
 
 const RUN_OP_COLUMNS: &str =
-    "run, key, step, state, resolution, created_at, updated_at, exception_since";
+    "run, key, step, state, resolution, created_at, updated_at, exception_since, superseded_by";
 
 pub(super) async fn select_run_ops(conn: super::Db<'_>, runs: &[&str]) -> Result<Vec<RunOpRow>> {
     let mut out = Vec::new();

@@ -52,6 +52,11 @@ async fn decide(
         let body = replay_body(endpoint.reference_pointer(), view.reference.as_deref());
         return Ok(json(StatusCode::OK, &body));
     }
+    if view.state == State::Closed
+        && let Some(end) = caller.ledger.read().chain_end(view).await?
+    {
+        return corrected(caller, view, &end, endpoint).await;
+    }
     if view.state == State::Closed {
         let how = view.resolution.map_or("closed", |r| r.as_str());
         return Err(Failure::new(
@@ -112,6 +117,49 @@ async fn decide(
             format!("{key}: {}: not sent; {}", view.state, view.next_step),
         )),
     }
+}
+
+/// A corrected key (manual: Correcting a request): the answer of its chain's end, never a send:
+/// the end's replay once it succeeded, its rejection replayed, else 409 while it is under way.
+async fn corrected(
+    caller: &Caller,
+    view: &OperationView,
+    end: &crate::ledger::ChainEnd,
+    endpoint: &Endpoint,
+) -> Result<Response, Failure> {
+    let key = &view.key;
+    if end.done {
+        let body = replay_body(endpoint.reference_pointer(), end.reference.as_deref());
+        return Ok(json(StatusCode::OK, &body));
+    }
+    if end.state == State::Rejected {
+        let end_view = caller
+            .ledger
+            .read()
+            .operation(&end.key, &caller.name)
+            .await?;
+        return Ok(rejection(caller, &end_view)
+            .await
+            .with_state(State::Rejected)
+            .into_response());
+    }
+    let under_way = matches!(
+        end.state,
+        State::Pending | State::RetryWait | State::InFlight
+    );
+    let failure = Failure::new(
+        StatusCode::CONFLICT,
+        if under_way { "in_flight" } else { "refused" },
+        format!(
+            "{key}: corrected as {} ({}): this request is not sent; the correction answers for it",
+            end.key, end.state
+        ),
+    );
+    Err(if under_way {
+        failure.retry_after(endpoint.timeout.as_secs_f64().ceil() as u64)
+    } else {
+        failure
+    })
 }
 
 /// The stored rejection replayed: the destination's status, its error as settle keeps it.

@@ -15,5 +15,10 @@ pub fn json<T: Serialize>(value: &T) {
 /// What a script following the protocol (manual: The protocol) reads after `record`, `start` or `attempt`
 /// with `--json`: whether it may send now, and the attempt to report.
 pub fn step(detail: &OperationDetail, attempt: Option<u32>, send: bool) {
-    json(&detail.op.step(attempt, send));
+    json(
+        &detail
+            .op
+            .step(attempt, send)
+            .corrected(detail.corrected_as.as_ref()),
+    );
 }

@@ -171,4 +171,27 @@ pub fn review(r: &crate::ledger::Review, scope: &crate::ledger::ReviewScope) {
         d.conflicts,
         d.prevented
     );
+    corrections(r);
+}
+
+/// The review's corrections, by workflow and destination.
+fn corrections(r: &crate::ledger::Review) {
+    let by: Vec<String> = [
+        ("workflow", &r.by_workflow),
+        ("destination", &r.by_destination),
+    ]
+    .iter()
+    .flat_map(|(what, t)| t.iter().map(move |(name, g)| (what, name, g)))
+    .filter(|(_, _, g)| g.corrections > 0)
+    .map(|(what, name, g)| format!("{what} {} {}", esc(name), g.corrections))
+    .collect();
+    say!(
+        "corrections: {} (rejected or failed requests corrected and sent under a new key){}",
+        r.corrections,
+        if by.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", by.join(", "))
+        }
+    );
 }

@@ -69,6 +69,25 @@ pub fn show(d: &OperationDetail, now: DateTime<Utc>) {
                 .unwrap_or_default()
         );
     }
+    if let Some(e) = &d.corrected_as {
+        say!(
+            "corrected as {} ({}{}{}): it answers for this key",
+            esc(&e.key),
+            e.state,
+            e.reference
+                .as_deref()
+                .map(|r| format!(", reference {}", esc(r)))
+                .unwrap_or_default(),
+            if e.corrections > 1 {
+                format!(", after {} corrections", e.corrections)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(k) = &v.corrects {
+        say!("corrects     {}", esc(k));
+    }
     say!("fingerprint  {}", d.fingerprint);
     if d.pruned {
         say!("pruned       its payload, attempts and history are in the prune's archive");

@@ -150,26 +150,31 @@ fn draw_title(f: &mut Frame, app: &App, theme: &Theme, title: Rect) {
     );
 }
 
-/// The duplicates line: cleaned up, conflicts, prevented.
+/// The duplicates line: cleaned up, conflicts, prevented; and the requests corrected.
 fn draw_duplicates(f: &mut Frame, theme: &Theme, r: &Review, dupes: Rect) {
     let d = &r.duplicates;
-    f.render_widget(
-        Paragraph::new(Line::from(vec![
-            Span::styled(" duplicates ", theme.style(Meaning::Title)),
-            Span::raw(format!(
-                "{} cleaned up · {} conflict{} · ",
-                d.cleaned_up,
-                d.conflicts,
-                if d.conflicts == 1 { "" } else { "s" }
-            )),
-            Span::styled(
-                format!("{} prevented", d.prevented),
-                theme.style(Meaning::Good),
-            ),
-            Span::styled(" (found done, not resent)", theme.style(Meaning::Muted)),
-        ])),
-        dupes,
-    );
+    let mut spans = vec![
+        Span::styled(" duplicates ", theme.style(Meaning::Title)),
+        Span::raw(format!(
+            "{} cleaned up · {} conflict{} · ",
+            d.cleaned_up,
+            d.conflicts,
+            if d.conflicts == 1 { "" } else { "s" }
+        )),
+        Span::styled(
+            format!("{} prevented", d.prevented),
+            theme.style(Meaning::Good),
+        ),
+    ];
+    // the explanation where the line has room for it
+    if dupes.width >= 100 {
+        spans.push(Span::styled(
+            " (found done, not resent)",
+            theme.style(Meaning::Muted),
+        ));
+    }
+    spans.push(Span::raw(format!(" · {} corrected", r.corrections)));
+    f.render_widget(Paragraph::new(Line::from(spans)), dupes);
 }
 
 fn draw_ages(f: &mut Frame, app: &App, theme: &Theme, r: &Review, area: Rect) {

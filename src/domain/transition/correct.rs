@@ -1,54 +1,72 @@
-//! Correcting a request, the rule beside the other transitions:
+//! Correcting a request (manual: Correcting a request), the rule beside the other transitions:
 //! only what is confirmed not done (`rejected`, `failed`) may be corrected, never what may have
-//! been done or may still be sent; and the correction's key, along the chain KEY, KEY:c2, KEY:c3.
-//!
-//! The rest of the design, for the slices that follow (the ledger, the faces):
-//! - one transaction: the new operation under the correction's key (or `--new-key`), same
-//!   workflow, step, run, destination and action, the corrected payload and its fingerprint; the
-//!   original closed `superseded` by it; `corrected` on the original (the new key, the changed
-//!   paths, never their values) and `recorded` on the new one (`corrects: KEY`);
-//! - the original key answers from the chain's end: `record` with its original contents exits 0
-//!   with `send: false` and `corrected_as` (and `done` with the reference once the end
-//!   succeeded), `start` exits 3, the HTTP API and the gateway give the end's answer, never a send.
+//! been done or may still be sent; what a correction makes (a new operation under the correction's
+//! key, same workflow, step, run, destination and action, the payload edited and fingerprinted
+//! anew; the original closed `superseded` by it, its `corrected` event naming the changed paths,
+//! never their values); and the correction's key, along the chain KEY, KEY:c2, KEY:c3.
+
+use serde_json::json;
 
 use super::op::Op;
-use super::terms::{Ctx, Refusal, refuse};
+use super::rules::{Why, correctable};
+use super::terms::{Ctx, Made, Refusal, refuse};
+use crate::domain::edit::{Edit, apply_edits};
+use crate::domain::fingerprint::{canonical_json, fingerprint_of_canonical};
 use crate::domain::key::MAX_KEY_LEN;
-use crate::domain::state::State;
+use crate::domain::state::{Resolution, State};
 
 /// Whether `ctx.actor` may correct `op` now; the refusal says why not, and what to do instead.
 pub fn may_correct(op: &Op, ctx: &Ctx) -> Result<(), Refusal> {
-    let key = &op.key;
-    match op.state {
-        State::Rejected | State::Failed => {}
-        State::Succeeded | State::Closed => {
-            return refuse(format!(
-                "{key} is {}: there is nothing to correct",
-                op.state.as_str()
-            ));
-        }
-        State::Unknown | State::InFlight => {
-            return refuse(format!(
-                "{key} is {}: it may have been done: reconcile it first (found, or absent to correct it)",
-                op.state.as_str()
-            ));
-        }
-        State::Pending | State::RetryWait => {
-            return refuse(format!(
-                "{key} is {}: it may still be sent as it is: only a rejected or failed request is corrected",
-                op.state.as_str()
-            ));
-        }
-        State::Conflict => {
-            return refuse(format!(
-                "{key} is in conflict: settle which contents stand first (the conflict's next step)"
-            ));
-        }
+    correctable::<Why>(op, ctx)
+        .map(|_| ())
+        .map_err(Why::refusal)
+}
+
+/// The correction made: the original closed superseded by `corrected_as`, and the new operation
+/// with the edited payload, due at once. Refused where an edit does not fit the payload or
+/// changes nothing.
+pub(super) fn correct(
+    op: &Op,
+    mut next: Op,
+    corrected_as: &str,
+    edits: &[Edit],
+    note: &str,
+    ctx: &Ctx,
+) -> Result<Made, Refusal> {
+    let payload: serde_json::Value =
+        serde_json::from_str(&op.payload).map_err(|_| Refusal("the payload is not JSON".into()))?;
+    let edited = apply_edits(&payload, edits).map_err(|e| Refusal(format!("{}: {e}", op.key)))?;
+    let canonical = canonical_json(&edited);
+    if canonical == op.payload {
+        return refuse(format!(
+            "{}: the corrected contents are the ones rejected: change a field",
+            op.key
+        ));
     }
-    if let Some(c) = op.claimed_by_other(ctx.actor, ctx.now) {
-        return refuse(format!("{key} is claimed by {}: leave it to them", c.by));
-    }
-    Ok(())
+    let fingerprint = fingerprint_of_canonical(&op.destination, &op.action, &canonical);
+    let mut made = Op::new(
+        corrected_as,
+        &op.workflow,
+        &op.step,
+        &op.destination,
+        &op.action,
+        canonical,
+        fingerprint,
+        ctx.now,
+    );
+    made.run = op.run.clone();
+    made.corrects = Some(op.key.clone());
+    next.state = State::Closed;
+    next.reason = None;
+    next.resolution = Some(Resolution::Superseded);
+    next.superseded_by = Some(corrected_as.to_string());
+    let mut paths: Vec<&str> = edits.iter().map(Edit::path).collect();
+    paths.dedup();
+    let detail = json!({ "corrected_as": corrected_as, "paths": paths, "note": note });
+    Ok(Made {
+        made: Some(Box::new(made)),
+        ..Made::new(next, "corrected", detail)
+    })
 }
 
 /// The key of the correction of `key`: `KEY:c2`, and along a chain `KEY:c3`, `KEY:c4`, ...; refused
@@ -75,6 +93,7 @@ pub fn correction_key(key: &str) -> Result<String, Refusal> {
 mod tests {
     use super::*;
     use crate::domain::DestinationPolicy;
+    use crate::domain::state::Resolution;
     use crate::domain::transition::test_support::{ctx, op_in, with_claim};
 
     #[test]
@@ -107,6 +126,77 @@ mod tests {
         );
         let mine = with_claim(op_in(State::Failed, false), "alice");
         assert!(may_correct(&mine, &c).is_ok());
+    }
+
+    #[test]
+    fn a_correction_closes_the_original_and_makes_the_corrected_request() {
+        use crate::domain::edit::Edit;
+        use crate::domain::transition::{Command, StaffAction, apply};
+        let policy = DestinationPolicy::default();
+        let c = ctx(&policy, "alice");
+        let mut op = op_in(State::Rejected, false);
+        op.payload = r#"{"email":"nope","name":"Ada"}"#.into();
+        op.run = Some("onb-42".into());
+        let correct = |edits: Vec<Edit>| {
+            Command::Staff(StaffAction::Correct {
+                corrected_as: "onb-42-task:c2".into(),
+                edits,
+                note: "typo in the address".into(),
+            })
+        };
+        let t = apply(
+            &op,
+            &correct(vec![Edit::set("email=\"a@b.example\"").unwrap()]),
+            &c,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((t.op.state, t.kind), (State::Closed, "corrected"));
+        assert_eq!(t.op.resolution, Some(Resolution::Superseded));
+        assert_eq!(t.op.superseded_by.as_deref(), Some("onb-42-task:c2"));
+        assert_eq!(t.op.exception_since, None);
+        let made = t.made.unwrap();
+        assert_eq!(made.key, "onb-42-task:c2");
+        assert_eq!(made.corrects.as_deref(), Some("onb-42-task"));
+        assert_eq!(
+            (made.state, made.next_attempt_at),
+            (State::Pending, Some(c.now))
+        );
+        assert_eq!(made.payload, r#"{"email":"a@b.example","name":"Ada"}"#);
+        assert_ne!(made.fingerprint, op.fingerprint);
+        assert_eq!(
+            (
+                &made.workflow,
+                &made.step,
+                &made.destination,
+                &made.action,
+                &made.run
+            ),
+            (&op.workflow, &op.step, &op.destination, &op.action, &op.run)
+        );
+        // the paths, never the values
+        let detail = t.detail.to_string();
+        assert!(
+            detail.contains("\"paths\":[\"email\"]") && !detail.contains("a@b.example"),
+            "{detail}"
+        );
+        // changing nothing, or a field that is not there, is refused
+        let same = apply(&op, &correct(vec![Edit::set("name=Ada").unwrap()]), &c).unwrap_err();
+        assert!(same.0.contains("change a field"), "{same}");
+        let missing = apply(&op, &correct(vec![Edit::unset("phone").unwrap()]), &c).unwrap_err();
+        assert!(missing.0.contains("no field phone"), "{missing}");
+        assert!(
+            apply(&op, &correct(vec![]), &c)
+                .unwrap_err()
+                .0
+                .contains("at least one field")
+        );
+        // a closed request is not corrected again: its chain's end is
+        let closed = apply(&t.op, &correct(vec![Edit::set("name=Bo").unwrap()]), &c).unwrap_err();
+        assert!(
+            closed.0.contains("correct onb-42-task:c2 instead"),
+            "{closed}"
+        );
     }
 
     #[test]

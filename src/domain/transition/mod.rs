@@ -101,6 +101,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         kind: made.kind,
         detail: made.detail,
         warning: made.warning,
+        made: made.made,
     }))
 }
 

@@ -23,10 +23,12 @@ pub enum Offer {
     Note,
     /// Look the item up at its destination now, then reconcile by the answer (manual: Many at once).
     LookUp,
+    /// Correct a rejected or failed request: a new one, sent once (manual: Correcting a request).
+    Correct,
 }
 
 impl Offer {
-    pub const ALL: [Offer; 9] = [
+    pub const ALL: [Offer; 10] = [
         Offer::Claim,
         Offer::TakeOver,
         Offer::Release,
@@ -36,6 +38,7 @@ impl Offer {
         Offer::Close,
         Offer::Note,
         Offer::LookUp,
+        Offer::Correct,
     ];
 
     /// The command this action becomes with well-formed details: what [`offered`] tries.
@@ -66,6 +69,14 @@ impl Offer {
                     reference: "REF".into(),
                     http_status: 200,
                 },
+            },
+            Offer::Correct => StaffAction::Correct {
+                corrected_as: "KEY:c2".into(),
+                edits: vec![crate::domain::edit::Edit::Set {
+                    path: "field".into(),
+                    value: serde_json::Value::Null,
+                }],
+                note: "note".into(),
             },
         }
     }
@@ -105,7 +116,7 @@ impl Serialize for Offers {
 }
 
 /// Each offer's sample, in `Offer::ALL`'s order: made once (the list asks for every row).
-static SAMPLES: std::sync::LazyLock<[StaffAction; 9]> =
+static SAMPLES: std::sync::LazyLock<[StaffAction; 10]> =
     std::sync::LazyLock::new(|| Offer::ALL.map(Offer::sample));
 
 /// The staff actions `ctx.actor` may take on `op` now (manual: Staff actions, The console): exactly those

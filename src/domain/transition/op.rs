@@ -58,6 +58,9 @@ pub struct Op {
     pub version: i64,
     /// The run it belongs to (manual: Runs), named when it is recorded and never changed after.
     pub run: Option<String>,
+    /// The key of the operation this one corrects (manual: Correcting a request), given when the
+    /// correction is made and never changed after.
+    pub corrects: Option<String>,
 }
 
 impl Op {
@@ -101,6 +104,7 @@ impl Op {
             superseded_by: None,
             version: 0,
             run: None,
+            corrects: None,
         }
     }
 

@@ -82,7 +82,12 @@ pub fn staff_check<'a, R: Reason<'a>>(
             )
         });
     }
-    if op.state.is_terminal() && !matches!(action, StaffAction::Note { .. }) {
+    if op.state.is_terminal()
+        && !matches!(
+            action,
+            StaffAction::Note { .. } | StaffAction::Correct { .. }
+        )
+    {
         return deny("already terminal", move || {
             format!("{key} is {}: nothing more can be done to it", op.state)
         });
@@ -106,6 +111,18 @@ pub fn staff_check<'a, R: Reason<'a>>(
             Ok(false)
         }
         StaffAction::LookUp { answer } => look_up(op, answer, ctx),
+        StaffAction::Correct { edits, note, .. } => {
+            let claims = correctable(op, ctx)?;
+            if edits.is_empty() {
+                return deny("needs a change", || {
+                    "a correction changes at least one field (--set or --unset)".into()
+                });
+            }
+            if note.trim().is_empty() {
+                return deny("needs a note", || "a correction needs a note".into());
+            }
+            Ok(claims)
+        }
     }
 }
 
@@ -300,4 +317,42 @@ fn look_up<'a, R: Reason<'a>>(
         });
     }
     Ok(claims)
+}
+
+/// What a correction must pass (manual: Correcting a request): only what is confirmed not done
+/// (`rejected`, `failed`). `Ok(true)` where it claims the item for the actor on its way.
+pub(super) fn correctable<'a, R: Reason<'a>>(op: &'a Op, ctx: &'a Ctx) -> Result<bool, R> {
+    let key = &op.key;
+    let state = op.state.as_str();
+    match op.state {
+        State::Rejected | State::Failed => {}
+        State::Succeeded | State::Closed => {
+            return deny("already terminal", move || match &op.superseded_by {
+                Some(by) => format!("{key} is {state}, superseded by {by}: correct {by} instead"),
+                None => format!("{key} is {state}: there is nothing to correct"),
+            });
+        }
+        State::Unknown | State::InFlight => {
+            return deny("may have been done", move || {
+                format!(
+                    "{key} is {state}: it may have been done: reconcile it first (found, or absent to correct it)"
+                )
+            });
+        }
+        State::Pending | State::RetryWait => {
+            return deny("may still be sent", move || {
+                format!(
+                    "{key} is {state}: it may still be sent as it is: only a rejected or failed request is corrected"
+                )
+            });
+        }
+        State::Conflict => {
+            return deny("in conflict", move || {
+                format!(
+                    "{key} is in conflict: settle which contents stand first (the conflict's next step)"
+                )
+            });
+        }
+    }
+    hold(op, ctx)
 }

@@ -25,6 +25,7 @@ pub(super) fn on_terminal(
                 kind: m.kind,
                 detail: m.detail,
                 warning: m.warning,
+                made: None,
             })
         }),
         Command::Record { fingerprint, .. } if *fingerprint == op.fingerprint => Ok(None),
@@ -37,6 +38,9 @@ pub(super) fn on_terminal(
             op.state
         )),
         Command::Sweep => Ok(None),
+        Command::Staff(StaffAction::Correct { .. }) => {
+            super::correct::may_correct(op, ctx).map(|_| None)
+        }
         _ => refuse(format!(
             "{key} is {}: nothing more can be done to it",
             op.state
@@ -64,6 +68,11 @@ pub(super) fn act(op: &Op, next: Op, action: &StaffAction, ctx: &Ctx) -> Result<
         } => close(op, next, *resolution, reference, superseded_by, note),
         StaffAction::Note { .. } => unreachable!("a note is taken above"),
         StaffAction::LookUp { answer } => look_up(op, next, answer, ctx, claimed),
+        StaffAction::Correct {
+            corrected_as,
+            edits,
+            note,
+        } => super::correct::correct(op, next, corrected_as, edits, note, ctx)?,
     };
     made.claimed = claimed;
     Ok(made)

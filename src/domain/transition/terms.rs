@@ -90,6 +90,13 @@ pub enum StaffAction {
     LookUp {
         answer: LookupAnswer,
     },
+    /// Correct a request confirmed not done (manual: Correcting a request): a new operation
+    /// under `corrected_as` with the payload edited, the original closed superseded by it.
+    Correct {
+        corrected_as: String,
+        edits: Vec<crate::domain::edit::Edit>,
+        note: String,
+    },
 }
 
 /// The clock, the actor and the destination's rules for one decision.
@@ -134,6 +141,8 @@ pub struct Transition {
     pub detail: Value,
     /// Said to the person who asked, beside the result (e.g. a retry of a rejection).
     pub warning: Option<String>,
+    /// A new operation the change makes (a correction), written in the same transaction.
+    pub made: Option<Box<Op>>,
 }
 
 /// A one-line reason why a command was refused; nothing changed.
@@ -161,6 +170,8 @@ pub(super) struct Made {
     pub(super) claimed: bool,
     /// Taken as it is, without the shared bookkeeping (a note).
     pub(super) as_is: bool,
+    /// A new operation the change makes (a correction).
+    pub(super) made: Option<Box<Op>>,
 }
 
 impl Made {
@@ -173,6 +184,7 @@ impl Made {
             warning: None,
             claimed: false,
             as_is: false,
+            made: None,
         }
     }
 

@@ -57,6 +57,8 @@ pub struct GroupReview {
     pub resolve_p50_seconds: Option<i64>,
     pub resolve_p90_seconds: Option<i64>,
     pub auto_pauses: i64,
+    /// Requests corrected in the window (manual: Correcting a request).
+    pub corrections: i64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -81,6 +83,9 @@ pub struct Review {
     pub by_workflow: BTreeMap<String, GroupReview>,
     pub by_destination: BTreeMap<String, GroupReview>,
     pub duplicates: Duplicates,
+    /// Requests corrected in the window (manual: Correcting a request): each rejected or failed
+    /// request a person corrected, a chain's every link counted.
+    pub corrections: i64,
     /// The runs of the window (manual: Runs); of the scope's workflow (a destination's review counts
     /// every run: a run has no destination of its own).
     pub runs: super::run_review::RunsReview,
@@ -161,7 +166,7 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
             per_day[i].resolved += 1;
         }
     });
-    fold_events(&rows, scope, &mut lines, &mut duplicates);
+    let corrections = fold_events(&rows, scope, &mut lines, &mut duplicates);
     Review {
         window_seconds: window.as_secs() as i64,
         at: now,
@@ -175,6 +180,7 @@ fn fold(rows: ReviewRows, window: Duration, now: DateTime<Utc>, scope: &ReviewSc
         by_workflow: lines.by_workflow,
         by_destination: lines.by_destination,
         duplicates,
+        corrections,
         runs: Default::default(),
     }
 }
@@ -251,19 +257,36 @@ fn fold_resolved(
     duplicates
 }
 
-/// The conflicts and the automatic pauses of the window.
+/// The conflicts, the corrections and the automatic pauses of the window; how many corrections.
 fn fold_events(
     rows: &ReviewRows,
     scope: &ReviewScope,
     lines: &mut Lines,
     duplicates: &mut Duplicates,
-) {
+) -> i64 {
+    let mut corrections = 0;
     for e in &rows.events {
         let detail: serde_json::Value = serde_json::from_str(&e.detail).unwrap_or_default();
         match e.kind.as_str() {
             "conflict" => {
                 if scope.covers(e.workflow.as_deref(), e.destination.as_deref()) {
                     duplicates.conflicts += 1;
+                }
+            }
+            "corrected" => {
+                if !scope.covers(e.workflow.as_deref(), e.destination.as_deref()) {
+                    continue;
+                }
+                corrections += 1;
+                if let Some(w) = &e.workflow {
+                    lines.by_workflow.entry(w.clone()).or_default().corrections += 1;
+                }
+                if let Some(d) = &e.destination {
+                    lines
+                        .by_destination
+                        .entry(d.clone())
+                        .or_default()
+                        .corrections += 1;
                 }
             }
             _ => {
@@ -285,4 +308,5 @@ fn fold_events(
             }
         }
     }
+    corrections
 }

@@ -74,6 +74,7 @@ impl Reader<'_> {
                 }),
                 recorded_at: op.created_at,
                 updated_at: op.updated_at,
+                superseded_by: op.superseded_by.clone(),
             })
             .collect()
     }

@@ -7,9 +7,9 @@ use serde_json::Value;
 
 use super::Reader;
 use crate::domain::next_step::Paused;
-use crate::domain::{Op, safe_next_step};
+use crate::domain::{Op, Resolution, State, safe_next_step};
 use crate::error::{Error, Result};
-use crate::ledger::views::{AttemptView, EventView, OperationDetail, OperationView};
+use crate::ledger::views::{AttemptView, ChainEnd, EventView, OperationDetail, OperationView};
 use crate::store::{Cursor, EventRow, Pausable, ms};
 
 pub(super) fn event_view(
@@ -136,6 +136,7 @@ impl Reader<'_> {
             last_error,
             resolution: op.resolution,
             superseded_by: op.superseded_by,
+            corrects: op.corrects,
             run: op.run,
             owner,
             workflow_paused: paused.workflow,
@@ -247,8 +248,57 @@ impl Reader<'_> {
                 None => Vec::new(),
             },
             pruned: false,
+            corrected_as: None,
         };
+        detail.corrected_as = self.chain_end(&detail.op).await?;
+        if let Some(e) = &detail.corrected_as {
+            detail.op.next_step = format!(
+                "Nothing to do: corrected as {} ({}), which answers for this key",
+                e.key, e.state
+            );
+        }
         search_by(&mut detail);
         Ok(detail)
     }
+
+    /// Where a corrected operation's chain ends (KEY -> KEY:c2 -> KEY:c3), that operation's
+    /// outcome answering for the key (manual: Correcting a request); `None` for one not closed
+    /// as superseded by a correction.
+    pub async fn chain_end(self, op: &OperationView) -> Result<Option<ChainEnd>> {
+        let mut at = op.key.clone();
+        let mut next = match (op.resolution, &op.superseded_by) {
+            (Some(Resolution::Superseded), Some(k)) => k.clone(),
+            _ => return Ok(None),
+        };
+        let mut end = None;
+        // a chain is short; the bound only keeps a hand-made loop of supersedes finite
+        for corrections in 1..=MAX_CHAIN {
+            let Some((_, o)) = self.0.store.load_op(&next).await? else {
+                break;
+            };
+            if o.corrects.as_deref() != Some(at.as_str()) {
+                break;
+            }
+            at = std::mem::replace(&mut next, o.superseded_by.clone().unwrap_or_default());
+            let more = o.resolution == Some(Resolution::Superseded) && o.superseded_by.is_some();
+            end = Some((o, corrections));
+            if !more {
+                break;
+            }
+        }
+        Ok(end.map(|(o, corrections)| {
+            let red = self.0.scrubbers.of(&self.0.redactor, &o);
+            ChainEnd {
+                done: o.state == State::Succeeded
+                    || o.resolution == Some(Resolution::DoneElsewhere),
+                reference: o.reference.as_deref().map(|r| red.text(r)),
+                key: o.key,
+                state: o.state,
+                corrections,
+            }
+        }))
+    }
 }
+
+/// The longest chain of corrections followed.
+const MAX_CHAIN: u32 = 100;

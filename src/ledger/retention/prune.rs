@@ -300,6 +300,7 @@ impl Retention<'_> {
             .0
             .read()
             .view(op, cursor, viewer, Default::default(), self.0.now());
+        let corrected_as = self.0.read().chain_end(&view).await?;
         Ok(OperationDetail {
             op: view,
             payload: serde_json::Value::Null,
@@ -310,6 +311,7 @@ impl Retention<'_> {
             history: Vec::new(),
             run_steps: Vec::new(),
             pruned: true,
+            corrected_as,
         })
     }
 }

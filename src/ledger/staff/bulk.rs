@@ -252,7 +252,12 @@ impl Staff<'_> {
         batch_id: &str,
         pace_of: &(dyn Fn(usize) -> Option<chrono::DateTime<chrono::Utc>> + Sync),
     ) -> Result<Tried<Vec<std::result::Result<(), String>>>> {
-        let keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+        let mut keys: Vec<&str> = chunk.iter().map(|(k, _)| k.as_str()).collect();
+        // a correction's new key is held too: taken meanwhile, that item is refused
+        keys.extend(chunk.iter().filter_map(|(_, a)| match a {
+            StaffAction::Correct { corrected_as, .. } => Some(corrected_as.as_str()),
+            _ => None,
+        }));
         let mut batch = Batch::hold(tx, &keys).await?;
         let mut outcomes = Vec::with_capacity(chunk.len());
         for (i, (key, action)) in chunk.iter().enumerate() {

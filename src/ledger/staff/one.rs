@@ -55,6 +55,15 @@ impl Staff<'_> {
                 )));
             }
         }
+        if let StaffAction::Correct { corrected_as, .. } = &action {
+            validate_key(corrected_as)
+                .map_err(|e| Error::Invalid(format!("the correction's key: {e}")))?;
+            if corrected_as == key {
+                return Err(Error::Refused(format!(
+                    "{key}: {corrected_as} exists already: name the correction another key (--new-key)"
+                )));
+            }
+        }
         Ok(())
     }
 }
