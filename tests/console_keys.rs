@@ -813,3 +813,110 @@ fn t_switches_view_1_between_its_items_and_their_groups() {
     assert!(app.update(key('t')).is_empty());
     assert!(!app.groups.shown);
 }
+
+/// `e` (manual: Correcting a request): offered on a rejected item only; a form of its payload's
+/// fields, a redacted one typed unseen; then a note and the confirmation; the correction under the
+/// next key of its chain.
+#[test]
+fn e_corrects_a_rejected_items_fields() {
+    use settle::console::app::FormStep;
+    use settle::console::keymap::action;
+    use settle::domain::edit::Edit;
+    use settle::ledger::OperationDetail;
+    let mut app = loaded(2, false);
+    assert!(
+        !app.applies(action('e').unwrap()),
+        "an unknown one may have been done"
+    );
+    app.update(key('e'));
+    assert!(matches!(app.mode, Mode::Normal));
+    let (text, _) = app.status.line.clone().unwrap();
+    assert!(text.contains("correct is not possible on op-0"), "{text}");
+
+    app.rows[0] = row(0, State::Rejected);
+    assert!(app.applies(action('e').unwrap()));
+    let detail = OperationDetail {
+        op: app.rows[0].clone(),
+        payload: serde_json::json!({"customer": {"name": "[redacted]"}, "email": "nope"}),
+        fingerprint: "f".into(),
+        conflicting_payload: None,
+        conflicting_fingerprint: None,
+        attempt_log: Vec::new(),
+        history: Vec::new(),
+        run_steps: Vec::new(),
+        pruned: false,
+        corrected_as: None,
+    };
+    app.update(Msg::Detail {
+        key: "op-0".into(),
+        detail: Ok(Box::new(detail)),
+    });
+    app.update(key('e'));
+    let Mode::Form(form) = &app.mode else {
+        panic!("a form opens")
+    };
+    let FormStep::Choose(options) = &form.step else {
+        panic!("the fields first: {:?}", form.step)
+    };
+    let listed: Vec<&str> = options.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        listed,
+        [
+            "customer.name = \"[redacted]\"",
+            "email = \"nope\"",
+            "done: give a note, then confirm"
+        ]
+    );
+    // the redacted field: typed afresh, unseen
+    app.update(key('1'));
+    let Mode::Form(form) = &app.mode else {
+        panic!()
+    };
+    assert!(form.secret && form.input.value().is_empty());
+    for c in "Ada Byron".chars() {
+        app.update(key(c));
+    }
+    app.update(code(KeyCode::Enter));
+    // a plain field: its value to edit
+    app.update(key('2'));
+    let Mode::Form(form) = &app.mode else {
+        panic!()
+    };
+    assert!(!form.secret);
+    assert_eq!(form.input.value(), "\"nope\"");
+    for _ in 0..6 {
+        app.update(code(KeyCode::Backspace));
+    }
+    for c in "a@b.example".chars() {
+        app.update(key(c));
+    }
+    app.update(code(KeyCode::Enter));
+    let Mode::Form(form) = &app.mode else {
+        panic!()
+    };
+    let summary = settle::console::app::correction_summary(form).join("\n");
+    assert!(
+        summary.contains("customer.name → [redacted]") && !summary.contains("Ada Byron"),
+        "{summary}"
+    );
+    app.update(key('d'));
+    for c in "typo".chars() {
+        app.update(key(c));
+    }
+    app.update(code(KeyCode::Enter));
+    let fx = app.update(key('y'));
+    assert_eq!(
+        staff(&fx),
+        Some((
+            "op-0".into(),
+            StaffAction::Correct {
+                corrected_as: "op-0:c2".into(),
+                edits: vec![
+                    Edit::set("customer.name=Ada Byron").unwrap(),
+                    Edit::set("email=a@b.example").unwrap()
+                ],
+                note: "typo".into(),
+            }
+        ))
+    );
+}

@@ -1403,3 +1403,61 @@ async fn a_failing_channel_shows_in_the_header() {
     assert!(top.contains("NOTIFY FAILING"), "{top}");
     assert!(top.contains("exc"), "the exception count stays: {top}");
 }
+
+/// `e` at 80x24 (manual: Correcting a request): bob's rejected item, its fields with the redacted
+/// name shown as `[redacted]`; a new name typed unseen, as dots, and never on the screen; the
+/// confirmation names the fields and the correction's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_correction_form_at_80x24() {
+    let f = incident().await;
+    let mut app = console(&f, "bob").await;
+    press(&mut app, &f, key('/')).await;
+    type_text(&mut app, &f, "key:crm-sync-9005").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    assert_eq!(
+        app.selected_row().map(|r| r.key.as_str()),
+        Some("crm-sync-9005")
+    );
+    press(&mut app, &f, key('e')).await;
+    let form = render(&app, 80, 24);
+    assert!(form.contains("customer.name = \"[redacted]\""), "{form}");
+    assert!(!form.contains("Zoe Quist"), "{form}");
+    insta::assert_snapshot!("correct_fields_80x24", form);
+    let name = form
+        .lines()
+        .find(|l| l.contains("customer.name ="))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find(|w| w.len() == 1 && w.chars().all(|c| c.is_ascii_digit()))
+        })
+        .expect("the name's number")
+        .chars()
+        .next()
+        .unwrap();
+    press(&mut app, &f, key(name)).await;
+    type_text(&mut app, &f, "Zed Secretname").await;
+    let typing = render(&app, 80, 24);
+    assert!(typing.contains("••••••••••••••"), "{typing}");
+    assert!(!typing.contains("Secretname"), "{typing}");
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    press(&mut app, &f, key('d')).await;
+    type_text(&mut app, &f, "the name was wrong").await;
+    press(&mut app, &f, press_code(KeyCode::Enter)).await;
+    let confirm = render(&app, 80, 24);
+    assert!(confirm.contains("as crm-sync-9005:c2:"), "{confirm}");
+    assert!(confirm.contains("customer.name → [redacted]"), "{confirm}");
+    assert!(confirm.contains("y/Enter confirms"), "{confirm}");
+    assert!(!confirm.contains("Secretname"), "{confirm}");
+    insta::assert_snapshot!("correct_confirm_80x24", confirm);
+    press(&mut app, &f, key('y')).await;
+    let done = render(&app, 80, 24);
+    assert!(!done.contains("Secretname"), "{done}");
+    let made = f
+        .ledger
+        .read()
+        .show("crm-sync-9005:c2", "bob")
+        .await
+        .unwrap();
+    assert_eq!(made.op.corrects.as_deref(), Some("crm-sync-9005"));
+    assert_eq!(made.payload["customer"]["name"], "[redacted]");
+}

@@ -140,7 +140,7 @@ fn staff_verb(a: &crate::ledger::StaffAction) -> &'static str {
         Retry { .. } => "will be retried with the same key",
         Close { .. } => "closed",
         Note { .. } => "note added",
-        Correct { .. } => "corrected: the correction is sent once, under its own key",
+        Correct { .. } => "corrected",
     }
 }
 
@@ -175,7 +175,12 @@ async fn one_action(
     action: crate::ledger::StaffAction,
     operator: &str,
 ) -> Msg {
-    let what = staff_verb(&action);
+    let what = match &action {
+        crate::ledger::StaffAction::Correct { corrected_as, .. } => {
+            format!("corrected as {corrected_as}, which is sent once")
+        }
+        a => staff_verb(a).to_string(),
+    };
     let result = ledger.staff().act(&key, operator, action).await;
     Msg::Acted(match result {
         Ok(a) => {

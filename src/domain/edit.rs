@@ -140,6 +140,39 @@ pub fn value_at<'a>(payload: &'a Value, path: &str) -> Option<&'a Value> {
     Some(at)
 }
 
+/// The payload's fields that a correction may set, as paths (`customer.email`, `items[0].sku`)
+/// with their values, in order: every value that is not an object or an array, whose names a
+/// path can say.
+pub fn fields(payload: &Value) -> Vec<(String, &Value)> {
+    fn walk<'a>(v: &'a Value, path: String, out: &mut Vec<(String, &'a Value)>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m {
+                    if k.is_empty() || !k.chars().all(|c| c.is_alphanumeric() || "_-".contains(c)) {
+                        continue;
+                    }
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(child, p, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, child) in items.iter().enumerate() {
+                    walk(child, format!("{path}[{i}]"), out);
+                }
+            }
+            leaf if !path.is_empty() => out.push((path, leaf)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(payload, String::new(), &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,6 +249,11 @@ mod tests {
                    "items": [{"sku": "C"}], "meta": {"source": "fix"}})
         );
         assert_eq!(value_at(&out, "items[0].sku"), Some(&json!("C")));
+        let listed: Vec<String> = fields(&out).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            listed,
+            ["customer.country", "email", "items[0].sku", "meta.source"]
+        );
         assert_eq!(value_at(&out, "customer.nope"), None);
     }
 

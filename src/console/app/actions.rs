@@ -48,6 +48,13 @@ impl App {
             );
             return Vec::new();
         }
+        if c == 'e' {
+            match super::correct::correct_form(&row, self.detail.as_ref()) {
+                Ok(form) => self.mode = Mode::Form(Box::new(form)),
+                Err(why) => self.status.set(why, true, self.now),
+            }
+            return Vec::new();
+        }
         let offered = |o: Offer| row.actions.contains(o);
         let Some((kind, step)) = first_step(c, offered, None) else {
             // P: the item's workflow or its destination, paused or resumed (a lead's; the manual's Running settle for a team)
@@ -153,6 +160,8 @@ impl App {
                 };
                 if form.run {
                     super::runs::choose_run_close(&mut form, c);
+                } else if form.kind == ActionKind::Correct {
+                    super::correct::choose(&mut form, c);
                 } else {
                     choose(&mut form, &options, c);
                 }
@@ -167,7 +176,11 @@ impl App {
                     }
                     form.input.reset();
                     form.hint = None;
-                    entered(&mut form, label, value);
+                    if form.kind == ActionKind::Correct {
+                        super::correct::entered(&mut form, label, value);
+                    } else {
+                        entered(&mut form, label, value);
+                    }
                 }
                 _ => {
                     form.input
@@ -198,7 +211,11 @@ impl App {
             return vec![Effect::RunAction { run: key, action }];
         }
         let text = form.text.clone().unwrap_or_default();
-        match (form.kind.clone(), form.staff_action()) {
+        let action = match form.kind {
+            ActionKind::Correct => super::correct::action(&form),
+            _ => form.staff_action(),
+        };
+        match (form.kind.clone(), action) {
             (ActionKind::Pause, _) => vec![Effect::Pause {
                 what: form.pausing.unwrap_or(crate::ledger::Pausable::Workflow),
                 name: key,

@@ -42,6 +42,8 @@ pub enum ActionKind {
     Reveal,
     /// Look the item up at its destination now, then reconcile by its answer (manual: Many at once).
     LookUp,
+    /// Correct a rejected or failed request (manual: Correcting a request).
+    Correct,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,6 +91,11 @@ pub struct Form {
     pub answers: Vec<(String, String, crate::domain::LookupAnswer)>,
     /// The target is a run (manual: Runs): its note or close is the run's own.
     pub run: bool,
+    /// A correction: the payload's fields offered (path, value as shown), and the new values.
+    pub fields: Vec<(String, String)>,
+    pub edits: Vec<(String, String)>,
+    /// What is typed is not shown (a redacted field's new value).
+    pub secret: bool,
 }
 
 impl ActionKind {
@@ -106,6 +113,7 @@ impl ActionKind {
             ActionKind::Resume => "resume",
             ActionKind::Reveal => "reveal",
             ActionKind::LookUp => "look up",
+            ActionKind::Correct => "correct",
         }
     }
 }
@@ -131,6 +139,9 @@ impl Form {
             pausing: None,
             answers: Vec::new(),
             run: false,
+            fields: Vec::new(),
+            edits: Vec::new(),
+            secret: false,
         }
     }
 }
@@ -236,7 +247,10 @@ impl Form {
                     http_status: 200,
                 },
             },
-            ActionKind::Pause | ActionKind::Resume | ActionKind::Reveal => return None,
+            // put together by its own form (`correct.rs`)
+            ActionKind::Correct | ActionKind::Pause | ActionKind::Resume | ActionKind::Reveal => {
+                return None;
+            }
         })
     }
 }

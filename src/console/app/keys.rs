@@ -125,7 +125,7 @@ impl App {
             }
             KeyCode::Char(' ') => self.toggle_mark(),
             KeyCode::Char('A') => self.mark_all(),
-            KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P' | 'L')) => {
+            KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P' | 'L' | 'e')) => {
                 if self.marks.is_empty() {
                     self.begin_action(c)
                 } else {

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use tui_input::Input;
 
 mod actions;
+mod correct;
 mod form;
 mod groups;
 pub(crate) mod incident;
@@ -19,6 +20,7 @@ mod stalled;
 mod status;
 mod update;
 
+pub use correct::summary as correction_summary;
 pub use form::{ActionKind, Form, FormStep};
 pub use groups::GroupsPanel;
 pub use marks::Marks;

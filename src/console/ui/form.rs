@@ -71,6 +71,11 @@ pub(super) fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     if let Some(summary) = form_summary(form) {
         lines.push(Line::from(summary));
     }
+    lines.extend(
+        crate::console::app::correction_summary(form)
+            .iter()
+            .map(|l| Line::from(esc(l))),
+    );
     match &form.step {
         FormStep::Choose(options) => {
             for (k, meaning) in options {
@@ -84,17 +89,7 @@ pub(super) fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
                 theme.style(Meaning::Muted),
             )));
         }
-        FormStep::Text { label, .. } => {
-            lines.push(Line::from(vec![
-                Span::styled(format!("{label}: "), theme.style(Meaning::Muted)),
-                Span::raw(esc(form.input.value())),
-                Span::raw("▏"),
-            ]));
-            lines.push(Line::from(Span::styled(
-                "Enter continues · Esc cancels",
-                theme.style(Meaning::Muted),
-            )));
-        }
+        FormStep::Text { label, .. } => lines.extend(text_lines(form, label, theme)),
         FormStep::Checking => {
             lines.extend(answer_lines(form, theme));
             lines.push(Line::from(Span::styled(
@@ -155,6 +150,26 @@ pub(super) fn draw_form(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     );
 }
 
+/// A text being typed (a redacted field's new value unseen, as dots) and how to go on.
+fn text_lines<'a>(form: &crate::console::app::Form, label: &str, theme: &Theme) -> [Line<'a>; 2] {
+    let typed = if form.secret {
+        "•".repeat(form.input.value().chars().count())
+    } else {
+        esc(form.input.value())
+    };
+    [
+        Line::from(vec![
+            Span::styled(format!("{label}: "), theme.style(Meaning::Muted)),
+            Span::raw(typed),
+            Span::raw("▏"),
+        ]),
+        Line::from(Span::styled(
+            "Enter continues · Esc cancels",
+            theme.style(Meaning::Muted),
+        )),
+    ]
+}
+
 /// What the form's title says it does.
 pub(super) fn form_verb(form: &crate::console::app::Form) -> &'static str {
     match form.kind {
@@ -184,6 +199,7 @@ pub(super) fn form_verb(form: &crate::console::app::Form) -> &'static str {
         }
         crate::console::app::ActionKind::Reveal => "Reveal a field of",
         crate::console::app::ActionKind::LookUp => "Look up",
+        crate::console::app::ActionKind::Correct => "Correct",
     }
 }
 
