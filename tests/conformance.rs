@@ -1859,7 +1859,15 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
     // projects deduplicates and can be looked up, crm can be looked up, sms neither
     let dests = ["projects", "crm", "sms"];
     // each action with well-formed details, as the rules' own `offered` asks them
-    let action = |o: Offer| o.sample();
+    // a correction's key is the operation's own next one (each copy is a key of its own)
+    let action = |o: Offer, key: &str| match o.sample() {
+        StaffAction::Correct { edits, note, .. } => StaffAction::Correct {
+            corrected_as: format!("{key}:c2"),
+            edits,
+            note,
+        },
+        a => a,
+    };
     let mut n = 0;
     let mut seen: std::collections::BTreeSet<(String, &str, &str)> = Default::default();
     // makes one operation in the situation; `None` when the situation cannot arise
@@ -1911,7 +1919,7 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
                                 seed(StaffAction::Release).await.ok()?;
                             }
                             "closed" => {
-                                seed(action(Offer::Close)).await.unwrap();
+                                seed(Offer::Close.sample()).await.unwrap();
                             }
                             _ => {}
                         }
@@ -1965,7 +1973,8 @@ async fn the_console_offers_exactly_what_the_ledger_accepts(db: &TestDb) {
                         let copy = make(state, claim, dest).await.unwrap();
                         // accepted: it did what the key says (a claim that changes nothing, or
                         // a "take-over" of a claim nobody holds, is a plain claim)
-                        let did = match as_role.staff().act(&copy, "alice", action(o)).await {
+                        let did = match as_role.staff().act(&copy, "alice", action(o, &copy)).await
+                        {
                             Ok(a) if o == Offer::TakeOver => a.kind == Some("claim_taken"),
                             Ok(a) => a.kind.is_some(),
                             Err(_) => false,
@@ -2269,7 +2278,8 @@ async fn the_review_counts_what_happened(db: &TestDb) {
     };
     let group = |open, oldest, unknown, resolved, p50: Option<i64>, p90: Option<i64>, auto| {
         json!({"open": open, "oldest_seconds": oldest, "unknown": unknown, "resolved": resolved,
-               "resolve_p50_seconds": p50, "resolve_p90_seconds": p90, "auto_pauses": auto})
+               "resolve_p50_seconds": p50, "resolve_p90_seconds": p90, "auto_pauses": auto,
+               "corrections": 0})
     };
     let week = serde_json::to_value(
         l.read()
@@ -2305,6 +2315,8 @@ async fn the_review_counts_what_happened(db: &TestDb) {
             "crm": group(1, Some(since_t3), 0, 1, Some(14_400), Some(14_400), 0),
         },
         "duplicates": {"cleaned_up": 1, "conflicts": 1, "prevented": 2},
+        // corrections are counted in tests/correct.rs
+        "corrections": 0,
         // no operation of this ledger belongs to a run (tests/runs.rs counts runs)
         "runs": no_runs(),
     });
@@ -2337,6 +2349,7 @@ async fn the_review_counts_what_happened(db: &TestDb) {
             "crm": group(1, Some(since_t3), 0, 0, None, None, 0),
         },
         "duplicates": {"cleaned_up": 0, "conflicts": 0, "prevented": 0},
+        "corrections": 0,
         "runs": no_runs(),
     });
     assert_eq!(day, expected, "1 day");
