@@ -1460,4 +1460,12 @@ async fn the_correction_form_at_80x24() {
         .unwrap();
     assert_eq!(made.op.corrects.as_deref(), Some("crm-sync-9005"));
     assert_eq!(made.payload["customer"]["name"], "[redacted]");
+    // the lineage in the detail pane: the original, closed, names its correction
+    press(&mut app, &f, key('4')).await;
+    let closed = render(&app, 80, 24);
+    assert!(
+        closed.contains("corrected as crm-sync-9005:c2 (pending)"),
+        "{closed}"
+    );
+    assert!(!closed.contains("Secretname"), "{closed}");
 }

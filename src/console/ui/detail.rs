@@ -143,6 +143,12 @@ pub(super) fn summary_lines<'a>(app: &App, theme: &Theme, row: &OperationView) -
     if let Some(r) = &row.reference {
         lines.push(Line::from(vec![label(theme, "ref"), Span::raw(esc(r))]));
     }
+    if let Some(k) = &row.corrects {
+        lines.push(Line::from(vec![
+            label(theme, "corrects"),
+            Span::raw(esc(k)),
+        ]));
+    }
     lines
 }
 
@@ -152,6 +158,21 @@ pub(super) fn loaded_lines<'a>(
     theme: &Theme,
     lines: &mut Vec<Line<'a>>,
 ) {
+    // the end of its chain of corrections, which answers for it (manual: Correcting a request)
+    if let Some(e) = &d.corrected_as {
+        let reference = e
+            .reference
+            .as_deref()
+            .map(|r| format!(", ref {}", esc(r)))
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            label(theme, "corrected"),
+            Span::styled(
+                format!(" as {} ({}{reference})", esc(&e.key), e.state),
+                state_style(theme, e.state),
+            ),
+        ]));
+    }
     // the run it belongs to, its steps in order (manual: Runs)
     if let Some(run) = &d.op.run {
         lines.push(Line::from(vec![label(theme, "run"), Span::raw(esc(run))]));
