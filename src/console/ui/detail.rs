@@ -158,21 +158,7 @@ pub(super) fn loaded_lines<'a>(
     theme: &Theme,
     lines: &mut Vec<Line<'a>>,
 ) {
-    // the end of its chain of corrections, which answers for it (manual: Correcting a request)
-    if let Some(e) = &d.corrected_as {
-        let reference = e
-            .reference
-            .as_deref()
-            .map(|r| format!(", ref {}", esc(r)))
-            .unwrap_or_default();
-        lines.push(Line::from(vec![
-            label(theme, "corrected"),
-            Span::styled(
-                format!(" as {} ({}{reference})", esc(&e.key), e.state),
-                state_style(theme, e.state),
-            ),
-        ]));
-    }
+    lines.extend(lineage(d, theme));
     // the run it belongs to, its steps in order (manual: Runs)
     if let Some(run) = &d.op.run {
         lines.push(Line::from(vec![label(theme, "run"), Span::raw(esc(run))]));
@@ -253,4 +239,21 @@ pub(super) fn loaded_lines<'a>(
         ]));
     }
     history_lines(&d.history, theme, lines);
+}
+
+/// The end of its chain of corrections, which answers for it (manual: Correcting a request).
+fn lineage<'a>(d: &crate::ledger::OperationDetail, theme: &Theme) -> Option<Line<'a>> {
+    let e = d.corrected_as.as_ref()?;
+    let reference = e
+        .reference
+        .as_deref()
+        .map(|r| format!(", ref {}", esc(r)))
+        .unwrap_or_default();
+    Some(Line::from(vec![
+        label(theme, "corrected"),
+        Span::styled(
+            format!(" as {} ({}{reference})", esc(&e.key), e.state),
+            state_style(theme, e.state),
+        ),
+    ]))
 }
