@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::domain::{Identity, Role};
+use crate::ledger::Ledger;
 
 /// A new bearer token: `settle_` and 32 random bytes in hex. Shown once; only its SHA-256 is
 /// kept (in the config).
@@ -108,13 +109,66 @@ pub fn bearer(header: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
-/// Each token's bucket: `burst` requests at once, refilled at `rate` a second.
+/// Each token's bucket: `burst` requests at once, refilled at `rate` a second. The bucket is the
+/// ledger's, shared by every settle process (manual: Running settle for a team): a process takes
+/// what the rate refills in [`HELD`] at a time and spends it; where the database cannot be asked,
+/// a bucket of this process's own stands in.
 #[derive(Default)]
 pub struct Rates {
+    /// This process's own buckets (the stand-in).
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    /// Requests taken from each token's shared bucket and not spent yet, and until when it was
+    /// found empty (asked again only after: a flood over the rate is refused here).
+    held: Mutex<HashMap<String, Held>>,
 }
 
+/// Requests held unspent; and, when the shared bucket was found empty, until when it is not asked
+/// again and when a request is back.
+type Held = (u32, Option<(Instant, Instant)>);
+
+/// How much of the rate a process takes from the shared bucket at once: what it refills in this
+/// time (at least one request). What a process holds unspent is at most this much of the rate.
+pub const HELD: Duration = Duration::from_millis(50);
+
 impl Rates {
+    /// Takes one request from `who`'s shared bucket (a few at a time from the ledger, spent
+    /// here): `Err(wait)` when it is empty, with how long until one is back.
+    pub async fn take_shared(&self, ledger: &Ledger, who: &Automation) -> Result<(), Duration> {
+        let now = Instant::now();
+        {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            match held.get_mut(&who.sha256) {
+                Some((n, _)) if *n > 0 => {
+                    *n -= 1;
+                    return Ok(());
+                }
+                Some((_, Some((ask_after, back)))) if *ask_after > now => {
+                    return Err(back.saturating_duration_since(now));
+                }
+                _ => {}
+            }
+        }
+        let burst = who.burst.max(1);
+        let chunk = ((who.rate * HELD.as_secs_f64()).floor() as u32).clamp(1, burst);
+        let taken = ledger.take_rate(&who.sha256, chunk, who.rate, burst).await;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mine = held.entry(who.sha256.clone()).or_default();
+        match taken {
+            Ok((0, wait)) => {
+                mine.1 = Some((now + wait.min(HELD), now + wait));
+                Err(wait)
+            }
+            Ok((n, _)) => {
+                *mine = (mine.0 + n - 1, None);
+                Ok(())
+            }
+            Err(_) => {
+                drop(held);
+                self.take(who, now)
+            }
+        }
+    }
+
     /// Takes one request from `who`'s bucket: `Err(wait)` when it is empty, with how long until
     /// one is back.
     pub fn take(&self, who: &Automation, now: Instant) -> Result<(), Duration> {

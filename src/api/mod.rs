@@ -175,8 +175,15 @@ fn authenticate(api: &Api, req: &Request) -> std::result::Result<Option<Automati
         .find(token)
         .cloned()
         .ok_or_else(|| unauthorized("this token is not one of [automations]"))?;
-    if let Err(wait) = api.rates.take(&who, Instant::now()) {
-        return Err(Failure::new(
+    Ok(Some(who))
+}
+
+/// The caller's rate: one budget across every settle process on the ledger
+/// (manual: Running settle for a team).
+async fn within_rate(api: &Api, who: &Automation) -> std::result::Result<(), Failure> {
+    match api.rates.take_shared(&api.ledger, who).await {
+        Ok(()) => Ok(()),
+        Err(wait) => Err(Failure::new(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limited",
             format!(
@@ -184,9 +191,8 @@ fn authenticate(api: &Api, req: &Request) -> std::result::Result<Option<Automati
                 who.name, who.rate, who.burst
             ),
         )
-        .retry_after(wait.as_secs_f64().ceil() as u64));
+        .retry_after(wait.as_secs_f64().ceil().max(1.0) as u64)),
     }
-    Ok(Some(who))
 }
 
 /// Every request: its id, its caller, its log line.
@@ -214,7 +220,10 @@ async fn around(State(api): State<Api>, mut req: Request, next: Next) -> Respons
     }
     .filter(|k| crate::domain::validate_key(k).is_ok())
     .map(str::to_string);
-    let who = authenticate(&api, &req);
+    let who = match authenticate(&api, &req) {
+        Ok(Some(w)) => within_rate(&api, &w).await.map(|()| Some(w)),
+        other => other,
+    };
     let automation = who
         .as_ref()
         .ok()

@@ -14,6 +14,7 @@ mod guards;
 mod handle;
 mod ingest;
 mod notices;
+mod rates;
 mod read;
 mod record;
 mod retention;

@@ -110,10 +110,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0019_corrections.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0019_corrections.sql"),
     },
+    Migration {
+        version: 20,
+        sqlite: include_str!("../../assets/migrations/sqlite/0020_rate_buckets.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0020_rate_buckets.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
