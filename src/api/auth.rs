@@ -2,7 +2,7 @@
 //! compared in constant time, and each token's rate (a token bucket).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -120,6 +120,9 @@ pub struct Rates {
     /// Requests taken from each token's shared bucket and not spent yet, and until when it was
     /// found empty (asked again only after: a flood over the rate is refused here).
     held: Mutex<HashMap<String, Held>>,
+    /// One take from each token's shared bucket at a time in this process: concurrent requests
+    /// wait for it and spend what it took, rather than each draining the bucket by a share.
+    taking: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// Requests held unspent; and, when the shared bucket was found empty, until when it is not asked
@@ -134,22 +137,22 @@ impl Rates {
     /// Takes one request from `who`'s shared bucket (a few at a time from the ledger, spent
     /// here): `Err(wait)` when it is empty, with how long until one is back.
     pub async fn take_shared(&self, ledger: &Ledger, who: &Automation) -> Result<(), Duration> {
+        if let Some(spent) = self.spend_held(who, Instant::now()) {
+            return spent;
+        }
+        let one = {
+            let mut taking = self.taking.lock().unwrap_or_else(|e| e.into_inner());
+            taking.entry(who.sha256.clone()).or_default().clone()
+        };
+        let _one = one.lock().await;
+        // another request may have taken while this one waited
         let now = Instant::now();
-        {
-            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-            match held.get_mut(&who.sha256) {
-                Some((n, _)) if *n > 0 => {
-                    *n -= 1;
-                    return Ok(());
-                }
-                Some((_, Some((ask_after, back)))) if *ask_after > now => {
-                    return Err(back.saturating_duration_since(now));
-                }
-                _ => {}
-            }
+        if let Some(spent) = self.spend_held(who, now) {
+            return spent;
         }
         let burst = who.burst.max(1);
-        let chunk = ((who.rate * HELD.as_secs_f64()).floor() as u32).clamp(1, burst);
+        // a share of the burst at most, so that other processes find requests in it too
+        let chunk = ((who.rate * HELD.as_secs_f64()).floor() as u32).clamp(1, (burst / 4).max(1));
         let taken = ledger.take_rate(&who.sha256, chunk, who.rate, burst).await;
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let mine = held.entry(who.sha256.clone()).or_default();
@@ -166,6 +169,22 @@ impl Rates {
                 drop(held);
                 self.take(who, now)
             }
+        }
+    }
+
+    /// One request spent from what this process holds of `who`'s shared bucket, or its wait
+    /// where the bucket was found empty a moment ago; `None`: the bucket is to be asked.
+    fn spend_held(&self, who: &Automation, now: Instant) -> Option<Result<(), Duration>> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get_mut(&who.sha256) {
+            Some((n, _)) if *n > 0 => {
+                *n -= 1;
+                Some(Ok(()))
+            }
+            Some((_, Some((ask_after, back)))) if *ask_after > now => {
+                Some(Err(back.saturating_duration_since(now)))
+            }
+            _ => None,
         }
     }
 
