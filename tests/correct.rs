@@ -95,9 +95,11 @@ async fn gateway(base: &str, key: &str, body: &Value) -> (u16, Value, BTreeMap<S
     (status, r.json().await.unwrap_or(Value::Null), headers)
 }
 
-/// The automation's rerun of `key` on the command line: `record` with these contents.
-fn record(d: &Drill, key: &str, body: &Value) -> (i32, String, String) {
-    d.output(&[
+/// The automation's rerun of `key` on the command line: `record` with these contents (and
+/// `more` arguments, e.g. its run).
+fn record_with(d: &Drill, key: &str, body: &Value, more: &[&str]) -> (i32, String, String) {
+    let body = body.to_string();
+    let mut args = vec![
         "record",
         "--key",
         key,
@@ -110,9 +112,14 @@ fn record(d: &Drill, key: &str, body: &Value) -> (i32, String, String) {
         "--action",
         "create_person",
         "--payload",
-        &body.to_string(),
-        "--json",
-    ])
+        &body,
+    ];
+    args.extend(more);
+    d.output(&args)
+}
+
+fn record(d: &Drill, key: &str, body: &Value) -> (i32, String, String) {
+    record_with(d, key, body, &["--json"])
 }
 
 /// Acceptance 1 and 3: rejected at the destination, corrected, sent once; the old key answers with
@@ -423,23 +430,8 @@ async fn a_chain_of_corrections(db: &TestDb) {
     let (dest, held) = destination();
     let text = config(&dest.base);
     let d = drill_with(&db.url, &text);
-    d.run(&[
-        "record",
-        "--key",
-        "onb-7",
-        "--workflow",
-        "onboarding",
-        "--step",
-        "create_person",
-        "--destination",
-        "people",
-        "--action",
-        "create_person",
-        "--payload",
-        r#"{"email":"none"}"#,
-        "--run",
-        "run-7",
-    ]);
+    let (code, out, err) = record_with(&d, "onb-7", &json!({"email": "none"}), &["--run", "run-7"]);
+    assert_eq!(code, 0, "{out}{err}");
     d.dispatch_until_settled();
     assert_eq!(d.show("onb-7")["state"], "rejected");
     // corrected, still without an @: rejected again
