@@ -1,7 +1,9 @@
 //! Many settle processes on one ledger (manual: Running settle for a team): they behave as one.
 //! A token's rate is one budget across every `settle serve --http` on the ledger: requests
-//! alternating between two servers get what one server alone gives, within 10%. On both backends
-//! (two processes on one SQLite file share it as two on PostgreSQL do).
+//! alternating between two servers get what one server alone gives, within 10%. One key's
+//! requests split over two servers are recorded, started and sent once, at the gateway and over
+//! the protocol. On both backends (two processes on one SQLite file share it as two on
+//! PostgreSQL do).
 
 mod common;
 
@@ -82,4 +84,90 @@ async fn a_tokens_rate_is_one_budget_across_servers(db: &TestDb) {
     );
 }
 
-both_backends!(a_tokens_rate_is_one_budget_across_servers);
+/// The gateway and the API's protocol with one key's requests split over two servers: one record,
+/// one start, one send. 20 keys, each sent 6 times at once, in turn to the two servers, at a
+/// destination that does not deduplicate: it holds one task per key.
+async fn one_keys_requests_split_over_two_servers(db: &TestDb) {
+    use common::Sim;
+    use common::api::{ALL, TOOL, tool_automation};
+    let sim = Sim::start(&["--no-dedupe"]);
+    let text = config_text(&format!(
+        "{}[destinations.tasks]\nurl = \"{}/tasks\"\ndedupes = false\ntimeout = \"5s\"\n",
+        tool_automation(),
+        sim.base
+    ));
+    let one = ApiServer::start_with(&db.url, &text, &[]);
+    let two = ApiServer::start_with(&db.url, &text, &[]);
+    let bases = [one.base.clone(), two.base.clone()];
+    let client = reqwest::Client::new();
+    let mut sent = tokio::task::JoinSet::new();
+    for k in 0..20 {
+        for i in 0..6 {
+            let (client, base) = (client.clone(), bases[i % 2].clone());
+            sent.spawn(async move {
+                client
+                    .post(format!("{base}/gateway/tasks/create_task"))
+                    .bearer_auth(TOOL)
+                    .header("idempotency-key", format!("split-{k}"))
+                    .json(&serde_json::json!({"title": format!("Task {k}")}))
+                    .send()
+                    .await
+                    .expect("the gateway answers")
+                    .status()
+                    .as_u16()
+            });
+        }
+    }
+    let mut codes = Vec::new();
+    while let Some(code) = sent.join_next().await {
+        codes.push(code.unwrap());
+    }
+    assert!(
+        codes.iter().all(|c| [200, 201, 409].contains(c)),
+        "a send, a replay or in flight: {codes:?}"
+    );
+    let (tasks, by_key) = sim.tasks();
+    assert_eq!(tasks, 20, "one task per key: {by_key:?}");
+    assert!(by_key.values().all(|n| *n == 1), "{by_key:?}");
+    // the protocol: one key recorded and started from both servers at once
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let (client, base) = (client.clone(), bases[i % 2].clone());
+        calls.spawn(async move {
+            let intent = serde_json::json!({"key": "split-api", "workflow": "onboarding",
+                "destination": "crm", "action": "a", "payload": {"n": 1}});
+            let recorded = client
+                .post(format!("{base}/v1/operations"))
+                .bearer_auth(ALL)
+                .json(&intent)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+            let started = client
+                .post(format!("{base}/v1/operations/split-api/start"))
+                .bearer_auth(ALL)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16();
+            (recorded, started)
+        });
+    }
+    let mut answers = Vec::new();
+    while let Some(a) = calls.join_next().await {
+        answers.push(a.unwrap());
+    }
+    let count = |f: &dyn Fn(&(u16, u16)) -> bool| answers.iter().filter(|a| f(a)).count();
+    assert_eq!(count(&|a| a.0 == 201), 1, "recorded once: {answers:?}");
+    assert_eq!(count(&|a| a.0 == 200), 7, "{answers:?}");
+    assert_eq!(count(&|a| a.1 == 200), 1, "started once: {answers:?}");
+    assert_eq!(count(&|a| a.1 == 409), 7, "{answers:?}");
+}
+
+both_backends!(
+    a_tokens_rate_is_one_budget_across_servers,
+    one_keys_requests_split_over_two_servers,
+);
