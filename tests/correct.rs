@@ -95,6 +95,21 @@ async fn gateway(base: &str, key: &str, body: &Value) -> (u16, Value, BTreeMap<S
     (status, r.json().await.unwrap_or(Value::Null), headers)
 }
 
+/// The old key's answer once its correction succeeded: nothing to send, done, with the
+/// correction's key and reference.
+fn answers_for_its_correction(answer: &Value) {
+    assert_eq!(
+        (
+            &answer["send"],
+            &answer["done"],
+            &answer["corrected_as"],
+            &answer["reference"]
+        ),
+        (&json!(false), &json!(true), &json!("p-1:c2"), &json!("T-1")),
+        "{answer}"
+    );
+}
+
 /// The automation's rerun of `key` on the command line: `record` with these contents (and
 /// `more` arguments, e.g. its run).
 fn record_with(d: &Drill, key: &str, body: &Value, more: &[&str]) -> (i32, String, String) {
@@ -176,16 +191,7 @@ async fn a_corrected_request_is_sent_once_and_the_old_key_answers_for_it(db: &Te
     let (code, out, err) = record(&d, "p-1", &original());
     assert_eq!(code, 0, "{out}{err}");
     let answer: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        (
-            &answer["send"],
-            &answer["done"],
-            &answer["corrected_as"],
-            &answer["reference"]
-        ),
-        (&json!(false), &json!(true), &json!("p-1:c2"), &json!("T-1")),
-        "{answer}"
-    );
+    answers_for_its_correction(&answer);
     let (code, _, err) = d.output(&["start", "--key", "p-1"]);
     assert_eq!(code, 3);
     assert!(err.contains("corrected as p-1:c2"), "{err}");
@@ -202,16 +208,7 @@ async fn a_corrected_request_is_sent_once_and_the_old_key_answers_for_it(db: &Te
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     let answer: Value = r.json().await.unwrap();
-    assert_eq!(
-        (
-            &answer["send"],
-            &answer["done"],
-            &answer["corrected_as"],
-            &answer["reference"]
-        ),
-        (&json!(false), &json!(true), &json!("p-1:c2"), &json!("T-1")),
-        "{answer}"
-    );
+    answers_for_its_correction(&answer);
 
     // five repeats at the gateway: the correction's replay, never a send
     for _ in 0..5 {

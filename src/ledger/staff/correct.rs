@@ -70,6 +70,15 @@ impl Staff<'_> {
         let mut bulk = self.bulk_preview_each(items, actor).await?;
         let keys: Vec<&str> = bulk.eligible.iter().map(String::as_str).collect();
         let ops = self.0.store.load_ops(&keys).await?;
+        // the corrections' keys taken already, asked in one statement
+        let new_keys: Vec<&str> = items
+            .iter()
+            .filter_map(|(_, a)| match a {
+                StaffAction::Correct { corrected_as, .. } => Some(corrected_as.as_str()),
+                _ => None,
+            })
+            .collect();
+        let taken = self.0.store.load_ops(&new_keys).await?;
         let mut lines = Vec::new();
         let mut eligible = Vec::new();
         for (key, action) in items {
@@ -87,7 +96,7 @@ impl Staff<'_> {
             if !bulk.eligible.contains(key) {
                 continue;
             }
-            if self.0.store.load_op(corrected_as).await?.is_some() {
+            if taken.contains_key(corrected_as.as_str()) {
                 let why = "its correction's key exists already".to_string();
                 bulk.refused.entry(why).or_default().push(key.clone());
                 continue;
