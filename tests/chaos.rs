@@ -18,6 +18,9 @@ fn short(postgres: bool) {
         common::checker::report(&outcome.violations)
     );
     assert!(outcome.left_moving.is_empty(), "{}", outcome.summary());
+    assert!(outcome.missing.is_empty(), "{}", outcome.summary());
+    // a share of the operations went through the two servers, each sent to both at once
+    assert!(outcome.tally.served > 0, "{}", outcome.summary());
     // the run did what it says: faults of every kind, kills, and (on PostgreSQL) the outages
     let t = &outcome.tally;
     for kind in ["reject", "drop", "late", "unavailable", "error"] {

@@ -36,9 +36,9 @@ pub(super) enum Pool {
 pub struct Store {
     pub(super) pool: Pool,
     pub(super) shown_url: String,
-    /// The URL as the driver takes it (it may hold a password): for a listener connection,
-    /// never printed.
-    pub(super) url: String,
+    /// The hosts of a multi-host URL (or one that asks for a writable host): searched again
+    /// when a connection cannot be had, so that the pools follow a failover.
+    pub(super) hosts: Option<std::sync::Arc<super::hosts::Hosts>>,
     /// PostgreSQL through PgBouncer in transaction pooling mode (`pgbouncer=true`): a session
     /// lasts one transaction, so no statement is named, every read runs in a transaction of its
     /// own, and changes are polled for rather than listened to.
@@ -186,19 +186,25 @@ impl Store {
         let pool = match &self.pool {
             Pool::Sqlite(p) => Pool::Sqlite(p.sibling(2)),
             Pool::Postgres(p) => Pool::Postgres(
-                PgPoolOptions::new()
-                    .max_connections(2)
-                    .min_connections(0)
-                    .idle_timeout(None)
-                    .test_before_acquire(false)
-                    .acquire_timeout(p.options().get_acquire_timeout())
-                    .connect_lazy_with((*p.connect_options()).clone()),
+                match &self.hosts {
+                    Some(hosts) => hosts.pool_options(),
+                    None => PgPoolOptions::new(),
+                }
+                .max_connections(2)
+                .min_connections(0)
+                .idle_timeout(None)
+                .test_before_acquire(false)
+                .acquire_timeout(p.options().get_acquire_timeout())
+                .connect_lazy_with((*p.connect_options()).clone()),
             ),
         };
+        if let (Pool::Postgres(p), Some(hosts)) = (&pool, &self.hosts) {
+            hosts.keep(p);
+        }
         Store {
             pool,
             shown_url: self.shown_url.clone(),
-            url: self.url.clone(),
+            hosts: self.hosts.clone(),
             bouncer: self.bouncer,
         }
     }
@@ -222,8 +228,21 @@ impl Store {
         }
     }
 
+    /// A pool's error, as the ledger reports it; with more than one host (or a writable one
+    /// asked for), the hosts are searched again in the background, and a host that takes no
+    /// writes any more is an outage to wait out, not a refusal.
     pub(super) fn err(&self, e: sqlx::Error) -> Error {
-        pg_error(&format!("database {}", self.shown_url), e)
+        let error = pg_error(&format!("database {}", self.shown_url), e);
+        match &self.hosts {
+            Some(hosts) => {
+                hosts.search();
+                match error {
+                    Error::Refused(why) => Error::Unavailable(why),
+                    other => other,
+                }
+            }
+            None => error,
+        }
     }
 
     /// A write transaction. SQLite's takes the write lock up front (`BEGIN IMMEDIATE`), so a
@@ -233,11 +252,9 @@ impl Store {
             Pool::Sqlite(p) => Ok(Tx::of(Open::Sqlite(
                 sqlite::Tx::begin(p.acquire().await?).await?,
             ))),
-            Pool::Postgres(p) => p
-                .begin()
+            Pool::Postgres(p) => watched(self, p.begin())
                 .await
-                .map(|t| Tx::of(Open::Postgres(t, Plans::EachCall)))
-                .map_err(|e| self.err(e)),
+                .map(|t| Tx::of(Open::Postgres(t, Plans::EachCall))),
         }
     }
 
@@ -245,16 +262,29 @@ impl Store {
     pub(crate) async fn conn(&self) -> Result<Conn> {
         match &self.pool {
             Pool::Sqlite(p) => p.acquire().await.map(Conn::Sqlite),
-            Pool::Postgres(p) if self.bouncer => p
-                .begin_with("BEGIN READ ONLY")
+            Pool::Postgres(p) if self.bouncer => watched(self, p.begin_with("BEGIN READ ONLY"))
                 .await
-                .map(Conn::Pinned)
-                .map_err(|e| self.err(e)),
-            Pool::Postgres(p) => p
-                .acquire()
-                .await
-                .map(Conn::Postgres)
-                .map_err(|e| self.err(e)),
+                .map(Conn::Pinned),
+            Pool::Postgres(p) => watched(self, p.acquire()).await.map(Conn::Postgres),
+        }
+    }
+}
+
+/// A connection from the pool, its error as the ledger reports it; with more than one host,
+/// one slow to come sets the hosts searched (a failover under way) while the wait goes on.
+async fn watched<T>(
+    store: &Store,
+    connect: impl std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+) -> Result<T> {
+    let mut connect = std::pin::pin!(connect);
+    let Some(hosts) = &store.hosts else {
+        return connect.await.map_err(|e| store.err(e));
+    };
+    match tokio::time::timeout(super::hosts::SLOW, &mut connect).await {
+        Ok(done) => done.map_err(|e| store.err(e)),
+        Err(_) => {
+            hosts.search();
+            connect.await.map_err(|e| store.err(e))
         }
     }
 }

@@ -5,6 +5,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use super::bouncer::name_no_statements;
 use super::conn::{Pool, Store};
 use super::driver::pg_error;
+use super::hosts::{self, Hosts, Wants};
 use super::open::{self, Backend, Profile, display_url, prepare_sqlite_file, sqlite_file};
 use super::{migrate, sqlite};
 use crate::error::{Error, Result};
@@ -26,6 +27,7 @@ impl Store {
             Backend::Sqlite => (url.to_string(), false),
         };
         let url = url.as_str();
+        let mut hosts = None;
         let pool = match backend {
             Backend::Sqlite if url.contains(":memory:") => {
                 return Err(Error::Invalid(
@@ -49,32 +51,55 @@ impl Store {
                 Pool::Sqlite(pool)
             }
             Backend::Postgres => {
-                // settle stores no floats, and a stock PgBouncer refuses this parameter
-                let mut options = url
-                    .parse::<PgConnectOptions>()
-                    .map_err(cannot)?
-                    .extra_float_digits(None);
+                let (urls, wants) = hosts::split(url)?;
+                let mut each = Vec::new();
+                for url in &urls {
+                    // settle stores no floats, and a stock PgBouncer refuses this parameter
+                    let mut options = url
+                        .parse::<PgConnectOptions>()
+                        .map_err(cannot)?
+                        .extra_float_digits(None);
+                    if bouncer {
+                        options = options.statement_cache_capacity(0);
+                    }
+                    each.push(options);
+                }
                 if bouncer {
-                    options = options.statement_cache_capacity(0);
                     name_no_statements();
                 }
-                Pool::Postgres(
-                    PgPoolOptions::new()
-                        .max_connections(max)
-                        .idle_timeout(profile.idle_timeout())
-                        // a server connection may have died since it was last used
-                        .test_before_acquire(true)
-                        .acquire_timeout(profile.acquire_timeout())
-                        .connect_with(options)
-                        .await
-                        .map_err(cannot)?,
-                )
+                let (options, pool, found) = match each.len() > 1 || wants == Wants::ReadWrite {
+                    true => {
+                        let found = Hosts::new(each, wants);
+                        let i = found.find().await.map_err(|why| {
+                            Error::Unavailable(format!(
+                                "cannot open database {shown_url}: no host would do: {why}"
+                            ))
+                        })?;
+                        found.start_at(i);
+                        (found.current(), found.pool_options(), Some(found))
+                    }
+                    false => (each.remove(0), PgPoolOptions::new(), None),
+                };
+                let pool = pool
+                    .max_connections(max)
+                    .idle_timeout(profile.idle_timeout())
+                    // a server connection may have died since it was last used
+                    .test_before_acquire(true)
+                    .acquire_timeout(profile.acquire_timeout())
+                    .connect_with(options)
+                    .await
+                    .map_err(cannot)?;
+                if let Some(found) = &found {
+                    found.keep(&pool);
+                }
+                hosts = found;
+                Pool::Postgres(pool)
             }
         };
         let store = Store {
             pool,
             shown_url,
-            url: url.to_string(),
+            hosts,
             bouncer,
         };
         migrate::migrate(&store).await?;

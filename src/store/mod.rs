@@ -29,6 +29,7 @@ mod counts;
 mod driver;
 mod group_load;
 mod history;
+mod hosts;
 mod migrate;
 mod notify;
 mod open;

@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use super::bouncer::pg_statement;
 
+use super::conn::Pool;
 use super::{Backend, Open, Store};
 use crate::error::Result;
 
@@ -74,7 +75,22 @@ impl Store {
         if self.backend() != Backend::Postgres || self.bouncer {
             return None;
         }
-        let mut l = sqlx::postgres::PgListener::connect(&self.url).await.ok()?;
+        let Pool::Postgres(main) = &self.pool else {
+            return None;
+        };
+        // a pool of its own, of one connection, through which the listener reconnects (to the
+        // writable host of the moment, where there are more than one)
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .connect_with((*main.connect_options()).clone())
+            .await
+            .ok()?;
+        if let Some(hosts) = &self.hosts {
+            hosts.keep(&pool);
+        }
+        let mut l = sqlx::postgres::PgListener::connect_with(&pool).await.ok()?;
         l.listen("settle_events").await.ok()?;
         Some(Listener(l))
     }

@@ -4,7 +4,9 @@
 //! late, unavailable, error) and 5-50 ms of latency: `crm` deduplicates, `projects` does not but
 //! can be looked up, `sms` neither. Against them, all at once:
 //!
-//! - the automation: `settle ingest` of the operations, in chunks, at a steady pace;
+//! - the automation, in chunks at a steady pace: every other chunk through `settle ingest`, the
+//!   others over the HTTP API, each operation recorded through two `settle serve --http` at once
+//!   (one key's requests split over the two servers);
 //! - two `settle dispatch` processes, one of them killed with SIGKILL at a random moment every few
 //!   seconds and started again (and any that exits by itself, as in an outage, started again);
 //! - the manual's `onboard.sh` (the three-step protocol script, as it stands in docs/automations.md),
@@ -12,7 +14,11 @@
 //! - a person at the command line (`pat`): claim, release, reconcile from the destination's own
 //!   records (found with the task's id, or absent), retry, close as abandoned, at random;
 //! - on PostgreSQL (a cluster of the run's own): a restart (fast) at a quarter of the ingest, every
-//!   client connection cut at 45%, a crash restart (immediate) at 65%.
+//!   client connection cut at 45%, a crash restart (immediate) at 65%;
+//! - or, in the failover drill, a primary and a synchronous standby, reached through a multi-host
+//!   URL: at half the ingest the primary is stopped as in a crash (`-m immediate`) and the standby
+//!   promoted. No dispatcher is killed then: each process must carry on by itself, and the drill
+//!   measures when each did (a server's first answer, a dispatcher's first attempt recorded).
 //!
 //! Then the dispatchers are killed for the last time, the person lets go of what they hold, and
 //! after the attempt timeout a `settle sweep` and a `settle dispatch --until-settled` run; the
@@ -32,6 +38,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::api::ApiServer;
 use super::checker::{self, Destination, Violation};
 use super::cluster::Cluster;
 use super::{Killed, Sim};
@@ -50,6 +57,8 @@ pub struct Plan {
     pub rate: usize,
     /// A PostgreSQL of the run's own (restarted twice, its connections cut once); else SQLite.
     pub postgres: bool,
+    /// PostgreSQL as a primary and a synchronous standby, failed over at half the ingest.
+    pub failover: bool,
 }
 
 impl Plan {
@@ -64,8 +73,29 @@ impl Plan {
             runs: total / 30,
             rate: 80,
             postgres,
+            failover: false,
         }
     }
+
+    /// The failover drill of `total` operations on a primary and its synchronous standby.
+    pub fn failover(seed: u64, total: usize) -> Plan {
+        Plan {
+            failover: true,
+            ..Plan::of(seed, total, true)
+        }
+    }
+}
+
+/// What the failover drill saw.
+#[derive(Debug, Default)]
+pub struct Failover {
+    /// Operations the automation had been told were recorded when the primary stopped.
+    pub acked: usize,
+    /// From the stop until the standby took writes.
+    pub promoted: Duration,
+    /// Each long-running process, and when (from the stop) it carried on; `None`: not within
+    /// half a minute.
+    pub carried_on: Vec<(String, Option<Duration>)>,
 }
 
 /// What the run injected and did, counted as it went.
@@ -82,6 +112,9 @@ pub struct Tally {
     pub person: BTreeMap<String, usize>,
     pub db_restarts: usize,
     pub db_cuts: usize,
+    /// Operations the automation recorded over the HTTP API (each through both servers).
+    pub served: usize,
+    pub failover: Option<Failover>,
 }
 
 /// What a chaos run found.
@@ -100,6 +133,8 @@ pub struct Outcome {
     /// retry_wait, in_flight): key, state, claim, next step. None is expected once the person has
     /// let go of every claim.
     pub left_moving: Vec<String>,
+    /// Keys the automation was told were recorded that the ledger does not hold.
+    pub missing: Vec<String>,
 }
 
 impl Outcome {
@@ -122,13 +157,17 @@ impl Outcome {
             "chaos on {} seed {}: {} operations ({} ingested, {} script runs) in {:.0} s\n\
              injected: {faults} faults of {} requests {:?}; dispatchers killed {}, ended by \
              themselves {}; script runs {} (killed {}, stopped for a person {}); database restarts \
-             {}, connection cuts {}\n\
+             {}, connection cuts {}; recorded over HTTP {}; failover {:?}\n\
              person: {:?}\n\
              destinations hold {} tasks; states {:?}\n\
-             left to automation after the last dispatch: {:?}\n\
+             left to automation after the last dispatch: {:?}; recorded and missing: {:?}\n\
              violations by invariant 1-6: {:?}\n\
              replay: SETTLE_CHAOS_SEED={} SETTLE_CHAOS_OPS={} SETTLE_CHAOS_DB={} cargo bench --bench chaos",
-            if p.postgres { "PostgreSQL" } else { "SQLite" },
+            match (p.postgres, p.failover) {
+                (_, true) => "PostgreSQL failing over",
+                (true, _) => "PostgreSQL",
+                _ => "SQLite",
+            },
             p.seed,
             self.operations,
             p.ops,
@@ -143,14 +182,21 @@ impl Outcome {
             t.script_stops,
             t.db_restarts,
             t.db_cuts,
+            t.served,
+            t.failover,
             t.person,
             self.tasks,
             self.states,
             self.left_moving,
+            self.missing,
             inv,
             p.seed,
             p.total,
-            if p.postgres { "postgres" } else { "sqlite" },
+            match (p.postgres, p.failover) {
+                (_, true) => "failover",
+                (true, _) => "postgres",
+                _ => "sqlite",
+            },
         )
     }
 }
@@ -162,11 +208,16 @@ const DESTS: [(&str, bool, bool); 3] = [
     ("sms", false, false),
 ];
 
-/// The database under test: a file of the run's own, or a cluster of its own.
+/// The database under test: a file of the run's own, a cluster of its own, or a primary and its
+/// synchronous standby.
 enum Db {
     Sqlite(tempfile::TempDir),
     Postgres(Cluster),
+    Pair(Cluster, Cluster),
 }
+
+/// The automation's token on the HTTP API.
+const TOKEN: &str = "settle_c4a05c4a05c4a05c4a05c4a05c4a05c4a05c4a05c4a05c4a05c4a05c4a05c4a0";
 
 /// How every process of the run calls settle.
 struct Env {
@@ -214,6 +265,10 @@ impl Env {
             .unwrap();
         Killed(
             self.settle("chaos-dispatch", &["dispatch", "--concurrency", "16"])
+                .env(
+                    "SETTLE_LOG_FILE",
+                    self.dir.join(format!("dispatcher-{n}.log")),
+                )
                 .stdout(Stdio::null())
                 .stderr(err)
                 .spawn()
@@ -238,7 +293,7 @@ pub fn run(plan: &Plan) -> Outcome {
             Sim::start(&args)
         })
         .collect();
-    let (db, url) = open_database(plan.postgres);
+    let (db, url) = open_database(plan);
     let dir = tempfile::tempdir().unwrap();
     let env = Env {
         db: url.clone(),
@@ -248,12 +303,19 @@ pub fn run(plan: &Plan) -> Outcome {
     std::fs::write(&env.config, config(&sims)).unwrap();
     let (code, _, err) = env.run("ops", &["init"]);
     assert_eq!(code, 0, "settle init: {err}");
+    let config_text = std::fs::read_to_string(&env.config).unwrap();
+    let servers: Vec<ApiServer> = (0..2)
+        .map(|_| ApiServer::start_with(&url, &config_text, &[]))
+        .collect();
+    let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
 
     let tally = Mutex::new(Tally::default());
     let progress = AtomicUsize::new(0);
     let (ingested, stop) = (AtomicBool::new(false), AtomicBool::new(false));
     std::thread::scope(|s| {
-        let chaos = s.spawn(|| dispatchers(&env, plan.seed, &stop, &tally));
+        // a panic in this thread (the automation's) stops the others rather than leave them running
+        let _stops = Stops(&ingested, &stop);
+        let chaos = s.spawn(|| dispatchers(&env, plan, &stop, &tally));
         let person = s.spawn(|| person(&env, &sims, plan.seed, &stop, &tally));
         let scripts: Vec<_> = (0..2)
             .map(|k| {
@@ -261,10 +323,21 @@ pub fn run(plan: &Plan) -> Outcome {
                 s.spawn(move || scripts(env, sims, plan, k, tally))
             })
             .collect();
-        if let Db::Postgres(cluster) = &db {
-            s.spawn(|| outages(cluster, plan.ops, &progress, &ingested, &tally));
+        match &db {
+            Db::Postgres(cluster) => {
+                s.spawn(|| outages(cluster, plan.ops, &progress, &ingested, &tally));
+            }
+            Db::Pair(primary, standby) => {
+                let (env, bases, progress, tally) = (&env, &bases, &progress, &tally);
+                let ingested = &ingested;
+                s.spawn(move || {
+                    let seen = failover(primary, standby, env, bases, plan.ops, progress, ingested);
+                    tally.lock().unwrap().failover = seen;
+                });
+            }
+            Db::Sqlite(_) => {}
         }
-        automation(&env, plan, &progress);
+        tally.lock().unwrap().served = automation(&env, plan, &bases, &progress);
         ingested.store(true, Ordering::SeqCst);
         for script in scripts {
             script.join().unwrap();
@@ -286,7 +359,12 @@ pub fn run(plan: &Plan) -> Outcome {
             dedupes: *dedupes,
         })
         .collect();
-    let violations = checker::check_blocking(&url, &dests, true);
+    // the checker reads the ledger on one host: after the drill, the promoted standby's
+    let checked = match &db {
+        Db::Pair(_, standby) => standby.url("postgres"),
+        _ => url.clone(),
+    };
+    let violations = checker::check_blocking(&checked, &dests, true);
     let (code, out, err) = env.run(
         "ops",
         &[
@@ -299,6 +377,21 @@ pub fn run(plan: &Plan) -> Outcome {
     );
     assert_eq!(code, 0, "settle list: {err}");
     let left: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let (code, out, err) = env.run(
+        "ops",
+        &["list", "--all", "--json", "--where", "workflow:sync"],
+    );
+    assert_eq!(code, 0, "settle list: {err}");
+    let listed: std::collections::BTreeSet<String> =
+        serde_json::from_str::<Vec<serde_json::Value>>(&out)
+            .unwrap()
+            .iter()
+            .filter_map(|o| o["key"].as_str().map(str::to_string))
+            .collect();
+    let missing = (0..plan.ops)
+        .map(|i| format!("{}-{i}", DESTS[i % DESTS.len()].0))
+        .filter(|key| !listed.contains(key))
+        .collect();
     let left_moving = left
         .iter()
         .map(|o| {
@@ -323,6 +416,7 @@ pub fn run(plan: &Plan) -> Outcome {
     let stats: serde_json::Value = serde_json::from_str(&out).unwrap();
     let states: BTreeMap<String, u64> =
         serde_json::from_value(stats["by_state"].clone()).unwrap_or_default();
+    drop(servers);
     drop(db);
     Outcome {
         plan: plan.clone(),
@@ -335,11 +429,29 @@ pub fn run(plan: &Plan) -> Outcome {
         duration: began.elapsed(),
         violations,
         left_moving,
+        missing,
     }
 }
 
-fn open_database(postgres: bool) -> (Db, String) {
-    if postgres {
+/// Sets both flags when dropped, as at the end of the run or in a panic.
+struct Stops<'a>(&'a AtomicBool, &'a AtomicBool);
+
+impl Drop for Stops<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+        self.1.store(true, Ordering::SeqCst);
+    }
+}
+
+fn open_database(plan: &Plan) -> (Db, String) {
+    if plan.failover {
+        let (primary, standby) = Cluster::synchronous_pair();
+        let url = format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+            primary.port, standby.port
+        );
+        (Db::Pair(primary, standby), url)
+    } else if plan.postgres {
         let cluster = Cluster::primary();
         let url = cluster.url("postgres");
         (Db::Postgres(cluster), url)
@@ -351,7 +463,11 @@ fn open_database(postgres: bool) -> (Db, String) {
 }
 
 fn config(sims: &[Sim]) -> String {
-    let mut text = String::from("attempt_timeout = \"2s\"\n");
+    let mut text = format!(
+        "attempt_timeout = \"2s\"\n[automations.chaos]\ntoken_sha256 = \"{}\"\nworkflows = [\"*\"]\n\
+         rate = \"100000/s\"\nburst = 100000\n",
+        super::api::sha256(TOKEN)
+    );
     for ((name, dedupes, lookup), sim) in DESTS.iter().zip(sims) {
         let base = &sim.base;
         text.push_str(&format!(
@@ -377,38 +493,92 @@ fn nap(d: Duration, stop: &AtomicBool) -> bool {
     !stop.load(Ordering::SeqCst)
 }
 
-/// The automation: every operation ingested, in chunks at `plan.rate` a second; an ingest that
-/// meets the database down is run again (ingest is idempotent).
-fn automation(env: &Env, plan: &Plan, progress: &AtomicUsize) {
+/// The automation: every operation recorded, in chunks at `plan.rate` a second: even chunks
+/// through `settle ingest`, odd ones over the HTTP API, each operation sent to both servers at
+/// once. An ingest or a request that meets the database down is made again (both are
+/// idempotent). How many went over HTTP.
+fn automation(env: &Env, plan: &Plan, bases: &[String], progress: &AtomicUsize) -> usize {
     let chunk = (plan.rate / 2).max(1);
     let file = env.dir.join("intents.jsonl");
-    for from in (0..plan.ops).step_by(chunk) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let mut served = 0;
+    for (n, from) in (0..plan.ops).step_by(chunk).enumerate() {
         let to = (from + chunk).min(plan.ops);
-        let text: String = (from..to)
-            .map(|i| {
-                let dest = DESTS[i % DESTS.len()].0;
-                format!("{{\"type\":\"intent\",\"key\":\"{dest}-{i}\",\"workflow\":\"sync\",\"step\":\"{dest}\",\"destination\":\"{dest}\",\"action\":\"create\",\"payload\":{{\"n\":{i}}}}}\n")
-            })
-            .collect();
-        std::fs::write(&file, text).unwrap();
         let paced = Instant::now() + Duration::from_millis(500);
-        for tries in 0.. {
-            let (code, _, err) = env.run("sync-bot", &["ingest", file.to_str().unwrap()]);
-            match code {
-                0 => break,
-                4 if tries < 600 => std::thread::sleep(Duration::from_millis(200)),
-                _ => panic!("settle ingest: exit {code}: {err}"),
+        let intents = (from..to).map(|i| {
+            let dest = DESTS[i % DESTS.len()].0;
+            serde_json::json!({"key": format!("{dest}-{i}"), "workflow": "sync", "step": dest,
+                "destination": dest, "action": "create", "payload": {"n": i}})
+        });
+        if n % 2 == 1 {
+            for intent in intents {
+                runtime.block_on(record_twice(&client, bases, &intent));
+                served += 1;
+            }
+        } else {
+            let text: String = intents
+                .map(|mut i| {
+                    i["type"] = "intent".into();
+                    format!("{i}\n")
+                })
+                .collect();
+            std::fs::write(&file, text).unwrap();
+            for tries in 0.. {
+                let (code, _, err) = env.run("sync-bot", &["ingest", file.to_str().unwrap()]);
+                match code {
+                    0 => break,
+                    4 if tries < 600 => std::thread::sleep(Duration::from_millis(200)),
+                    _ => panic!("settle ingest: exit {code}: {err}"),
+                }
             }
         }
         progress.store(to, Ordering::SeqCst);
         std::thread::sleep(paced.saturating_duration_since(Instant::now()));
     }
+    served
 }
 
-/// Two dispatchers under fire: one killed every 1-5 s and started again; one that ended by
-/// itself started again.
-fn dispatchers(env: &Env, seed: u64, stop: &AtomicBool, tally: &Mutex<Tally>) {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0xd15);
+/// Records `intent` through every server at once, each until it answers that it is recorded
+/// (201, or 200 for the other's); a server that cannot reach the database is asked again.
+async fn record_twice(client: &reqwest::Client, bases: &[String], intent: &serde_json::Value) {
+    tokio::join!(
+        record(client, &bases[0], intent),
+        record(client, &bases[1], intent)
+    );
+}
+
+async fn record(client: &reqwest::Client, base: &str, intent: &serde_json::Value) {
+    for _ in 0..600 {
+        let sent = client
+            .post(format!("{base}/v1/operations"))
+            .bearer_auth(TOKEN)
+            .json(intent)
+            .send()
+            .await;
+        let Ok(answer) = sent else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        match answer.status().as_u16() {
+            200 | 201 => return,
+            503 => tokio::time::sleep(Duration::from_millis(200)).await,
+            other => panic!(
+                "POST {base}/v1/operations {intent}: {other} {}",
+                answer.text().await.unwrap_or_default()
+            ),
+        }
+    }
+    panic!("POST {base}/v1/operations {intent}: no answer in two minutes");
+}
+
+/// Two dispatchers under fire: one killed every 1-5 s and started again (not in the failover
+/// drill, where each must carry on by itself); one that ended by itself started again.
+fn dispatchers(env: &Env, plan: &Plan, stop: &AtomicBool, tally: &Mutex<Tally>) {
+    let mut rng = StdRng::seed_from_u64(plan.seed ^ 0xd15);
     let mut running: Vec<Killed> = (0..2).map(|n| env.dispatcher(n)).collect();
     loop {
         let next = Instant::now() + Duration::from_millis(rng.random_range(1000..5000));
@@ -424,6 +594,9 @@ fn dispatchers(env: &Env, seed: u64, stop: &AtomicBool, tally: &Mutex<Tally>) {
             }
         }
         let n = rng.random_range(0..running.len());
+        if plan.failover {
+            continue;
+        }
         running[n].kill_9();
         tally.lock().unwrap().dispatcher_kills += 1;
         running[n] = env.dispatcher(n);
@@ -636,6 +809,80 @@ fn outages(
             tally.lock().unwrap().db_restarts += 1;
         }
     }
+}
+
+/// The failover drill: at half the ingest the primary stops as in a crash and the standby is
+/// promoted; then, every 100 ms for up to half a minute, when each long-running process carried on
+/// by itself: a server once it answers a read, a dispatcher once it records an attempt (a line
+/// its log gains after the promotion: nothing could be recorded between the stop and then).
+fn failover(
+    primary: &Cluster,
+    standby: &Cluster,
+    env: &Env,
+    bases: &[String],
+    ops: usize,
+    progress: &AtomicUsize,
+    ingested: &AtomicBool,
+) -> Option<Failover> {
+    while progress.load(Ordering::SeqCst) < ops / 2 {
+        if ingested.load(Ordering::SeqCst) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let acked = progress.load(Ordering::SeqCst);
+    primary.stop("immediate");
+    let stopped = Instant::now();
+    standby.promote();
+    let promoted = stopped.elapsed();
+    let logs: Vec<PathBuf> = (0..2)
+        .map(|n| env.dir.join(format!("dispatcher-{n}.log")))
+        .collect();
+    let attempts = |log: &PathBuf| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .matches(" attempt ")
+            .count()
+    };
+    let before: Vec<usize> = logs.iter().map(attempts).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let answers = |base: &String| {
+        runtime.block_on(async {
+            let sent = client
+                .get(format!("{base}/v1/operations?limit=1"))
+                .bearer_auth(TOKEN)
+                .timeout(Duration::from_secs(1))
+                .send()
+                .await;
+            sent.is_ok_and(|a| a.status() == 200)
+        })
+    };
+    let mut carried_on: Vec<(String, Option<Duration>)> = (0..2)
+        .map(|n| (format!("server {n}"), None))
+        .chain((0..2).map(|n| (format!("dispatcher {n}"), None)))
+        .collect();
+    while carried_on.iter().any(|c| c.1.is_none()) && stopped.elapsed() < Duration::from_secs(30) {
+        for (n, base) in bases.iter().enumerate() {
+            if carried_on[n].1.is_none() && answers(base) {
+                carried_on[n].1 = Some(stopped.elapsed());
+            }
+        }
+        for (n, log) in logs.iter().enumerate() {
+            if carried_on[2 + n].1.is_none() && attempts(log) > before[n] {
+                carried_on[2 + n].1 = Some(stopped.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(Failover {
+        acked,
+        promoted,
+        carried_on,
+    })
 }
 
 /// The end: the person lets go, and past the attempt timeout a sweep and a dispatcher that runs

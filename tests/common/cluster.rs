@@ -88,16 +88,53 @@ impl Cluster {
     /// Stops the server (`fast`: clients told; `immediate`: a crash, recovered from the WAL at
     /// start) and starts it again on the same port.
     pub fn restart(&self, mode: &str) {
+        self.stop(mode);
+        self.start();
+    }
+
+    /// Stops the server (`immediate`: as a crash, or a machine that is gone).
+    pub fn stop(&self, mode: &str) {
         as_postgres(
             &format!("{BIN}/pg_ctl"),
             &["-D", s(&self.data), "-m", mode, "-w", "stop"],
         );
-        self.start();
+    }
+
+    /// Promotes this standby to a primary, and waits until it takes writes.
+    pub fn promote(&self) {
+        as_postgres(
+            &format!("{BIN}/pg_ctl"),
+            &["-D", s(&self.data), "-w", "promote"],
+        );
+    }
+
+    /// A primary whose commits wait until its standby has them (`synchronous_standby_names`),
+    /// and that standby, streaming.
+    pub fn synchronous_pair() -> (Cluster, Cluster) {
+        let primary = Cluster::primary();
+        let standby = primary.standby();
+        // set after the base backup, so that the standby (once promoted) waits for no one
+        primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'");
+        primary.sql("SELECT pg_reload_conf()");
+        super::wait_until(
+            "the standby streams synchronously",
+            std::time::Duration::from_secs(30),
+            || primary.sql("SELECT string_agg(sync_state, ',') FROM pg_stat_replication") == "sync",
+        );
+        (primary, standby)
     }
 
     /// Cuts every client's connection (`pg_terminate_backend`), as a failover or a network
     /// blip does; the server stays up.
     pub fn cut_connections(&self) {
+        self.sql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+        );
+    }
+
+    /// Runs `sql` in database `postgres` as `postgres`: what it printed, trimmed.
+    pub fn sql(&self, sql: &str) -> String {
         let out = Command::new("psql")
             .args([
                 "-h",
@@ -111,17 +148,15 @@ impl Cluster {
             ])
             .arg(self.port.to_string())
             .arg("-c")
-            .arg(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
-            )
+            .arg(sql)
             .output()
             .unwrap();
         assert!(
             out.status.success(),
-            "cut connections: {}",
+            "{sql}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// The URL of database `db` on this cluster.
