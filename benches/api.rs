@@ -7,7 +7,12 @@
 //!      real `settle serve --http` (target: HTTP >= 0.8x the library's operations a second), with
 //!      the HTTP requests' p50 and p99 (target on PostgreSQL: p99 <= 10 ms);
 //!   2. 1,000 requests a second (record, start, attempt in turn) for SETTLE_BENCH_SECONDS
-//!      (default 60) from 64 clients: requests sent, errors (target: none), p99.
+//!      (default 60) from 64 clients: requests sent, errors (target: none), p99;
+//!   3. two `settle serve --http` on one database, the 64 clients split between them, against
+//!      one server, in turns (SETTLE_BENCH_ROUNDS, default 3, each on fresh databases): operations
+//!      a second, two against one (target >= 0.9x: the token's rate, one budget across both,
+//!      costs nothing); then 2. again over both (target: no error). SETTLE_BENCH_TWO_ONLY=1 runs
+//!      this part alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,8 +121,9 @@ async fn request(
     }
 }
 
-/// 64 concurrent HTTP clients: operations a second and every request's latency.
-async fn over_http(base: &str, ops: usize, prefix: &str) -> (f64, Vec<Duration>) {
+/// 64 concurrent HTTP clients, client `c` to server `c % bases.len()`: operations a second and
+/// every request's latency.
+async fn over_http(bases: &[String], ops: usize, prefix: &str) -> (f64, Vec<Duration>) {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(CLIENTS)
         .build()
@@ -126,7 +132,11 @@ async fn over_http(base: &str, ops: usize, prefix: &str) -> (f64, Vec<Duration>)
     let t = Instant::now();
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|c| {
-            let (http, base, lat) = (http.clone(), base.to_string(), latencies.clone());
+            let (http, base, lat) = (
+                http.clone(),
+                bases[c % bases.len()].clone(),
+                latencies.clone(),
+            );
             let prefix = prefix.to_string();
             tokio::spawn(async move {
                 let mut mine = Vec::new();
@@ -148,8 +158,9 @@ async fn over_http(base: &str, ops: usize, prefix: &str) -> (f64, Vec<Duration>)
     (rate, v)
 }
 
-/// 1,000 requests a second for `seconds`, paced: (sent, errors, latencies).
-async fn sustained(base: &str, seconds: u64) -> (usize, Vec<String>, Vec<Duration>) {
+/// 1,000 requests a second for `seconds`, paced, client `c` to server `c % bases.len()`: (sent,
+/// errors, latencies).
+async fn sustained(bases: &[String], seconds: u64) -> (usize, Vec<String>, Vec<Duration>) {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(CLIENTS)
         .build()
@@ -159,7 +170,11 @@ async fn sustained(base: &str, seconds: u64) -> (usize, Vec<String>, Vec<Duratio
     let results = Arc::new(Mutex::new((0usize, Vec::new(), Vec::new())));
     let tasks: Vec<_> = (0..CLIENTS)
         .map(|c| {
-            let (http, base, results) = (http.clone(), base.to_string(), results.clone());
+            let (http, base, results) = (
+                http.clone(),
+                bases[c % bases.len()].clone(),
+                results.clone(),
+            );
             tokio::spawn(async move {
                 // each client a millisecond after the one before: 1,000 requests a second
                 // spread evenly, not 64 at once every 64 ms
@@ -208,10 +223,15 @@ async fn main() {
         println!("library on {backend}, {n} tasks: {rate:.0} operations/s");
         return;
     }
+    // part 3 alone (SETTLE_BENCH_TWO_ONLY=1)
+    if std::env::var_os("SETTLE_BENCH_TWO_ONLY").is_some() {
+        two_servers(dir.path(), ops, seconds).await;
+        return;
+    }
     let lib = library(&lib_url, ops, CLIENTS).await;
     let (http_url, _http_db) = common::bench_db(dir.path(), "http").await;
     let server = ApiServer::start(&http_url, "");
-    let (http, mut lat) = over_http(&server.base, ops, "http").await;
+    let (http, mut lat) = over_http(std::slice::from_ref(&server.base), ops, "http").await;
     let (p50, p99) = (percentile(&mut lat, 0.5), percentile(&mut lat, 0.99));
     println!(
         "HTTP API on {backend}, {ops} operations (record + start + attempt), {CLIENTS} at once:"
@@ -230,7 +250,7 @@ async fn main() {
         }
     );
     let logged = server.log().lines().count();
-    let (sent, errors, mut lat) = sustained(&server.base, seconds).await;
+    let (sent, errors, mut lat) = sustained(std::slice::from_ref(&server.base), seconds).await;
     // the server's own time for each request of that minute, from its log lines
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut inside = server.times_logged(logged);
@@ -248,6 +268,62 @@ async fn main() {
         let (p50, p99) = (percentile(&mut inside, 0.5), percentile(&mut inside, 0.99));
         println!("  in the server (its log): p50 {p50:.2} ms, p99 {p99:.2} ms");
     }
+    for e in errors.iter().take(5) {
+        println!("    {e}");
+    }
+    drop(server);
+    two_servers(dir.path(), ops, seconds).await;
+}
+
+/// Part 3: one server and two on one database in turns, each on a fresh database; then the
+/// sustained load over the last two.
+async fn two_servers(dir: &std::path::Path, ops: usize, seconds: u64) {
+    let rounds = common::env_count("SETTLE_BENCH_ROUNDS", 3);
+    let (mut ones, mut twos) = (Vec::new(), Vec::new());
+    println!("one server and two on one database in turns, the clients split between the two:");
+    let mut last = None;
+    for round in 0..rounds {
+        let (url, db) = common::bench_db(dir, &format!("one{round}")).await;
+        let one = ApiServer::start(&url, "");
+        let (rate, _) = over_http(std::slice::from_ref(&one.base), ops, "one").await;
+        ones.push(rate);
+        drop((one, db));
+        let (url, db) = common::bench_db(dir, &format!("two{round}")).await;
+        let servers = [ApiServer::start(&url, ""), ApiServer::start(&url, "")];
+        let bases: Vec<String> = servers.iter().map(|s| s.base.clone()).collect();
+        let (rate, _) = over_http(&bases, ops, "two").await;
+        twos.push(rate);
+        println!(
+            "  round {}: one {:6.0}, two {:6.0} operations/s = {:.2}x",
+            round + 1,
+            ones[round],
+            rate,
+            rate / ones[round]
+        );
+        last = Some((servers, bases, db));
+    }
+    let (one, two) = (
+        ones.iter().sum::<f64>() / rounds as f64,
+        twos.iter().sum::<f64>() / rounds as f64,
+    );
+    println!(
+        "  mean: two servers {:.2}x one's (target >= 0.9x)",
+        two / one
+    );
+    let Some((_servers, bases, _db)) = last else {
+        return;
+    };
+    let (sent, errors, mut lat) = sustained(&bases, seconds).await;
+    let p99 = if lat.is_empty() {
+        0.0
+    } else {
+        percentile(&mut lat, 0.99)
+    };
+    println!(
+        "  1,000 requests/s for {seconds} s: {sent} sent ({:.0}/s), {} errors (target 0), p99 {p99:.2} ms",
+        sent as f64 / seconds as f64,
+        errors.len()
+    );
     for e in errors.iter().take(5) {
         println!("    {e}");
     }
