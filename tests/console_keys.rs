@@ -578,6 +578,25 @@ fn q_and_ctrl_c_quit() {
     assert_eq!(fx, vec![Effect::Quit]);
 }
 
+/// Read from a replica (manual: A replica for the console and reports), a change told of at once
+/// may show there only later: a tick five seconds after the last header reads the page and the
+/// header again, once; without a replica a tick reads nothing.
+#[test]
+fn a_replica_is_read_again_every_few_seconds() {
+    let mut app = loaded(3, false);
+    let long_ago = chrono::Utc::now() - chrono::TimeDelta::seconds(6);
+    app.header.at = Some(long_ago);
+    assert_eq!(app.update(Msg::Tick), vec![], "no replica: nothing read");
+    app.header.replica_lag = Some(0);
+    let fx = app.update(Msg::Tick);
+    assert!(fx.contains(&Effect::Header), "{fx:?}");
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Page { .. })),
+        "{fx:?}"
+    );
+    assert_eq!(app.update(Msg::Tick), vec![], "once, not at every tick");
+}
+
 /// The console: the tab counts are never more than a few seconds old: every refresh after a change
 /// asks for every count (the store keeps them as counters), and the answer replaces them all.
 #[test]
@@ -602,6 +621,7 @@ fn every_refresh_recounts_the_tabs() {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),
         mine: 1,
         dispatcher_seen: None,
+        replica_lag: None,
         at: None,
     })));
     app.update(Msg::Polled(Ok(1)));
@@ -611,6 +631,7 @@ fn every_refresh_recounts_the_tabs() {
         stats: Some(stats(&[(State::Closed, 181), (State::Unknown, 6)], 22)),
         mine: 2,
         dispatcher_seen: None,
+        replica_lag: None,
         at: None,
     })));
     let s = app.header.stats.as_ref().unwrap();

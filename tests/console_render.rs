@@ -667,6 +667,29 @@ async fn a_paused_destination_shows_in_the_header_and_the_activity() {
     );
 }
 
+/// Read from a replica that lags more than five seconds, the header says by how much, at 80
+/// columns as wider, and keeps the rest; five seconds or less, it says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_replica_shows_in_the_header() {
+    let f = incident().await;
+    let mut app = console(&f, "alice").await;
+    app.header.replica_lag = Some(5);
+    let header = render(&app, 80, 24).lines().next().unwrap().to_string();
+    assert!(
+        !header.contains("lag") && !header.contains("behind"),
+        "{header}"
+    );
+    app.header.replica_lag = Some(42);
+    let header = render(&app, 80, 24).lines().next().unwrap().to_string();
+    assert!(header.contains("lag 42s"), "{header}");
+    for element in ["exc", "unk", "disp ok"] {
+        assert!(header.contains(element), "{element:?} missing: {header}");
+    }
+    assert!(header.chars().count() <= 80, "{header}");
+    let header = render(&app, 160, 48).lines().next().unwrap().to_string();
+    assert!(header.contains("replica 42s behind"), "{header}");
+}
+
 /// The console: 80x24 is the design size. The header keeps every element (abbreviated, never
 /// dropped) and every list row shows age, state, destination and key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -217,3 +217,134 @@ async fn words_are_found_where_pg_trgm_cannot_be_created() {
     let mut admin = Raw::connect(&admin).await;
     admin.execute(&format!("DROP ROLE {role}")).await.unwrap();
 }
+
+/// A replica to read from (manual: A replica for the console and reports): with `--read-db`, the
+/// lists, counts, the review, `report`, `stats` and the console's pages are read from the hot
+/// standby, as its own `pg_stat_statements` shows, and none of them on the primary; writes go to
+/// the primary, and so does what a person reads right after their own action, even while the
+/// replica lags; the lag is measured for the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn read_db_serves_lists_and_reports_from_the_replica() {
+    use settle::ledger::Position;
+    let primary = common::cluster::Cluster::primary_with(
+        "shared_preload_libraries = 'pg_stat_statements'\npg_stat_statements.track = all\n",
+    );
+    let standby = primary.standby();
+    let sim = common::Sim::start(&[]);
+    let d = common::drill_on(&primary.url("postgres"), &sim, false, false, "");
+    primary.sql("CREATE EXTENSION pg_stat_statements");
+    d.record("rep-1");
+    d.run(&["attempt", "--key", "rep-1", "--outcome", "unknown"]);
+    let replayed = |key: &str| {
+        standby.sql(&format!(
+            "SELECT COUNT(*) FROM operations WHERE key = '{key}'"
+        )) == "1"
+    };
+    common::wait_until(
+        "the replica to catch up",
+        std::time::Duration::from_secs(20),
+        || replayed("rep-1"),
+    );
+    // the statements each server ran from here on, by a fragment of their text
+    let calls = |on: &common::cluster::Cluster, fragment: &str| -> i64 {
+        on.sql(&format!(
+            "SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements WHERE query LIKE '%{fragment}%' \
+             AND query NOT LIKE '%pg_stat_statements%'"
+        ))
+        .parse()
+        .unwrap()
+    };
+    for on in [&primary, &standby] {
+        on.sql("SELECT pg_stat_statements_reset()");
+    }
+    let read_db = standby.url("postgres");
+    for args in [
+        &["list", "--read-db", &read_db][..],
+        &["stats", "--read-db", &read_db],
+        &["report", "--json", "--read-db", &read_db],
+    ] {
+        let (code, out, err) = d.output(args);
+        assert_eq!(code, 0, "settle {args:?}: {err}");
+        if args[0] == "list" {
+            assert!(out.contains("rep-1"), "{out}");
+        }
+    }
+    // the counts (stats, the header, the metrics), a page of the list (its rows' columns), the
+    // review, the runs, what is paused, the dispatchers heard from: on the replica, none on the
+    // primary
+    for fragment in [
+        "FROM state_counts",
+        "conflicting_payload",
+        "FROM review_opened",
+        "FROM runs",
+        "WHERE paused = ",
+        "FROM dispatchers",
+    ] {
+        assert!(calls(&standby, fragment) > 0, "{fragment} on the replica");
+        assert_eq!(calls(&primary, fragment), 0, "{fragment} on the primary");
+    }
+
+    // the console's ledger: its pages from the replica, until the person acts
+    let mut config = common::config();
+    config.read_db = Some(read_db.clone());
+    let ledger = settle::Ledger::open_console(&primary.url("postgres"), config)
+        .await
+        .unwrap();
+    let claimed_on_page = |ledger: settle::Ledger| async move {
+        let page = ledger
+            .read()
+            .page(
+                &settle::ListFilter::default(),
+                "alice",
+                &Position::First,
+                50,
+            )
+            .await
+            .unwrap();
+        let row = page
+            .items
+            .iter()
+            .find(|r| r.key == "rep-1")
+            .cloned()
+            .unwrap();
+        row.claimed_by
+    };
+    let before = calls(&standby, "conflicting_payload");
+    assert_eq!(claimed_on_page(ledger.clone()).await, None);
+    assert!(
+        calls(&standby, "conflicting_payload") > before,
+        "the page from the replica"
+    );
+    // the replica falls behind: what it receives, it replays half a minute later
+    standby.sql("ALTER SYSTEM SET recovery_min_apply_delay = '30s'");
+    standby.sql("SELECT pg_reload_conf()");
+    ledger
+        .staff()
+        .act(
+            "rep-1",
+            "alice",
+            settle::StaffAction::Claim { force_reason: None },
+        )
+        .await
+        .unwrap();
+    // her next page shows her claim: read from the primary, the replica has not replayed it
+    assert_eq!(
+        claimed_on_page(ledger.clone()).await.as_deref(),
+        Some("alice")
+    );
+    assert_eq!(
+        standby.sql("SELECT COALESCE(claimed_by, '-') FROM operations WHERE key = 'rep-1'"),
+        "-"
+    );
+    // and the lag shows: more than five seconds once the claim has waited that long
+    common::wait_until(
+        "a lag of more than 5 s",
+        std::time::Duration::from_secs(30),
+        || {
+            let lag = common::on_a_thread(ledger.read().replica_lag());
+            lag.is_some_and(|s| s > 5)
+        },
+    );
+    ledger.close().await;
+}

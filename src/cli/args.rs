@@ -39,12 +39,18 @@ pub struct Globals {
     /// Who acts (named in every event); else $SETTLE_OPERATOR, else $USER
     #[arg(long = "as", value_name = "NAME")]
     pub operator: Option<String>,
+    /// A PostgreSQL hot standby to read lists, counts, the review and metrics from (writes, and
+    /// a person's reads right after their action, go to --db); else $SETTLE_READ_DATABASE_URL,
+    /// the config's read_db
+    #[arg(long = "read-db", value_name = "URL")]
+    pub read_db: Option<String>,
 }
 
 /// The global options, by id.
 const DB: &str = "db";
 const CONFIG: &str = "config";
 const OPERATOR: &str = "operator";
+const READ_DB: &str = "read_db";
 
 /// Which global options each command takes: the database and config wherever the ledger is
 /// opened, the operator where someone acts or reads as themselves (their claims, "Mine").
@@ -57,10 +63,10 @@ pub const TAKES: &[(&str, &[&str])] = &[
     ("start", &[DB, CONFIG, OPERATOR]),
     ("attempt", &[DB, CONFIG, OPERATOR]),
     ("ingest", &[DB, CONFIG, OPERATOR]),
-    ("list", &[DB, CONFIG, OPERATOR]),
+    ("list", &[DB, CONFIG, OPERATOR, READ_DB]),
     ("show", &[DB, CONFIG, OPERATOR]),
     ("run", &[DB, CONFIG, OPERATOR]),
-    ("runs", &[DB, CONFIG, OPERATOR]),
+    ("runs", &[DB, CONFIG, OPERATOR, READ_DB]),
     ("claim", &[DB, CONFIG, OPERATOR]),
     ("release", &[DB, CONFIG, OPERATOR]),
     ("reconcile", &[DB, CONFIG, OPERATOR]),
@@ -71,9 +77,9 @@ pub const TAKES: &[(&str, &[&str])] = &[
     ("resume", &[DB, CONFIG, OPERATOR]),
     ("lookup", &[DB, CONFIG, OPERATOR]),
     ("sweep", &[DB, CONFIG]),
-    ("stats", &[DB, CONFIG]),
-    ("report", &[DB, CONFIG]),
-    ("serve", &[DB, CONFIG]),
+    ("stats", &[DB, CONFIG, READ_DB]),
+    ("report", &[DB, CONFIG, READ_DB]),
+    ("serve", &[DB, CONFIG, READ_DB]),
     ("completions", &[]),
     ("man", &[]),
 ];
@@ -117,6 +123,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Cli, clap::Error>
         }
         if let Ok(Some(who)) = sub.try_get_one::<String>(OPERATOR) {
             cli.globals.operator = Some(who.clone());
+        }
+        if let Ok(Some(url)) = sub.try_get_one::<String>(READ_DB) {
+            cli.globals.read_db = Some(url.clone());
         }
     }
     Ok(cli)

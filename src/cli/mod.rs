@@ -92,6 +92,40 @@ fn database_url(cli: &Cli, config: &Config, fallback: &str) -> String {
         .unwrap_or_else(|| fallback.to_string())
 }
 
+/// The replica to read from, for the console and the commands that take `--read-db` (the
+/// others read and write the primary only).
+fn read_database_url(cli: &Cli, config: &Config) -> Option<String> {
+    let takes = match &cli.command {
+        None => true,
+        Some(command) => {
+            let name = command_name(command);
+            args::TAKES
+                .iter()
+                .any(|(n, takes)| *n == name && takes.contains(&"read_db"))
+        }
+    };
+    takes.then(|| {
+        cli.globals
+            .read_db
+            .clone()
+            .or_else(|| {
+                std::env::var("SETTLE_READ_DATABASE_URL")
+                    .ok()
+                    .filter(|s| !s.is_empty())
+            })
+            .or_else(|| config.read_db.clone())
+    })?
+}
+
+/// A command's name as typed, from its variant's name only (its arguments may hold notes).
+fn command_name(command: &Cmd) -> String {
+    format!("{command:?}")
+        .chars()
+        .take_while(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_lowercase()
+}
+
 async fn execute(cli: Cli) -> Result<i32> {
     // what needs no config and no database
     match &cli.command {
@@ -100,8 +134,9 @@ async fn execute(cli: Cli) -> Result<i32> {
         Some(Cmd::Token { what }) => return serving::token(what),
         _ => {}
     }
-    let config = Config::discover(cli.globals.config.as_deref())?;
+    let mut config = Config::discover(cli.globals.config.as_deref())?;
     crate::logging::init(&config);
+    config.read_db = read_database_url(&cli, &config);
     let actor = operator(&cli)?;
     let Some(command) = &cli.command else {
         let who = required(&actor)?.to_string();
@@ -129,12 +164,7 @@ async fn execute(cli: Cli) -> Result<i32> {
     // Validate what can be validated before touching the database.
     let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
     // the variant's name only: its arguments may hold notes and reasons
-    let name = format!("{command:?}");
-    let name: String = name
-        .chars()
-        .take_while(char::is_ascii_alphanumeric)
-        .collect::<String>()
-        .to_lowercase();
+    let name = command_name(command);
     tracing::info!(command = %name, operator = %actor.as_deref().unwrap_or("-"), "start");
     let code = route(&ledger, command, &actor).await;
     ledger.close().await;

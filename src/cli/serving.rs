@@ -102,14 +102,14 @@ pub(super) async fn serve(
     let result = match (ssh, http) {
         (Some(s), Some(h)) => tokio::select! {
             r = crate::serve::run(ledger.clone(), s) => r,
-            r = crate::api::run(ledger.clone(), h) => r,
+            r = crate::api::run(ledger.primary_only(), h) => r,
         },
         (Some(s), None) => crate::serve::run(ledger.clone(), s).await,
         // no console to count sessions of: the metrics of their own
         (None, http) => match metrics_alone(&ledger, a.metrics.as_deref()).await {
             Ok(serving) => {
                 let r = match http {
-                    Some(h) => crate::api::run(ledger.clone(), h).await,
+                    Some(h) => crate::api::run(ledger.primary_only(), h).await,
                     None => {
                         crate::signals::terminated().await;
                         Ok(())

@@ -32,6 +32,10 @@ pub struct Config {
     /// Database URL; `--db` and `SETTLE_DATABASE_URL` come first.
     #[serde(default)]
     pub database: Option<String>,
+    /// A PostgreSQL hot standby to read the console's lists, the review, reports and metrics
+    /// from; `--read-db` and `SETTLE_READ_DATABASE_URL` come first.
+    #[serde(default)]
+    pub read_db: Option<String>,
     /// Where logs go (never the terminal).
     #[serde(default)]
     pub log_file: Option<PathBuf>,
@@ -172,6 +176,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             database: None,
+            read_db: None,
             log_file: None,
             lease: default_lease(),
             attempt_timeout: default_attempt_timeout(),

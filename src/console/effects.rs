@@ -25,6 +25,17 @@ pub(super) fn spawn(ledger: &Ledger, fx: Effect, operator: &str, tx: &UnboundedS
     });
 }
 
+/// The header's numbers, read together.
+async fn header(ledger: &Ledger, operator: &str) -> Result<Header, Error> {
+    Ok(Header {
+        stats: Some(ledger.read().stats().await?),
+        mine: ledger.read().count_mine(operator).await?,
+        dispatcher_seen: ledger.read().dispatcher_seen().await?,
+        replica_lag: ledger.read().replica_lag().await,
+        at: Some(ledger.now()),
+    })
+}
+
 pub async fn run_effect(ledger: &Ledger, fx: Effect, operator: &str) -> Option<Msg> {
     run_effect_with(ledger, fx, operator, &|_| {}).await
 }
@@ -62,17 +73,7 @@ async fn run_effect_with(
                 .map_err(s);
             Msg::Detail { key, detail }
         }
-        Effect::Header => {
-            let header = async {
-                Ok::<_, Error>(Header {
-                    stats: Some(ledger.read().stats().await?),
-                    mine: ledger.read().count_mine(operator).await?,
-                    dispatcher_seen: ledger.read().dispatcher_seen().await?,
-                    at: Some(ledger.now()),
-                })
-            };
-            Msg::Header(header.await.map_err(s))
-        }
+        Effect::Header => Msg::Header(header(ledger, operator).await.map_err(s)),
         Effect::Stalled { seq, filter } => Msg::Stalled {
             seq,
             runs: ledger

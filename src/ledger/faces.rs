@@ -21,6 +21,8 @@ impl Ledger {
 
     /// This handle, for a person's actions: on one operation or many, on runs, pauses, reveals.
     pub fn staff(&self) -> Staff<'_> {
+        // what this person reads next comes from the primary, not a replica behind it
+        crate::store::replica::acted(&self.store);
         Staff(self)
     }
 

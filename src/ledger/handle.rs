@@ -52,6 +52,12 @@ impl Ledger {
         }
     }
 
+    /// This handle reading the primary only, never a replica (the HTTP API: an automation reads
+    /// what it just wrote).
+    pub fn primary_only(&self) -> Ledger {
+        self.on_store(store::replica::without_replica(&self.store))
+    }
+
     /// Opens the ledger for the console: a long-running reader whose memory stays flat.
     pub async fn open_console(url: &str, config: Config) -> Result<Ledger> {
         Ledger::open_with(url, config, store::Profile::Console).await
@@ -67,7 +73,10 @@ impl Ledger {
         config: Config,
         profile: store::Profile,
     ) -> Result<Ledger> {
-        let store = Store::open_with(url, profile).await?;
+        let mut store = Store::open_with(url, profile).await?;
+        if let Some(read) = &config.read_db {
+            store = store::replica::with_replica(store, read, profile).await?;
+        }
         Ok(Ledger {
             store,
             redactor: Arc::new(config.redactor()),

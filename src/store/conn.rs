@@ -39,10 +39,22 @@ pub struct Store {
     /// The hosts of a multi-host URL (or one that asks for a writable host): searched again
     /// when a connection cannot be had, so that the pools follow a failover.
     pub(super) hosts: Option<std::sync::Arc<super::hosts::Hosts>>,
+    /// A hot standby the lists, counts and reviews are read from (`read_db`).
+    pub(super) replica: Option<std::sync::Arc<Replica>>,
     /// PostgreSQL through PgBouncer in transaction pooling mode (`pgbouncer=true`): a session
     /// lasts one transaction, so no statement is named, every read runs in a transaction of its
     /// own, and changes are polled for rather than listened to.
     pub(super) bouncer: bool,
+}
+
+/// A hot standby the lists, counts and reviews are read from (`replica.rs`).
+#[derive(Debug)]
+pub(crate) struct Replica {
+    pub(super) store: Store,
+    /// Until when reads go to the primary (a person acted).
+    pub(super) primary_until: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The lag last measured.
+    pub(super) lag: std::sync::Mutex<std::time::Duration>,
 }
 
 /// A write transaction: what the ledger's changes run in, and the counts of what it did, added
@@ -205,6 +217,7 @@ impl Store {
             pool,
             shown_url: self.shown_url.clone(),
             hosts: self.hosts.clone(),
+            replica: None,
             bouncer: self.bouncer,
         }
     }

@@ -100,6 +100,7 @@ impl Store {
             pool,
             shown_url,
             hosts,
+            replica: None,
             bouncer,
         };
         migrate::migrate(&store).await?;

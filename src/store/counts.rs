@@ -17,7 +17,7 @@ impl Store {
             "SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM state_counts GROUP BY state",
             Vec::new(),
         );
-        stmt.rows(self.conn().await?.db(), |r| {
+        stmt.rows(super::replica::reads(self).conn().await?.db(), |r| {
             let s: String = get(r, "state")?;
             Ok((State::parse(&s).map_err(Error::Unavailable)?, get(r, "n")?))
         })
@@ -38,7 +38,7 @@ impl Store {
                AND exception_since <= $1) AS oldest",
             vec![Cell::Int(Some(ms(now)))],
         );
-        stmt.one(self.conn().await?.db(), |r| {
+        stmt.one(super::replica::reads(self).conn().await?.db(), |r| {
             Ok((get(r, "stuck")?, get::<Option<i64>>(r, "oldest")?.map(time)))
         })
         .await
@@ -74,7 +74,7 @@ impl Store {
              FROM (SELECT DISTINCT workflow FROM state_counts) w ORDER BY w.workflow",
             vec![Cell::Int(Some(ms(now)))],
         );
-        let mut conn = self.conn().await?;
+        let mut conn = super::replica::reads(self).conn().await?;
         let counts = counts
             .rows(conn.db(), |r| {
                 let s: String = get(r, "state")?;
@@ -107,7 +107,7 @@ impl Store {
             ),
             Vec::new(),
         );
-        stmt.rows(self.conn().await?.db(), |r| {
+        stmt.rows(super::replica::reads(self).conn().await?.db(), |r| {
             Ok((get(r, "workflow")?, get(r, "n")?))
         })
         .await
@@ -134,7 +134,10 @@ impl Store {
 
     /// One integer a statement answers (its column `n`).
     pub(super) async fn scalar(&self, stmt: Stmt<'_>) -> Result<i64> {
-        stmt.one(self.conn().await?.db(), |r| get(r, "n")).await
+        stmt.one(super::replica::reads(self).conn().await?.db(), |r| {
+            get(r, "n")
+        })
+        .await
     }
 }
 

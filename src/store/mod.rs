@@ -41,6 +41,7 @@ mod pg;
 mod plans;
 mod prune;
 mod rates;
+pub(crate) mod replica;
 pub mod review;
 mod run_review;
 mod run_writes;

@@ -33,7 +33,8 @@ pub(super) enum Bound<'a> {
 
 impl Store {
     pub(super) async fn page_rows(&self, stmt: &Stmt<'_>) -> Result<Vec<(i64, Op, Paused)>> {
-        stmt.rows(self.conn().await?.db(), page_row).await
+        stmt.rows(super::replica::reads(self).conn().await?.db(), page_row)
+            .await
     }
 }
 

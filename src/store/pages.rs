@@ -64,7 +64,9 @@ impl Store {
         let cond = where_clause(&conditions(q, &time, &mut args, true));
         let sql = format!("SELECT COUNT(*) AS n FROM operations{cond}");
         Stmt::new(sql, cells(&args))
-            .one(self.conn().await?.db(), |r| get(r, "n"))
+            .one(super::replica::reads(self).conn().await?.db(), |r| {
+                get(r, "n")
+            })
             .await
     }
 
@@ -87,7 +89,7 @@ impl Store {
              FROM operations{index}{cond} GROUP BY workflow, destination, state, reason"
         );
         Stmt::new(sql, cells(&args))
-            .rows(self.conn().await?.db(), |r| {
+            .rows(super::replica::reads(self).conn().await?.db(), |r| {
                 let state: String = get(r, "state")?;
                 Ok(GroupRow {
                     workflow: get(r, "workflow")?,

@@ -122,7 +122,7 @@ impl Store {
              WHERE e.kind IN ('conflict', 'auto_paused', 'corrected') AND e.at >= $1 AND e.at <= $2",
             vec![Cell::Int(Some(since)), Cell::Int(Some(now))],
         );
-        let mut conn = self.conn().await?;
+        let mut conn = super::replica::reads(self).conn().await?;
         let open = open_groups(&open, &mut conn).await?;
         let opened = opened
             .rows(conn.db(), |r| {

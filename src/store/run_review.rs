@@ -54,7 +54,7 @@ impl Store {
             ),
             cells,
         )
-        .one(self.conn().await?.db(), |r| {
+        .one(super::replica::reads(self).conn().await?.db(), |r| {
             Ok(RunCounts {
                 started: get(r, "started")?,
                 done: get(r, "done")?,
@@ -111,7 +111,7 @@ impl Store {
             ),
             cells,
         )
-        .rows(self.conn().await?.db(), |r| {
+        .rows(super::replica::reads(self).conn().await?.db(), |r| {
             Ok((get(r, "run_workflow")?, super::runs::run_op_from_row(r)?))
         })
         .await

@@ -183,7 +183,7 @@ impl Store {
             ),
             cells,
         )
-        .rows(self.conn().await?.db(), |r| {
+        .rows(super::replica::reads(self).conn().await?.db(), |r| {
             Ok((
                 get(r, "workflow")?,
                 get(r, "n")?,

@@ -97,7 +97,7 @@ impl Store {
         let time = q.time_column();
         let group = q.order.column();
         Stmt::new(sql, cells(&args))
-            .row(self.conn().await?.db(), |r| {
+            .row(super::replica::reads(self).conn().await?.db(), |r| {
                 Ok(Cursor {
                     group: group.map(|g| get(r, g)).transpose()?,
                     at: get(r, time)?,

@@ -308,7 +308,7 @@ impl Work<'_> {
             "SELECT name, seen_at FROM dispatchers WHERE seen_at >= $1 ORDER BY name",
             vec![Cell::Int(Some(ms(since)))],
         );
-        stmt.rows(self.0.conn().await?.db(), |r| {
+        stmt.rows(super::replica::reads(self.0).conn().await?.db(), |r| {
             Ok((get(r, "name")?, time(get(r, "seen_at")?)))
         })
         .await
@@ -347,14 +347,16 @@ impl Work<'_> {
         let mut cells = vec![Cell::Int(Some(ms(now))), Cell::Int(Some(cap))];
         cells.extend(destinations.iter().map(|d| Cell::Text(Some(d.as_str()))));
         let n: i64 = Stmt::new(sql, cells)
-            .one(self.0.conn().await?.db(), |r| get(r, "n"))
+            .one(super::replica::reads(self.0).conn().await?.db(), |r| {
+                get(r, "n")
+            })
             .await?;
         Ok(n.min(cap))
     }
 
     pub(crate) async fn last_heartbeat(&self) -> Result<Option<DateTime<Utc>>> {
         let stmt = Stmt::new("SELECT MAX(seen_at) AS t FROM dispatchers", Vec::new());
-        stmt.one(self.0.conn().await?.db(), |r| {
+        stmt.one(super::replica::reads(self.0).conn().await?.db(), |r| {
             Ok(get::<Option<i64>>(r, "t")?.map(time))
         })
         .await

@@ -256,6 +256,10 @@ impl Store {
             ),
             Vec::new(),
         );
-        stmt.rows(self.conn().await?.db(), workflow_from_row).await
+        stmt.rows(
+            super::replica::reads(self).conn().await?.db(),
+            workflow_from_row,
+        )
+        .await
     }
 }

@@ -18,6 +18,12 @@ pub struct Cluster {
 impl Cluster {
     /// A new primary that also takes replication connections from 127.0.0.1.
     pub fn primary() -> Cluster {
+        Cluster::primary_with("")
+    }
+
+    /// [`Cluster::primary`] with these lines added to its `postgresql.conf` (its standbys copy
+    /// them).
+    pub fn primary_with(conf: &str) -> Cluster {
         let dir = owned_dir();
         let data = dir.path().join("data");
         as_postgres(
@@ -28,6 +34,10 @@ impl Cluster {
         let mut text = std::fs::read_to_string(&hba).unwrap();
         text.push_str("host replication all 127.0.0.1/32 trust\n");
         std::fs::write(&hba, text).unwrap();
+        let conf_file = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf_file).unwrap();
+        text.push_str(conf);
+        std::fs::write(&conf_file, text).unwrap();
         Cluster::started(dir, data)
     }
 

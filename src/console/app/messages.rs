@@ -135,6 +135,8 @@ pub struct Header {
     pub mine: i64,
     /// Seconds since a dispatcher last said it was alive (`None`: none ever ran here).
     pub dispatcher_seen: Option<i64>,
+    /// Seconds the replica the lists are read from is behind the primary (`None`: none).
+    pub replica_lag: Option<i64>,
     /// When these were read: the oldest exception's age goes on from there between two reads.
     pub at: Option<DateTime<Utc>>,
 }

@@ -6,18 +6,14 @@ use crate::console::app::{CHANGED_FOR, MAX_ROWS, PAGE, Place, View, seen};
 use crate::console::{App, Effect, Msg};
 use crate::ledger::{EventView, OperationDetail, OperationView, Page, Position};
 
+/// How often the page and header are read again while they come from a replica.
+const REPLICA_REREAD: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
 impl App {
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
             Msg::Key(key) => self.on_key(key),
-            Msg::Tick => {
-                self.spinner = self.spinner.wrapping_add(1);
-                self.now = Utc::now();
-                self.status.expire(self.now);
-                let now = self.now;
-                self.changed.retain(|_, at| now - *at < CHANGED_FOR);
-                Vec::new()
-            }
+            Msg::Tick => tick(self),
             Msg::Resized { rows } => {
                 self.viewport = usize::from(rows).max(1);
                 Vec::new()
@@ -345,5 +341,23 @@ impl App {
             return self.after_move();
         }
         self.after_move()
+    }
+}
+
+/// A tick of the clock: the spinner, the ages, what expires; read again from a replica.
+fn tick(app: &mut App) -> Vec<Effect> {
+    app.spinner = app.spinner.wrapping_add(1);
+    app.now = Utc::now();
+    app.status.expire(app.now);
+    let now = app.now;
+    app.changed.retain(|_, at| now - *at < CHANGED_FOR);
+    // read from a replica, a change told of at once may show there only later: the
+    // page and the header are read again every few seconds
+    match (app.header.replica_lag, app.header.at) {
+        (Some(_), Some(at)) if now - at >= REPLICA_REREAD && !app.loading => {
+            app.header.at = Some(now);
+            app.refresh()
+        }
+        _ => Vec::new(),
     }
 }

@@ -13,6 +13,9 @@ use crate::console::ui::cells::{age_style, cut_text, esc};
 use crate::console::ui::list::sorted_column;
 use crate::domain::{State, format_age};
 
+/// A replica's lag the header names, beyond this many seconds.
+const LAG_SHOWN: i64 = 5;
+
 /// The header's right side at `level` 0 (words in full) to 3 (shortest): it abbreviates before it
 /// drops anything (manual: The console: at 80 columns it still holds the filter and its count, the
 /// exceptions, the unknown ones, the oldest age, what is paused and the dispatcher's health).
@@ -59,6 +62,17 @@ pub(super) fn header_right<'a>(
                 "DB DOWN"
             },
             theme.style(Meaning::Critical),
+        ));
+        right.push(Span::raw(sep));
+    }
+    // the lists and counts come from a replica that is behind: say by how much
+    if let Some(lag) = app.header.replica_lag.filter(|&s| s > LAG_SHOWN) {
+        right.push(Span::styled(
+            match level {
+                0 | 1 => format!("replica {}s behind", lag),
+                _ => format!("lag {}s", lag),
+            },
+            theme.style(Meaning::Warning),
         ));
         right.push(Span::raw(sep));
     }

@@ -188,6 +188,15 @@ impl Reader<'_> {
             .map(|t| (now - t).num_seconds().max(0)))
     }
 
+    /// How far behind the primary the replica that lists and counts are read from is, in
+    /// seconds (`None`: no replica). A replica that cannot be asked is not waited for.
+    pub async fn replica_lag(self) -> Option<i64> {
+        match crate::store::replica::lag(&self.0.store).await {
+            Ok(lag) => lag.map(|d| d.as_secs() as i64),
+            Err(_) => None,
+        }
+    }
+
     /// The console's "Mine" count: the live claims `who` holds and, for a member of teams, the
     /// exceptions their teams own that nobody holds (what view 2 lists).
     pub async fn count_mine(self, who: &str) -> Result<i64> {
