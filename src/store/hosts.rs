@@ -60,7 +60,8 @@ pub(super) fn split(url: &str) -> Result<(Vec<String>, Wants)> {
         ))
     })?;
     let list: Vec<&str> = hosts.split(',').collect();
-    if list.iter().any(|h| h.is_empty() || h.starts_with(':')) {
+    // one host may be empty (a Unix socket named by `?host=`); in a list, none may
+    if list.len() > 1 && list.iter().any(|h| h.is_empty() || h.starts_with(':')) {
         return Err(bad("a host in its list is empty"));
     }
     let wants = wants.unwrap_or(match list.len() {
@@ -279,6 +280,8 @@ mod tests {
 
     #[test]
     fn one_host_asks_for_nothing_unless_told() {
+        let (urls, _) = split("postgres:///settle?host=/var/run/postgresql").unwrap();
+        assert_eq!(urls, ["postgres:///settle?host=/var/run/postgresql"]);
         let (urls, wants) = split("postgres://u@db/settle").unwrap();
         assert_eq!(
             (urls.as_slice(), wants),
