@@ -75,33 +75,59 @@ fn intent(key: &str, workflow: &str) -> String {
 
 /// Every row of the table (manual: The HTTP API), in the order a script meets them.
 async fn every_answer_of_the_table(db: &TestDb) {
-    let s = ApiServer::start(&db.url, "");
-    let b = &s.base;
-    let ops = format!("{b}/v1/operations");
-    let first = call("POST", &ops, Some(BOT), Some(intent("onb-1", "onboarding"))).await;
+    every_answer_on(db, 1).await;
+}
+
+/// Every row of the table with each request to the next of two servers on one ledger, in turn
+/// (manual: Many settle processes): the same answers.
+async fn every_answer_across_two_servers(db: &TestDb) {
+    every_answer_on(db, 2).await;
+}
+
+async fn every_answer_on(db: &TestDb, n: usize) {
+    let servers: Vec<ApiServer> = (0..n).map(|_| ApiServer::start(&db.url, "")).collect();
+    let turn = std::sync::atomic::AtomicUsize::new(0);
+    // the operations' URL on the server whose turn it is
+    let ops = || {
+        let i = turn.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        format!("{}/v1/operations", servers[i % n].base)
+    };
+    let first = call(
+        "POST",
+        &ops(),
+        Some(BOT),
+        Some(intent("onb-1", "onboarding")),
+    )
+    .await;
     assert_eq!(first.status, 201, "{}", first.text);
     assert_eq!(first.body["send"], true);
     assert_eq!(first.body["state"], "pending");
-    let again = call("POST", &ops, Some(BOT), Some(intent("onb-1", "onboarding"))).await;
+    let again = call(
+        "POST",
+        &ops(),
+        Some(BOT),
+        Some(intent("onb-1", "onboarding")),
+    )
+    .await;
     assert_eq!(again.status, 200, "{}", again.text);
     assert_eq!(
         (again.body["done"].clone(), again.body["reference"].clone()),
         (json!(false), Value::Null)
     );
-    let start = call("POST", &format!("{ops}/onb-1/start"), Some(BOT), None).await;
+    let start = call("POST", &format!("{}/onb-1/start", ops()), Some(BOT), None).await;
     assert_eq!(start.status, 200, "{}", start.text);
     assert_eq!(
         (start.body["attempt"].clone(), start.body["send"].clone()),
         (json!(1), json!(true))
     );
     // one attempt at a time: a second start is refused while the first runs
-    let twice = call("POST", &format!("{ops}/onb-1/start"), Some(BOT), None).await;
+    let twice = call("POST", &format!("{}/onb-1/start", ops()), Some(BOT), None).await;
     assert!(twice.error(409, "refused").contains("in_flight"));
     let report =
         json!({"attempt": 1, "outcome": "accepted", "reference": "T-17", "http_status": 201});
     let done = call(
         "POST",
-        &format!("{ops}/onb-1/attempts"),
+        &format!("{}/onb-1/attempts", ops()),
         Some(BOT),
         Some(report.to_string()),
     )
@@ -111,7 +137,7 @@ async fn every_answer_of_the_table(db: &TestDb) {
     // the same report again changes nothing; another outcome for it is refused
     let same = call(
         "POST",
-        &format!("{ops}/onb-1/attempts"),
+        &format!("{}/onb-1/attempts", ops()),
         Some(BOT),
         Some(report.to_string()),
     )
@@ -120,41 +146,54 @@ async fn every_answer_of_the_table(db: &TestDb) {
     let other = json!({"attempt": 1, "outcome": "rejected", "error": "no"}).to_string();
     call(
         "POST",
-        &format!("{ops}/onb-1/attempts"),
+        &format!("{}/onb-1/attempts", ops()),
         Some(BOT),
         Some(other),
     )
     .await
     .error(409, "refused");
     // a rerun goes on past a done step, with its reference
-    let rerun = call("POST", &ops, Some(BOT), Some(intent("onb-1", "onboarding"))).await;
+    let rerun = call(
+        "POST",
+        &ops(),
+        Some(BOT),
+        Some(intent("onb-1", "onboarding")),
+    )
+    .await;
     assert_eq!(rerun.status, 200);
     assert_eq!(
         (rerun.body["done"].clone(), rerun.body["reference"].clone()),
         (json!(true), json!("T-17"))
     );
     assert_eq!(rerun.body["send"], false);
-    let after = call("POST", &format!("{ops}/onb-1/start"), Some(BOT), None).await;
+    let after = call("POST", &format!("{}/onb-1/start", ops()), Some(BOT), None).await;
     assert!(after.error(409, "refused").contains("succeeded"));
     // new contents under a pending key: a conflict, kept, never sent
-    call("POST", &ops, Some(BOT), Some(intent("onb-2", "onboarding"))).await;
+    call(
+        "POST",
+        &ops(),
+        Some(BOT),
+        Some(intent("onb-2", "onboarding")),
+    )
+    .await;
     let changed = intent("onb-2", "onboarding").replace("42", "43");
-    call("POST", &ops, Some(BOT), Some(changed))
+    call("POST", &ops(), Some(BOT), Some(changed))
         .await
         .error(409, "conflict");
     // show --json's document, redacted
-    let show = call("GET", &format!("{ops}/onb-1"), Some(BOT), None).await;
+    let show = call("GET", &format!("{}/onb-1", ops()), Some(BOT), None).await;
     assert_eq!(show.status, 200);
     assert_eq!(show.body["key"], "onb-1");
     assert_eq!(show.body["payload"]["customer"]["name"], "[redacted]");
     assert_eq!(show.body["payload"]["email"], "[redacted]");
     assert_eq!(show.body["attempt_log"][0]["reference"], "T-17");
     assert!(!show.text.contains("Lovelace") && !show.text.contains("ada@example.org"));
-    call("GET", &format!("{ops}/nobody"), Some(BOT), None)
+    call("GET", &format!("{}/nobody", ops()), Some(BOT), None)
         .await
         .error(404, "not_found");
-    pages_and_runs(&s).await;
-    ingest_and_the_rest(&s).await;
+    // the rest on the last server (with two, not the one that took the first request)
+    pages_and_runs(&servers[n - 1]).await;
+    ingest_and_the_rest(&servers[n - 1]).await;
 }
 
 /// `GET /v1/operations` a page at a time to the end, and `GET /v1/runs/{run}`.
@@ -623,6 +662,7 @@ async fn what_real_clients_found(db: &TestDb) {
 
 both_backends!(
     every_answer_of_the_table,
+    every_answer_across_two_servers,
     what_real_clients_found,
     refusals,
     the_token_never_shows,

@@ -7,6 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::api::{ALL, ApiServer, BOT, TOOL, config_text, tool_automation};
@@ -93,7 +94,7 @@ fn held(sim: &Sim, key: &str) -> u64 {
     sim.tasks().1.get(key).copied().unwrap_or(0)
 }
 
-fn state(s: &ApiServer, key: &str) -> String {
+fn state(s: &Gate, key: &str) -> String {
     let v: Value = serde_json::from_str(&s.settle(&["show", key, "--json"])).unwrap();
     v["state"].as_str().unwrap().to_string()
 }
@@ -175,6 +176,33 @@ pause_when = {{ unresolved = 1 }}
     )
 }
 
+/// The gateway's servers: one, or two on one ledger, each request to the next in turn.
+struct Gate {
+    servers: Vec<ApiServer>,
+    turn: AtomicUsize,
+}
+
+impl Gate {
+    /// The base URL of the server whose turn it is.
+    fn base(&self) -> String {
+        let i = self.turn.fetch_add(1, Ordering::SeqCst);
+        self.servers[i % self.servers.len()].base.clone()
+    }
+
+    fn settle(&self, args: &[&str]) -> String {
+        self.servers[0].settle(args)
+    }
+
+    /// Every server's log.
+    fn log(&self) -> String {
+        self.servers.iter().map(ApiServer::log).collect()
+    }
+
+    fn stderr(&self) -> String {
+        self.servers.iter().map(ApiServer::stderr).collect()
+    }
+}
+
 fn task(title: &str, fault: Option<&str>) -> Value {
     let mut v = json!({"title": title, "customer": {"name": "Ada Lovelace"}});
     if let Some(f) = fault {
@@ -186,14 +214,26 @@ fn task(title: &str, fault: Option<&str>) -> Value {
 /// Every row of the table (manual: The gateway), counted at the simulators, then where the
 /// secrets went.
 async fn every_row_of_the_table(db: &TestDb) {
+    every_row_on(db, 1).await;
+}
+
+/// Every row of the table with each request to the next of two servers on one ledger, in
+/// turn (manual: Many settle processes): the same answers, the same requests sent.
+async fn every_row_across_two_servers(db: &TestDb) {
+    every_row_on(db, 2).await;
+}
+
+async fn every_row_on(db: &TestDb, servers: usize) {
     let sims = sims();
-    let s = server(db, &sims);
-    let b = s.base.clone();
+    let s = Gate {
+        servers: (0..servers).map(|_| server(db, &sims)).collect(),
+        turn: AtomicUsize::new(0),
+    };
     let mut seen: Vec<String> = Vec::new();
 
     // first request: the destination's own status and body, sent once
     let body = task("Kickoff call", None);
-    let first = gw(&b, TOOL, "tasks", Some("gw-1"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "tasks", Some("gw-1"), &body, &[]).await;
     assert_eq!(first.status, 201, "{}", first.text);
     let reference = first.body["id"].as_str().expect("the sim's id").to_string();
     assert_eq!(first.header("settle-state"), Some("succeeded"));
@@ -208,7 +248,7 @@ async fn every_row_of_the_table(db: &TestDb) {
     let sent = requests(&sims.tasks).await;
 
     // repeat after success: the stored reference, replayed, not sent
-    let again = gw(&b, TOOL, "tasks", Some("gw-1"), &body, &[]).await;
+    let again = gw(&s.base(), TOOL, "tasks", Some("gw-1"), &body, &[]).await;
     assert_eq!(
         (again.status, again.replayed()),
         (200, true),
@@ -217,7 +257,15 @@ async fn every_row_of_the_table(db: &TestDb) {
     );
     assert_eq!(again.body, json!({"id": reference}));
     // same key, different body: 422, nothing sent, the success stands
-    let changed = gw(&b, TOOL, "tasks", Some("gw-1"), &task("Other", None), &[]).await;
+    let changed = gw(
+        &s.base(),
+        TOOL,
+        "tasks",
+        Some("gw-1"),
+        &task("Other", None),
+        &[],
+    )
+    .await;
     changed.error(422, "conflict");
     assert_eq!(state(&s, "gw-1"), "succeeded");
     assert_eq!(requests(&sims.tasks).await, sent);
@@ -237,16 +285,15 @@ async fn every_row_of_the_table(db: &TestDb) {
 }
 
 /// In flight: 409 with Retry-After, not sent; a changed body while waiting is a conflict.
-async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
-    let b = s.base.clone();
+async fn in_flight_and_changed_bodies(s: &Gate, sims: &Sims, seen: &mut Vec<String>) {
     let body = task("Slow one", Some("late"));
     let first = {
-        let (b, body) = (b.clone(), body.clone());
+        let (b, body) = (s.base(), body.clone());
         tokio::spawn(async move { gw(&b, TOOL, "tasks", Some("gw-late"), &body, &[]).await })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent = requests(&sims.tasks).await;
-    let during = gw(&b, TOOL, "tasks", Some("gw-late"), &body, &[]).await;
+    let during = gw(&s.base(), TOOL, "tasks", Some("gw-late"), &body, &[]).await;
     during.error(409, "in_flight");
     assert!(
         during.header("retry-after").is_some(),
@@ -260,15 +307,23 @@ async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec
 
     // a changed body under a key that waits for its retry: a conflict, an exception, not sent
     let waiting = task("A", Some("unavailable"));
-    let wait = gw(&b, TOOL, "tasks", Some("gw-conf"), &waiting, &[]).await;
+    let wait = gw(&s.base(), TOOL, "tasks", Some("gw-conf"), &waiting, &[]).await;
     assert_eq!(wait.status, 503, "{}", wait.text);
     assert_eq!(wait.header("settle-state"), Some("retry_wait"));
     let sent = requests(&sims.tasks).await;
-    let other = gw(&b, TOOL, "tasks", Some("gw-conf"), &task("B", None), &[]).await;
+    let other = gw(
+        &s.base(),
+        TOOL,
+        "tasks",
+        Some("gw-conf"),
+        &task("B", None),
+        &[],
+    )
+    .await;
     other.error(422, "conflict");
     assert_eq!(other.header("settle-state"), Some("conflict"));
     assert_eq!(state(s, "gw-conf"), "conflict");
-    let repeat = gw(&b, TOOL, "tasks", Some("gw-conf"), &waiting, &[]).await;
+    let repeat = gw(&s.base(), TOOL, "tasks", Some("gw-conf"), &waiting, &[]).await;
     repeat.error(422, "conflict");
     assert_eq!(requests(&sims.tasks).await, sent);
     seen.extend([during.text, other.text, repeat.text]);
@@ -276,15 +331,14 @@ async fn in_flight_and_changed_bodies(s: &ApiServer, sims: &Sims, seen: &mut Vec
 
 /// Unknown outcomes: held for review until a person reconciles (found: replayed; absent and
 /// released: sent), or sent again with the same key where the destination deduplicates.
-async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
-    let b = s.base.clone();
+async fn unknown_outcomes(s: &Gate, sims: &Sims, seen: &mut Vec<String>) {
     // the task was made, the answer lost: 504, then 409 until a person finds it
     let body = task("Dropped", Some("drop"));
-    let first = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
     first.error(504, "outcome_unknown");
     let sent = requests(&sims.tasks).await;
     for _ in 0..3 {
-        let held_back = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
+        let held_back = gw(&s.base(), TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
         assert!(
             held_back
                 .error(409, "outcome_unknown")
@@ -295,7 +349,7 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     let (_, by_key) = sims.tasks.tasks();
     assert_eq!(by_key.get("gw-drop"), Some(&1));
     s.settle(&["reconcile", "gw-drop", "--found", "T-dropped"]);
-    let replay = gw(&b, TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
+    let replay = gw(&s.base(), TOOL, "tasks", Some("gw-drop"), &body, &[]).await;
     assert_eq!(
         (replay.status, replay.replayed()),
         (200, true),
@@ -307,30 +361,30 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
 
     // lost on its way: absent at the destination; a person says so and lets go: sent again
     let body = task("Lost", None);
-    let first = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "lost", Some("gw-lost"), &body, &[]).await;
     first.error(504, "outcome_unknown");
     assert_eq!(held(&sims.lost, "gw-lost"), 0);
-    gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[])
+    gw(&s.base(), TOOL, "lost", Some("gw-lost"), &body, &[])
         .await
         .error(409, "outcome_unknown");
     s.settle(&["reconcile", "gw-lost", "--absent"]);
-    gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[])
+    gw(&s.base(), TOOL, "lost", Some("gw-lost"), &body, &[])
         .await
         .error(409, "claimed");
     assert_eq!(requests(&sims.lost).await, 1, "held while claimed");
     s.settle(&["release", "gw-lost"]);
-    let resent = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
+    let resent = gw(&s.base(), TOOL, "lost", Some("gw-lost"), &body, &[]).await;
     assert_eq!(resent.status, 201, "{}", resent.text);
     assert_eq!(
         (held(&sims.lost, "gw-lost"), requests(&sims.lost).await),
         (1, 2)
     );
-    let replay = gw(&b, TOOL, "lost", Some("gw-lost"), &body, &[]).await;
+    let replay = gw(&s.base(), TOOL, "lost", Some("gw-lost"), &body, &[]).await;
     assert!(replay.replayed(), "{}", replay.text);
 
     // a destination with a lookup settles the unknown itself: absent, so the repeat is sent
     let body = task("Looked up", None);
-    let first = gw(&b, TOOL, "looked", Some("gw-looked"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "looked", Some("gw-looked"), &body, &[]).await;
     assert!(
         first
             .error(504, "outcome_unknown")
@@ -343,15 +397,31 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
         Some("failed"),
         "looked up: absent"
     );
-    let resent = gw(&b, TOOL, "looked", Some("gw-looked"), &body, &[]).await;
+    let resent = gw(&s.base(), TOOL, "looked", Some("gw-looked"), &body, &[]).await;
     assert_eq!(resent.status, 201, "{}", resent.text);
     assert_eq!(held(&sims.lost, "gw-looked"), 1);
 
     // credentials refused: the destination's 401 handed on, the destination paused for all
     let sent = requests(&sims.tasks).await;
-    let refused = gw(&b, TOOL, "noauth", Some("gw-auth"), &task("A", None), &[]).await;
+    let refused = gw(
+        &s.base(),
+        TOOL,
+        "noauth",
+        Some("gw-auth"),
+        &task("A", None),
+        &[],
+    )
+    .await;
     assert_eq!(refused.status, 401, "{}", refused.text);
-    let next = gw(&b, TOOL, "noauth", Some("gw-auth-2"), &task("B", None), &[]).await;
+    let next = gw(
+        &s.base(),
+        TOOL,
+        "noauth",
+        Some("gw-auth-2"),
+        &task("B", None),
+        &[],
+    )
+    .await;
     assert!(
         next.error(503, "paused").contains("destination noauth"),
         "{}",
@@ -362,11 +432,11 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
 
     // a deduplicating destination: the unknown waits for its retry and is sent again, same key
     let body = task("Deduplicated", None);
-    let first = gw(&b, TOOL, "dedupe", Some("gw-dd"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "dedupe", Some("gw-dd"), &body, &[]).await;
     first.error(504, "outcome_unknown");
     assert_eq!(first.header("settle-state"), Some("retry_wait"));
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let again = gw(&b, TOOL, "dedupe", Some("gw-dd"), &body, &[]).await;
+    let again = gw(&s.base(), TOOL, "dedupe", Some("gw-dd"), &body, &[]).await;
     assert_eq!(
         again.status, 200,
         "the destination's own replay: {}",
@@ -381,7 +451,7 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     // a destination with a lookup, found: the answer was lost after the task was made; the lookup says done at once, a
     // repeat gets the reference, nothing is sent again
     let body = task("Found", None);
-    let first = gw(&b, TOOL, "found", Some("gw-found"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "found", Some("gw-found"), &body, &[]).await;
     assert!(
         first
             .error(504, "outcome_unknown")
@@ -391,7 +461,7 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
     );
     assert_eq!(first.body["error"]["settle_state"], "succeeded");
     let sent = requests(&sims.dedupe).await;
-    let replay = gw(&b, TOOL, "found", Some("gw-found"), &body, &[]).await;
+    let replay = gw(&s.base(), TOOL, "found", Some("gw-found"), &body, &[]).await;
     assert_eq!(
         (replay.status, replay.replayed()),
         (200, true),
@@ -413,11 +483,10 @@ async fn unknown_outcomes(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
 /// destination's own status and body pass as they came (`Settle-Origin: destination`, the body
 /// untouched); every answer settle writes itself says `Settle-Origin: settle` and, in its error
 /// object, `"origin": "settle"` with the operation's state (`settle_state`).
-async fn who_wrote_each_answer(s: &ApiServer) {
-    let b = s.base.clone();
+async fn who_wrote_each_answer(s: &Gate) {
     // the destination's own 500: an unknown outcome, its body passed on untouched
     let body = task("Broken", Some("error"));
-    let first = gw(&b, TOOL, "tasks", Some("gw-500"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "tasks", Some("gw-500"), &body, &[]).await;
     assert_eq!(first.status, 500, "{}", first.text);
     assert_eq!(first.header("settle-origin"), Some("destination"));
     assert_eq!(first.header("settle-state"), Some("unknown"));
@@ -430,24 +499,48 @@ async fn who_wrote_each_answer(s: &ApiServer) {
         first.text
     );
     // its repeat: settle's own 409, saying so and saying the state in the body
-    let held_back = gw(&b, TOOL, "tasks", Some("gw-500"), &body, &[]).await;
+    let held_back = gw(&s.base(), TOOL, "tasks", Some("gw-500"), &body, &[]).await;
     held_back.error(409, "outcome_unknown");
     assert_eq!(held_back.header("settle-origin"), Some("settle"));
     assert_eq!(held_back.body["error"]["origin"], "settle");
     assert_eq!(held_back.body["error"]["settle_state"], "unknown");
     // a success: the destination's own 201, then settle's replay
-    let made = gw(&b, TOOL, "tasks", Some("gw-201"), &task("Fine", None), &[]).await;
+    let made = gw(
+        &s.base(),
+        TOOL,
+        "tasks",
+        Some("gw-201"),
+        &task("Fine", None),
+        &[],
+    )
+    .await;
     assert_eq!(made.status, 201, "{}", made.text);
     assert_eq!(made.header("settle-origin"), Some("destination"));
-    let replay = gw(&b, TOOL, "tasks", Some("gw-201"), &task("Fine", None), &[]).await;
+    let replay = gw(
+        &s.base(),
+        TOOL,
+        "tasks",
+        Some("gw-201"),
+        &task("Fine", None),
+        &[],
+    )
+    .await;
     assert_eq!(replay.header("settle-origin"), Some("settle"));
     // a conflict, and a request refused before any operation: settle's, the latter stateless
-    let changed = gw(&b, TOOL, "tasks", Some("gw-201"), &task("Other", None), &[]).await;
+    let changed = gw(
+        &s.base(),
+        TOOL,
+        "tasks",
+        Some("gw-201"),
+        &task("Other", None),
+        &[],
+    )
+    .await;
     changed.error(422, "conflict");
     // the success stands: that is the state said
     assert_eq!(changed.body["error"]["settle_state"], "succeeded");
     assert_eq!(changed.header("settle-state"), Some("succeeded"));
-    let keyless = gw(&b, TOOL, "tasks", None, &task("No key", None), &[]).await;
+    let keyless = gw(&s.base(), TOOL, "tasks", None, &task("No key", None), &[]).await;
     keyless.error(400, "invalid");
     assert_eq!(keyless.header("settle-origin"), Some("settle"));
     assert_eq!(keyless.body["error"]["origin"], "settle");
@@ -459,13 +552,12 @@ async fn who_wrote_each_answer(s: &ApiServer) {
 }
 
 /// A rejection replayed; a retry not yet due; paused workflows and destinations; a threshold.
-async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<String>) {
-    let b = s.base.clone();
+async fn rejections_waits_and_pauses(s: &Gate, sims: &Sims, seen: &mut Vec<String>) {
     let body = task("Rejected", Some("reject"));
-    let first = gw(&b, TOOL, "tasks", Some("gw-rej"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "tasks", Some("gw-rej"), &body, &[]).await;
     assert_eq!(first.status, 422, "{}", first.text);
     let sent = requests(&sims.tasks).await;
-    let replay = gw(&b, TOOL, "tasks", Some("gw-rej"), &body, &[]).await;
+    let replay = gw(&s.base(), TOOL, "tasks", Some("gw-rej"), &body, &[]).await;
     assert!(
         replay
             .error(422, "rejected")
@@ -476,10 +568,10 @@ async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<
 
     // 503 with Retry-After before the next attempt is due; sent once it is
     let body = task("Busy", Some("unavailable"));
-    let first = gw(&b, TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
+    let first = gw(&s.base(), TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
     assert_eq!(first.status, 503, "{}", first.text);
     let sent = requests(&sims.tasks).await;
-    let early = gw(&b, TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
+    let early = gw(&s.base(), TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
     early.error(503, "unavailable");
     let wait: u64 = early.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=2).contains(&wait), "Retry-After {wait}");
@@ -489,7 +581,7 @@ async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<
         "not sent before it is due"
     );
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    let due = gw(&b, TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
+    let due = gw(&s.base(), TOOL, "tasks", Some("gw-wait"), &body, &[]).await;
     assert_eq!(
         due.status, 503,
         "the destination's own 503 again: {}",
@@ -500,21 +592,21 @@ async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<
     // a paused workflow, a paused destination: 503 paused, nothing sent, sent after resume
     s.settle(&["pause", "onboarding", "--reason", "incident"]);
     let body = task("Paused", None);
-    let paused = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
+    let paused = gw(&s.base(), TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
     assert!(paused.error(503, "paused").contains("onboarding"));
     s.settle(&["resume", "onboarding"]);
     s.settle(&["pause", "--destination", "tasks", "--reason", "maintenance"]);
-    let paused = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
+    let paused = gw(&s.base(), TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
     assert!(paused.error(503, "paused").contains("destination tasks"));
     assert_eq!(requests(&sims.tasks).await, sent + 1);
     s.settle(&["resume", "--destination", "tasks"]);
-    let resumed = gw(&b, TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
+    let resumed = gw(&s.base(), TOOL, "tasks", Some("gw-paused"), &body, &[]).await;
     assert_eq!(resumed.status, 201, "{}", resumed.text);
 
     // a workflow at its threshold (one unresolved): the next request is not sent
     let wf = [("settle-workflow", "guarded")];
     let rej = gw(
-        &b,
+        &s.base(),
         ALL,
         "tasks",
         Some("gw-g1"),
@@ -524,7 +616,15 @@ async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<
     .await;
     assert_eq!(rej.status, 422);
     let sent = requests(&sims.tasks).await;
-    let stopped = gw(&b, ALL, "tasks", Some("gw-g2"), &task("G2", None), &wf).await;
+    let stopped = gw(
+        &s.base(),
+        ALL,
+        "tasks",
+        Some("gw-g2"),
+        &task("G2", None),
+        &wf,
+    )
+    .await;
     assert!(
         stopped.error(503, "paused").contains("guarded"),
         "{}",
@@ -535,15 +635,14 @@ async fn rejections_waits_and_pauses(s: &ApiServer, sims: &Sims, seen: &mut Vec<
 }
 
 /// What the gateway refuses before anything is recorded.
-async fn bad_requests(s: &ApiServer) {
-    let b = &s.base;
+async fn bad_requests(s: &Gate) {
     let body = task("x", None);
-    let no_key = gw(b, TOOL, "tasks", None, &body, &[]).await;
+    let no_key = gw(&s.base(), TOOL, "tasks", None, &body, &[]).await;
     assert!(no_key.error(400, "invalid").contains("Idempotency-Key"));
-    let many = gw(b, BOT, "tasks", Some("gw-x"), &body, &[]).await;
+    let many = gw(&s.base(), BOT, "tasks", Some("gw-x"), &body, &[]).await;
     assert!(many.error(400, "invalid").contains("Settle-Workflow"));
     let outside = gw(
-        b,
+        &s.base(),
         BOT,
         "tasks",
         Some("gw-x"),
@@ -552,11 +651,11 @@ async fn bad_requests(s: &ApiServer) {
     )
     .await;
     outside.error(403, "forbidden");
-    gw(b, TOOL, "nowhere", Some("gw-x"), &body, &[])
+    gw(&s.base(), TOOL, "nowhere", Some("gw-x"), &body, &[])
         .await
         .error(404, "not_found");
     let r = reqwest::Client::new()
-        .post(format!("{b}/gateway/tasks/create_task"))
+        .post(format!("{}/gateway/tasks/create_task", s.base()))
         .header("idempotency-key", "gw-x")
         .body("{}")
         .send()
@@ -564,7 +663,7 @@ async fn bad_requests(s: &ApiServer) {
         .unwrap();
     assert_eq!(r.status(), 401);
     let bad = reqwest::Client::new()
-        .post(format!("{b}/gateway/tasks/create_task"))
+        .post(format!("{}/gateway/tasks/create_task", s.base()))
         .bearer_auth(TOOL)
         .header("idempotency-key", "gw-x")
         .body("{not json")
@@ -579,7 +678,7 @@ async fn bad_requests(s: &ApiServer) {
 
 /// The destination got its secret from settle's environment and never the tool's
 /// token; neither is in an answer, the log, an event or a stored attempt.
-async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
+async fn secrets_stay_home(s: &Gate, sims: &Sims, seen: &[String]) {
     let t = json_of(
         reqwest::Client::new()
             .get(format!("{}/tasks?key=gw-1", sims.tasks.base))
@@ -592,7 +691,7 @@ async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
     assert_eq!(headers["idempotency-key"], "gw-1");
     // a destination that quotes the request back: the answer handed on is scrubbed of both
     let echo = gw(
-        &s.base,
+        &s.base(),
         TOOL,
         "tasks",
         Some("gw-echo"),
@@ -609,7 +708,7 @@ async fn secrets_stay_home(s: &ApiServer, sims: &Sims, seen: &[String]) {
     for key in ["gw-1", "gw-drop", "gw-echo", "gw-rej"] {
         texts.push(s.settle(&["show", key, "--json"]));
     }
-    let mut raw = Raw::connect(&s.db).await;
+    let mut raw = Raw::connect(&s.servers[0].db).await;
     for sql in [
         "SELECT COALESCE(error, '') || ' ' || COALESCE(reference, '') FROM attempts",
         "SELECT detail FROM events",
@@ -771,6 +870,7 @@ async fn an_answer_runs_ahead_of_its_commit_never_of_a_repeat(db: &TestDb) {
 
 both_backends!(
     every_row_of_the_table,
+    every_row_across_two_servers,
     the_dispatcher_and_the_gateway_never_both_send,
     an_answer_runs_ahead_of_its_commit_never_of_a_repeat
 );
