@@ -1,4 +1,4 @@
-//! The durations of the config, each read within the range its use makes sense of.
+//! The durations and sizes of the config, each read within the range its use makes sense of.
 
 use std::time::Duration;
 
@@ -43,3 +43,40 @@ bounded!(
     MILLI,
     Duration::from_secs(3600)
 );
+
+/// `max_body`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
+pub(super) fn body_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    size_within(d, "max_body")
+}
+
+/// `max_payload`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
+pub(super) fn payload_size<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<usize, D::Error> {
+    size_within(d, "max_payload")
+}
+
+/// A size of the config, bytes or a text with its unit, from 1 KiB to 16 MiB.
+fn size_within<'de, D: Deserializer<'de>>(
+    d: D,
+    what: &str,
+) -> std::result::Result<usize, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    let bytes = match Size::deserialize(d)? {
+        Size::Bytes(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        Size::Text(t) => {
+            crate::domain::payload::parse_size(&t).map_err(serde::de::Error::custom)?
+        }
+    };
+    if !(1024..=16 * 1024 * 1024).contains(&bytes) {
+        return Err(serde::de::Error::custom(format!(
+            "{what} is from 1KiB to 16MiB"
+        )));
+    }
+    Ok(bytes)
+}

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use crate::domain::redact::FieldRule;
 
@@ -16,7 +16,7 @@ mod retention;
 mod teams;
 
 pub use automations::*;
-use bounds::{age_limit, lease_or_timeout, opt_age_limit, opt_step_gap};
+use bounds::{age_limit, body_size, lease_or_timeout, opt_age_limit, opt_step_gap, payload_size};
 pub use destinations::*;
 pub use retention::*;
 pub use teams::{ChannelConfig, ChannelKind, DefaultsConfig, NotifyConfig, Owned, TeamConfig};
@@ -117,43 +117,8 @@ fn default_max_body() -> usize {
     1024 * 1024
 }
 
-/// `max_body`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
-fn body_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
-    size_within(d, "max_body")
-}
-
 fn default_max_payload() -> usize {
     crate::domain::payload::DEFAULT_MAX_PAYLOAD
-}
-
-/// `max_payload`: bytes, or a size with its unit; from 1 KiB to 16 MiB.
-fn payload_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
-    size_within(d, "max_payload")
-}
-
-/// A size of the config, bytes or a text with its unit, from 1 KiB to 16 MiB.
-fn size_within<'de, D: Deserializer<'de>>(
-    d: D,
-    what: &str,
-) -> std::result::Result<usize, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(u64),
-        Text(String),
-    }
-    let bytes = match Size::deserialize(d)? {
-        Size::Bytes(n) => usize::try_from(n).unwrap_or(usize::MAX),
-        Size::Text(t) => {
-            crate::domain::payload::parse_size(&t).map_err(serde::de::Error::custom)?
-        }
-    };
-    if !(1024..=16 * 1024 * 1024).contains(&bytes) {
-        return Err(serde::de::Error::custom(format!(
-            "{what} is from 1KiB to 16MiB"
-        )));
-    }
-    Ok(bytes)
 }
 
 fn default_lease() -> Duration {
