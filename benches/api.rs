@@ -254,22 +254,10 @@ async fn main() {
     // the server's own time for each request of that minute, from its log lines
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut inside = server.times_logged(logged);
-    let p99 = if lat.is_empty() {
-        0.0
-    } else {
-        percentile(&mut lat, 0.99)
-    };
-    println!(
-        "  1,000 requests/s for {seconds} s: {sent} sent ({:.0}/s), {} errors (target 0), p99 {p99:.2} ms",
-        sent as f64 / seconds as f64,
-        errors.len()
-    );
+    say_sustained(seconds, sent, &errors, &mut lat);
     if !inside.is_empty() {
         let (p50, p99) = (percentile(&mut inside, 0.5), percentile(&mut inside, 0.99));
         println!("  in the server (its log): p50 {p50:.2} ms, p99 {p99:.2} ms");
-    }
-    for e in errors.iter().take(5) {
-        println!("    {e}");
     }
     drop(server);
     two_servers(dir.path(), ops, seconds).await;
@@ -314,10 +302,15 @@ async fn two_servers(dir: &std::path::Path, ops: usize, seconds: u64) {
         return;
     };
     let (sent, errors, mut lat) = sustained(&bases, seconds).await;
+    say_sustained(seconds, sent, &errors, &mut lat);
+}
+
+/// The sustained load's line: requests sent, errors (the first five shown), the client's p99.
+fn say_sustained(seconds: u64, sent: usize, errors: &[String], lat: &mut [Duration]) {
     let p99 = if lat.is_empty() {
         0.0
     } else {
-        percentile(&mut lat, 0.99)
+        percentile(lat, 0.99)
     };
     println!(
         "  1,000 requests/s for {seconds} s: {sent} sent ({:.0}/s), {} errors (target 0), p99 {p99:.2} ms",

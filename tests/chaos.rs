@@ -11,14 +11,7 @@ fn short(postgres: bool) {
     let plan = Plan::of(seed, 1000, postgres);
     let outcome = chaos::run(&plan);
     println!("{}", outcome.summary());
-    assert!(
-        outcome.violations.is_empty(),
-        "{}\n{}",
-        outcome.summary(),
-        common::checker::report(&outcome.violations)
-    );
-    assert!(outcome.left_moving.is_empty(), "{}", outcome.summary());
-    assert!(outcome.missing.is_empty(), "{}", outcome.summary());
+    outcome.assert_clean();
     // a share of the operations went through the two servers, each sent to both at once
     assert!(outcome.tally.served > 0, "{}", outcome.summary());
     // the run did what it says: faults of every kind, kills, and (on PostgreSQL) the outages

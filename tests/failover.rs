@@ -20,13 +20,8 @@ fn a_primary_fails_over_to_its_synchronous_standby_mid_run() {
     let plan = Plan::failover(seed, 1000);
     let outcome = chaos::run(&plan);
     println!("{}", outcome.summary());
-    assert!(
-        outcome.violations.is_empty(),
-        "{}\n{}",
-        outcome.summary(),
-        common::checker::report(&outcome.violations)
-    );
-    assert!(outcome.left_moving.is_empty(), "{}", outcome.summary());
+    // nothing lost, nothing sent twice, nothing acknowledged missing
+    outcome.assert_clean();
     let t = &outcome.tally;
     let seen = t.failover.as_ref().expect("the drill failed over");
     // the primary went at half the ingest, with work in hand
@@ -40,8 +35,6 @@ fn a_primary_fails_over_to_its_synchronous_standby_mid_run() {
             outcome.summary()
         );
     }
-    // every operation the automation was told was recorded is there (those acknowledged before
-    // the stop were never sent again), some of them over the HTTP API
-    assert!(outcome.missing.is_empty(), "{}", outcome.summary());
+    // some of the operations went over the HTTP API
     assert!(t.served > 0, "{}", outcome.summary());
 }

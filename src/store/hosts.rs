@@ -77,27 +77,14 @@ pub(super) fn split(url: &str) -> Result<(Vec<String>, Wants)> {
 
 /// The URL's tail without `target_session_attrs`, and what that said.
 fn take_wants(tail: &str) -> std::result::Result<(String, Option<Wants>), String> {
-    let Some((path, query)) = tail.split_once('?') else {
-        return Ok((tail.to_string(), None));
+    let (tail, value) = super::open::take_param(tail, "target_session_attrs");
+    let wants = match value {
+        None => None,
+        Some("read-write" | "primary") => Some(Wants::ReadWrite),
+        Some("any") => Some(Wants::Any),
+        Some(other) => return Err(other.to_string()),
     };
-    let mut wants = None;
-    let mut kept = Vec::new();
-    for param in query.split('&').filter(|p| !p.is_empty()) {
-        match param.split_once('=') {
-            Some(("target_session_attrs", v)) => {
-                wants = Some(match v {
-                    "read-write" | "primary" => Wants::ReadWrite,
-                    "any" => Wants::Any,
-                    other => return Err(other.to_string()),
-                })
-            }
-            _ => kept.push(param),
-        }
-    }
-    Ok(match kept.is_empty() {
-        true => (path.to_string(), wants),
-        false => (format!("{path}?{}", kept.join("&")), wants),
-    })
+    Ok((tail, wants))
 }
 
 /// The hosts of a URL with more than one, or one that asks for a writable host, shared by every

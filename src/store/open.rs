@@ -60,25 +60,31 @@ pub fn display_url(url: &str) -> String {
 /// in transaction pooling mode (`pgbouncer=true`, as other tools spell it). The option is
 /// settle's own, so it is taken out before the driver sees the URL (which would warn of it).
 pub(super) fn pg_url(url: &str) -> Result<(String, bool)> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), false));
+    let (url, value) = take_param(url, "pgbouncer");
+    let bouncer = match value {
+        None | Some("false" | "0" | "no" | "off") => false,
+        Some("true" | "1" | "yes" | "on") => true,
+        Some(other) => {
+            return Err(Error::Invalid(format!(
+                "pgbouncer={} in the database URL: use pgbouncer=true or pgbouncer=false",
+                crate::domain::escape_text(other)
+            )));
+        }
     };
-    let mut bouncer = false;
+    Ok((url, bouncer))
+}
+
+/// A URL without the query parameter `name` (an option of settle's own, which the driver
+/// would not know), and the value it had (the last, if given more than once).
+pub(super) fn take_param<'a>(url: &'a str, name: &str) -> (String, Option<&'a str>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut value = None;
     let mut kept = Vec::new();
     for param in query.split('&').filter(|p| !p.is_empty()) {
         match param.split_once('=') {
-            Some(("pgbouncer", value)) => {
-                bouncer = match value {
-                    "true" | "1" | "yes" | "on" => true,
-                    "false" | "0" | "no" | "off" => false,
-                    other => {
-                        return Err(Error::Invalid(format!(
-                            "pgbouncer={} in the database URL: use pgbouncer=true or pgbouncer=false",
-                            crate::domain::escape_text(other)
-                        )));
-                    }
-                }
-            }
+            Some((n, v)) if n == name => value = Some(v),
             _ => kept.push(param),
         }
     }
@@ -86,7 +92,7 @@ pub(super) fn pg_url(url: &str) -> Result<(String, bool)> {
         true => base.to_string(),
         false => format!("{base}?{}", kept.join("&")),
     };
-    Ok((url, bouncer))
+    (url, value)
 }
 
 /// How a process uses the database.

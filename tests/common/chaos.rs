@@ -201,6 +201,21 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// The checker found nothing, the last dispatch left nothing automation could move, and no
+    /// operation the automation was told was recorded is missing.
+    pub fn assert_clean(&self) {
+        assert!(
+            self.violations.is_empty(),
+            "{}\n{}",
+            self.summary(),
+            checker::report(&self.violations)
+        );
+        assert!(self.left_moving.is_empty(), "{}", self.summary());
+        assert!(self.missing.is_empty(), "{}", self.summary());
+    }
+}
+
 /// The destinations: name, simulator arguments beyond the shared ones, dedupes, lookup.
 const DESTS: [(&str, bool, bool); 3] = [
     ("crm", true, false),
