@@ -28,6 +28,7 @@ pub mod safe_json;
 pub mod state;
 pub mod time;
 pub mod transition;
+pub mod url;
 
 pub use fingerprint::fingerprint;
 pub use key::{validate_key, validate_run};

@@ -15,6 +15,18 @@ pub fn redact_text(text: &str) -> String {
 }
 
 pub(super) fn redact_cow(text: &str) -> Cow<'_, str> {
+    // a URL's password first (whatever it holds), then the patterns, which leave a database's
+    // or mail server's user and hosts alone: `settle@db.internal` there names a server's
+    // account, not a person
+    if text.contains("://")
+        && let Some(hidden) = super::url::hide_passwords(text)
+    {
+        return Cow::Owned(redact_plain(&hidden).into_owned());
+    }
+    redact_plain(text)
+}
+
+fn redact_plain(text: &str) -> Cow<'_, str> {
     // Fast path: every pattern needs a digit, an `@`, a `=`/`:` or the word "bearer".
     let b = text.as_bytes();
     if !b
@@ -25,7 +37,19 @@ pub(super) fn redact_cow(text: &str) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let mut ranges = Vec::new();
-    ranges.extend(find_emails(text));
+    let hosts: Vec<Range<usize>> = match text.contains("://") {
+        true => super::url::find_urls(text)
+            .into_iter()
+            .filter(|u| super::url::names_a_server(&text[u.whole.clone()]))
+            .map(|u| u.authority)
+            .collect(),
+        false => Vec::new(),
+    };
+    ranges.extend(
+        find_emails(text)
+            .into_iter()
+            .filter(|e| !hosts.iter().any(|h| e.start < h.end && h.start < e.end)),
+    );
     ranges.extend(find_card_numbers(text));
     ranges.extend(find_bearer_tokens(text));
     ranges.extend(find_settle_tokens(text));

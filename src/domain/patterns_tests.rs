@@ -83,3 +83,25 @@ fn card_numbers_are_found_whatever_separates_their_digits() {
         assert_eq!(redact_text(text), text);
     }
 }
+
+#[test]
+fn a_servers_url_keeps_its_user_and_host_and_loses_its_password() {
+    // a database's account is not a person: shown, so a person can tell which database
+    assert_eq!(
+        redact_text("cannot open database postgres://settle@db.internal:5432/x: refused"),
+        "cannot open database postgres://settle@db.internal:5432/x: refused"
+    );
+    let said = redact_text("cannot open database postgres://settle:Zk9/Vb7=@db.internal/x: no");
+    assert_eq!(
+        said,
+        "cannot open database postgres://settle:***@db.internal/x: no"
+    );
+    // any other URL's user@host may be a person's address: redacted as one
+    for text in [
+        "see http://ada@example.com/x",
+        "redirected to https://crm.example/find?email=ada@example.com",
+    ] {
+        let out = redact_text(text);
+        assert!(!out.contains("ada@example.com"), "{out}");
+    }
+}

@@ -27,33 +27,10 @@ impl Backend {
     }
 }
 
-/// A database URL fit to print: any password is masked.
+/// A database URL fit to print: its password masked, whatever it holds; the user, hosts and
+/// database shown as written (a person needs them to tell which database).
 pub fn display_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return crate::domain::escape_text(url).into_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let masked = match rest[..authority_end].rfind('@') {
-        Some(at) => match rest[..at].find(':') {
-            Some(colon) => format!(
-                "{}{}:***{}",
-                &url[..scheme_end + 3],
-                &rest[..colon],
-                &rest[at..]
-            ),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
-    };
-    let masked = match masked.find("password=") {
-        Some(i) => {
-            let end = masked[i..].find('&').map_or(masked.len(), |e| i + e);
-            format!("{}password=***{}", &masked[..i], &masked[end..])
-        }
-        None => masked,
-    };
-    crate::domain::escape_text(&masked).into_owned()
+    crate::domain::escape_text(&crate::domain::url::shown_url(url)).into_owned()
 }
 
 /// A PostgreSQL URL as the driver takes it, and whether it reaches the server through PgBouncer
@@ -219,6 +196,18 @@ mod tests {
         assert_eq!(
             display_url("postgres://app@db/settle"),
             "postgres://app@db/settle"
+        );
+        // a base64 password holds `/`; the user and host stay readable
+        let url = "postgres://settle:Zk9QmW2/Vb7xR+q=@db.internal:5432/x";
+        let shown = display_url(url);
+        assert_eq!(shown, "postgres://settle:***@db.internal:5432/x");
+        // and an error that holds it, cleaned for the terminal, keeps them too
+        let said = crate::domain::redact::redact_text(&format!("cannot open database {shown}: x"));
+        assert_eq!(said, format!("cannot open database {shown}: x"));
+        let raw = crate::domain::redact::redact_text(&format!("cannot open database {url}: x"));
+        assert!(
+            !raw.contains("Vb7") && raw.contains("settle:***@db.internal:5432/x"),
+            "{raw}"
         );
     }
 
