@@ -485,9 +485,76 @@ async fn a_chain_of_corrections(db: &TestDb) {
     assert_eq!(held.lock().unwrap().tasks.len(), 1);
 }
 
+/// A key along the chain that an automation recorded itself (`KEY:c2`) is skipped, never taken
+/// over: the correction is made under the next free key; and a path deeper than a payload may
+/// nest is refused in one line, before anything is written (60,000 segments once crashed it).
+async fn a_taken_key_is_skipped_and_a_deep_path_refused(db: &TestDb) {
+    let (dest, held) = destination();
+    let d = drill_with(&db.url, &config(&dest.base));
+    let (code, out, err) = record(&d, "p-9", &json!({"email": "none"}));
+    assert_eq!(code, 0, "{out}{err}");
+    d.dispatch_until_settled();
+    assert_eq!(d.show("p-9")["state"], "rejected");
+    // the automation's own request under the chain's next key, not yet sent
+    d.run(&[
+        "record",
+        "--key",
+        "p-9:c2",
+        "--workflow",
+        "onboarding",
+        "--destination",
+        "crm",
+        "--action",
+        "create_person",
+        "--payload",
+        r#"{"email":"other@b.example"}"#,
+    ]);
+    let before = d.show("p-9:c2");
+    for (segments, what) in [(60_000, "60,000"), (20_000, "20,000"), (127, "127")] {
+        let path = vec!["a"; segments].join(".");
+        let (code, out, err) = d.output(&[
+            "correct",
+            "p-9",
+            "--set",
+            &format!("{path}=1"),
+            "--note",
+            "deep",
+        ]);
+        assert_eq!(code, 2, "{what}: {out}{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{what}: {err}");
+        assert!(err.contains("deeper than 126 fields"), "{what}: {err}");
+    }
+    assert_eq!(d.show("p-9")["state"], "rejected", "nothing was written");
+    let out = d.run(&[
+        "correct",
+        "p-9",
+        "--set",
+        "email=\"ada@b.example\"",
+        "--note",
+        "the address",
+    ]);
+    assert!(out.contains("corrected as p-9:c3"), "{out}");
+    let after = d.show("p-9:c2");
+    assert_eq!(
+        (&after["state"], &after["payload"], &after["history"]),
+        (&before["state"], &before["payload"], &before["history"]),
+        "the automation's own operation is left as it was"
+    );
+    assert_eq!(d.show("p-9")["corrected_as"]["key"], "p-9:c3");
+    assert_eq!(d.show("p-9:c3")["corrects"], "p-9");
+    d.dispatch_until_settled();
+    assert_eq!(d.show("p-9:c3")["state"], "succeeded");
+    assert_eq!(
+        held.lock().unwrap().tasks.len(),
+        2,
+        "p-9:c2 and p-9:c3 each once"
+    );
+}
+
 both_backends!(
     a_corrected_request_is_sent_once_and_the_old_key_answers_for_it,
     only_a_rejected_or_failed_request_is_corrected,
     a_hundred_and_fifty_at_once,
     a_chain_of_corrections,
+    a_taken_key_is_skipped_and_a_deep_path_refused,
 );

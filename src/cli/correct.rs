@@ -6,7 +6,7 @@ use super::common::{invalid, required};
 use super::output;
 use super::targets::Many;
 use crate::domain::edit::Edit;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ledger::{CorrectionPreview, Ledger, StaffAction};
 
 /// `settle correct`: one key (under `--new-key` or the next along its chain), or many.
@@ -25,7 +25,9 @@ pub(super) async fn correct(
     }
     let staff = ledger.staff();
     if let Some(key) = args.many.single() {
-        let action = staff.correction(key, args.new_key.as_deref(), edits, &args.note)?;
+        let action = staff
+            .correction(key, args.new_key.as_deref(), edits, &args.note)
+            .await?;
         let StaffAction::Correct { corrected_as, .. } = &action else {
             unreachable!("a correction is a correction")
         };
@@ -53,18 +55,22 @@ pub(super) async fn correct(
     let mut items = Vec::with_capacity(keys.len());
     let mut unnamed = Vec::new();
     for key in keys {
-        match staff.correction(&key, None, edits.clone(), &args.note) {
+        match staff
+            .correction(&key, None, edits.clone(), &args.note)
+            .await
+        {
             Ok(action) => items.push((key, action)),
-            Err(_) => unnamed.push(key),
+            Err(Error::Refused(_)) => unnamed.push(key),
+            Err(e) => return Err(e),
         }
     }
     let mut preview = staff.correction_preview(&items, actor).await?;
     if !unnamed.is_empty() {
         preview.bulk.matched += unnamed.len();
-        preview
-            .bulk
-            .refused
-            .insert("its correction's key would be too long".into(), unnamed);
+        preview.bulk.refused.insert(
+            "its correction's chain has no free key (too long, or taken)".into(),
+            unnamed,
+        );
     }
     show_preview(&preview, &args.many);
     let eligible: Vec<(String, StaffAction)> = items

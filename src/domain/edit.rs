@@ -39,6 +39,10 @@ impl Edit {
     }
 }
 
+/// The most segments a path may have: one fewer than a payload's depth, the object it starts
+/// in being the first level.
+const MAX_PATH: usize = crate::domain::payload::MAX_DEPTH - 1;
+
 #[derive(Clone, Debug, PartialEq)]
 enum Seg {
     Key(String),
@@ -46,9 +50,20 @@ enum Seg {
 }
 
 fn parse_path(text: &str) -> Result<Vec<Seg>, String> {
-    let bad = |why: &str| format!("bad field path '{text}': {why}");
+    let shown = || match text.chars().count() > 60 {
+        true => format!("{}…", text.chars().take(60).collect::<String>()),
+        false => text.to_string(),
+    };
+    let bad = |why: &str| format!("bad field path '{}': {why}", shown());
     let mut segs = Vec::new();
     for part in text.split('.') {
+        // a field at this depth could not be stored and read again (the payload's own limit)
+        if segs.len() >= MAX_PATH {
+            return Err(bad(&format!(
+                "deeper than {MAX_PATH} fields (a payload nests at most {} levels)",
+                crate::domain::payload::MAX_DEPTH
+            )));
+        }
         let (name, mut rest) = match part.find('[') {
             Some(i) => (&part[..i], &part[i..]),
             None => (part, ""),
@@ -64,6 +79,12 @@ fn parse_path(text: &str) -> Result<Vec<Seg>, String> {
                 .parse()
                 .map_err(|_| bad("an index is a number"))?;
             segs.push(Seg::Index(n));
+            if segs.len() > MAX_PATH {
+                return Err(bad(&format!(
+                    "deeper than {MAX_PATH} fields (a payload nests at most {} levels)",
+                    crate::domain::payload::MAX_DEPTH
+                )));
+            }
             rest = &rest[close + 1..];
             if !rest.is_empty() && !rest.starts_with('[') {
                 return Err(bad("unexpected text after ']'"));
@@ -103,6 +124,7 @@ pub fn apply_edits(payload: &Value, edits: &[Edit]) -> Result<Value, String> {
             _ => return Err(missing(edit.path())),
         }
     }
+    crate::domain::payload::check_payload(&out)?;
     Ok(out)
 }
 
@@ -272,5 +294,29 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_path_deeper_than_a_payload_may_nest_is_refused_in_one_line() {
+        let deep = vec!["a"; 60_000].join(".");
+        let e = Edit::set(&format!("{deep}=1")).unwrap_err();
+        assert!(
+            e.contains("deeper than 126 fields") && !e.contains('\n'),
+            "{e}"
+        );
+        assert!(e.len() < 200, "the path is not repeated whole: {e}");
+        let e = Edit::unset(&format!("a{}", "[0]".repeat(500))).unwrap_err();
+        assert!(e.contains("deeper than"), "{e}");
+        // at the limit it is taken, and the payload it makes can be stored and read again
+        let edge = vec!["a"; 126].join(".");
+        let out = apply_edits(&json!({}), &[set(&format!("{edge}=[1]"))]).unwrap();
+        let text = out.to_string();
+        assert!(crate::domain::payload::parse_payload(&text).is_ok());
+        // a value that would carry it past the limit is refused, not stored
+        let e = apply_edits(&json!({}), &[set(&format!("{edge}=[[1]]"))]).unwrap_err();
+        assert!(e.contains("deeper than 127"), "{e}");
+        // and one level more cannot be read by any entrance
+        let deeper = format!("{}1{}", "[".repeat(128), "]".repeat(128));
+        assert!(crate::domain::payload::parse_payload(&deeper).is_err());
     }
 }

@@ -20,19 +20,35 @@ pub fn parse_payload(text: &str) -> Result<Value, String> {
     Ok(value)
 }
 
-/// A payload given as a value (the library's `Intent`): no NUL in any key or string.
+/// How deep a payload may nest, objects and arrays counted: what JSON read by any entrance may
+/// hold (serde_json reads 127 levels), so that a payload stored can always be read again.
+pub const MAX_DEPTH: usize = 127;
+
+/// A payload given as a value (the library's `Intent`, a correction's edits): no NUL in any key
+/// or string, and no deeper than [`MAX_DEPTH`]. Walked without recursion, so that no depth
+/// given can exhaust the stack.
 pub fn check_payload(value: &Value) -> Result<(), String> {
-    match value {
-        Value::String(s) if s.contains('\0') => Err(nul("a payload string")),
-        Value::Array(items) => items.iter().try_for_each(check_payload),
-        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
-            if k.contains('\0') {
-                return Err(nul("a payload key"));
+    let mut stack = vec![(value, 1usize)];
+    while let Some((v, depth)) = stack.pop() {
+        let nested = matches!(v, Value::Array(_) | Value::Object(_));
+        if nested && depth > MAX_DEPTH {
+            return Err(format!("the payload nests deeper than {MAX_DEPTH} levels"));
+        }
+        match v {
+            Value::String(s) if s.contains('\0') => return Err(nul("a payload string")),
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Object(map) => {
+                for (k, item) in map {
+                    if k.contains('\0') {
+                        return Err(nul("a payload key"));
+                    }
+                    stack.push((item, depth + 1));
+                }
             }
-            check_payload(v)
-        }),
-        _ => Ok(()),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// The most a payload may hold when the config does not say (manual: Configuration: `max_payload`).

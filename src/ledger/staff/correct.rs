@@ -39,9 +39,9 @@ pub struct CorrectionPreview {
 }
 
 impl Staff<'_> {
-    /// The correction of `key` as a staff action: under `new_key`, or the next key along its
-    /// chain (`KEY:c2`, `KEY:c3`, ...).
-    pub fn correction(
+    /// The correction of `key` as a staff action: under `new_key`, or the first free key along
+    /// its chain (`KEY:c2`, `KEY:c3`, ...).
+    pub async fn correction(
         self,
         key: &str,
         new_key: Option<&str>,
@@ -50,13 +50,40 @@ impl Staff<'_> {
     ) -> Result<StaffAction> {
         let corrected_as = match new_key {
             Some(k) => k.to_string(),
-            None => correction_key(key)?,
+            None => self.free_correction_key(key).await?,
         };
         Ok(StaffAction::Correct {
             corrected_as,
             edits,
             note: note.to_string(),
         })
+    }
+
+    /// The first key along `key`'s chain that no operation holds: a key an automation recorded
+    /// itself (`KEY:c2`) is skipped, never taken over nor in the way. Refused, naming
+    /// `--new-key`, where the chain would pass 128 characters or its next 16 keys are all taken.
+    pub async fn free_correction_key(self, key: &str) -> Result<String> {
+        const TRIED: usize = 16;
+        let mut chain = vec![correction_key(key)?];
+        while chain.len() < TRIED {
+            match correction_key(&chain[chain.len() - 1]) {
+                Ok(next) => chain.push(next),
+                Err(_) => break,
+            }
+        }
+        let refs: Vec<&str> = chain.iter().map(String::as_str).collect();
+        let taken = self.0.store.load_ops(&refs).await?;
+        chain
+            .iter()
+            .find(|k| !taken.contains_key(k.as_str()))
+            .cloned()
+            .ok_or_else(|| {
+                Error::Refused(format!(
+                    "{key}: the keys of its correction's chain ({} to {}) are taken: name the correction's key with --new-key",
+                    chain[0],
+                    chain[chain.len() - 1]
+                ))
+            })
     }
 
     /// What correcting these operations would do, nothing written: the rules asked of each (as

@@ -15,9 +15,31 @@ impl Staff<'_> {
     /// A staff action by `actor`: claim, release, reconcile, retry, close or note.
     pub async fn act(self, key: &str, actor: &str, action: StaffAction) -> Result<Applied> {
         validate_key(key).map_err(Error::Invalid)?;
+        let action = self.along_the_chain(key, action).await?;
         self.check_staff_action(key, actor, &action).await?;
         let cmd = Command::Staff(action);
         self.0.act(key, actor, Ask::Cmd(cmd)).await
+    }
+
+    /// A correction under the chain's next key (as the console names it) made under the first
+    /// free one, where an automation took that key for a request of its own.
+    async fn along_the_chain(self, key: &str, action: StaffAction) -> Result<StaffAction> {
+        match action {
+            StaffAction::Correct {
+                corrected_as,
+                edits,
+                note,
+            } if crate::domain::transition::correction_key(key).ok().as_ref()
+                == Some(&corrected_as) =>
+            {
+                Ok(StaffAction::Correct {
+                    corrected_as: self.free_correction_key(key).await?,
+                    edits,
+                    note,
+                })
+            }
+            other => Ok(other),
+        }
     }
 
     /// Refused when an operator asks a bulk action of more than `bulk_limit` items (manual: Running settle for a team).
