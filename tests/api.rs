@@ -381,18 +381,29 @@ async fn refusals(db: &TestDb) {
     )
     .await
     .error(401, "unauthorized");
-    // 403: outside its workflows (write and read), and staff actions
+    // 403: a write naming a workflow outside its own, and staff actions; a key of another
+    // workflow is not there for it (404, the workflow never named), and taken when recorded
     let other = call("POST", &ops, Some(ALL), Some(intent("pay-1", "payments"))).await;
     assert_eq!(other.status, 201);
     call("POST", &ops, Some(BOT), Some(intent("pay-2", "payments")))
         .await
         .error(403, "forbidden");
-    call("GET", &format!("{ops}/pay-1"), Some(BOT), None)
-        .await
-        .error(403, "forbidden");
-    call("POST", &format!("{ops}/pay-1/start"), Some(BOT), None)
-        .await
-        .error(403, "forbidden");
+    for (method, path) in [
+        ("GET", format!("{ops}/pay-1")),
+        ("POST", format!("{ops}/pay-1/start")),
+        ("GET", format!("{ops}/nobody-has-this")),
+    ] {
+        let r = call(method, &path, Some(BOT), None).await;
+        let said = r.error(404, "not_found");
+        assert!(!said.contains("payments"), "{said}");
+    }
+    let taken = call("POST", &ops, Some(BOT), Some(intent("pay-1", "onboarding"))).await;
+    assert!(
+        taken.error(409, "conflict").contains("taken"),
+        "{}",
+        taken.text
+    );
+    assert!(!taken.text.contains("payments"), "{}", taken.text);
     let listed = call("GET", &ops, Some(BOT), None).await;
     assert!(
         !listed.text.contains("pay-1"),

@@ -639,6 +639,21 @@ async fn bad_requests(s: &Gate) {
     let body = task("x", None);
     let no_key = gw(&s.base(), TOOL, "tasks", None, &body, &[]).await;
     assert!(no_key.error(400, "invalid").contains("Idempotency-Key"));
+    // two keys for one request: which was meant cannot be known, so neither is used
+    let two = gw(
+        &s.base(),
+        TOOL,
+        "tasks",
+        Some("gw-two-1"),
+        &body,
+        &[("idempotency-key", "gw-two-2")],
+    )
+    .await;
+    assert!(
+        two.error(400, "invalid").contains("more than once"),
+        "{}",
+        two.text
+    );
     let many = gw(&s.base(), BOT, "tasks", Some("gw-x"), &body, &[]).await;
     assert!(many.error(400, "invalid").contains("Settle-Workflow"));
     let outside = gw(

@@ -136,7 +136,14 @@ pub(super) async fn decide(
     paused: Option<bool>,
     known: Option<&KnownAttempts>,
 ) -> Result<Decided> {
-    ledger.check_scope(&op.workflow)?;
+    // outside an automation's workflows an operation is not there for it (its workflow is not
+    // named); a key it records that another workflow holds is taken, no more is said
+    ledger.check_scope(&op.workflow).map_err(|_| match ask {
+        Ask::Cmd(Command::Record { .. }) => {
+            Error::Refused(format!("the key {} is taken: choose another key", op.key))
+        }
+        _ => Error::NotFound(format!("no operation with key {}", op.key)),
+    })?;
     let now = ledger.now();
     let key = op.key.as_str();
     let unchanged = |op: &Op| {

@@ -46,6 +46,12 @@ pub(super) fn intent_of(
     body: &[u8],
     (destination, action): (String, String),
 ) -> Result<Intent, Failure> {
+    // two keys for one request: which was meant cannot be known, so neither is used
+    if headers.get_all("idempotency-key").iter().count() > 1 {
+        return Err(Failure::invalid(
+            "the Idempotency-Key header is given more than once: one key per request",
+        ));
+    }
     let key = header_text(headers, "idempotency-key")?.ok_or_else(|| {
         Failure::invalid(
             "the Idempotency-Key header is required: the same key on every repeat of one request",

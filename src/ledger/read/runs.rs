@@ -107,7 +107,9 @@ impl Reader<'_> {
             return Err(Error::NotFound(format!("no run {run}")));
         };
         let workflow = first.workflow.clone();
-        self.0.check_scope(&workflow)?;
+        self.0
+            .check_scope(&workflow)
+            .map_err(|_| Error::NotFound(format!("no run {run}")))?;
         let stored = self.0.store.run_row(run).await?;
         let (declared, _) = self.0.run_rules(&workflow);
         let declared = declared.to_vec();

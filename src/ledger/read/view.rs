@@ -177,7 +177,10 @@ impl Reader<'_> {
         let Some((id, op)) = self.0.store.load_op(key).await? else {
             return self.0.retention().pruned_detail(key, viewer).await;
         };
-        self.0.check_scope(&op.workflow)?;
+        // outside an automation's workflows it is not there, as a missing one is not
+        self.0
+            .check_scope(&op.workflow)
+            .map_err(|_| Error::NotFound(format!("no operation with key {key}")))?;
         let paused = Paused {
             workflow: self
                 .0
