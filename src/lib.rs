@@ -48,6 +48,7 @@ pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod out;
+pub mod outbound;
 pub mod serve;
 pub mod signals;
 pub mod store;

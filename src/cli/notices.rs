@@ -53,7 +53,7 @@ pub(super) async fn notify(ledger: &Ledger, what: &NotifyCmd) -> Result<i32> {
         open: None,
         created_at: ledger.now(),
     };
-    let http = reqwest::Client::new();
+    let http = crate::outbound::client();
     match crate::notify::send(&http, channel, config, &message).await {
         Sent::Ok(answer) => {
             crate::say!("{channel}: sent ({answer}), id {}", message.id);

@@ -55,7 +55,7 @@ impl Lookups {
             })
             .collect();
         Lookups {
-            client: reqwest::Client::new(),
+            client: crate::outbound::client(),
             destinations: Arc::new(destinations),
         }
     }

@@ -37,7 +37,7 @@ mod http;
 mod lookups;
 mod send;
 
-pub use http::{Answer, Endpoint, HttpDestination, Observed, Raw, classify};
+pub use http::{Answer, Endpoint, HttpDestination, Observed, Raw, classify, is_redirect};
 pub use lookups::{Looked, Lookups};
 use send::Done;
 pub use send::{DISPATCHER, Options, Totals, attempt};
@@ -63,9 +63,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
     ledger.rounds().sweep().await?;
     // `[retention] auto = true`: pruned beside the rounds, for as long as they run
     let _pruning = ledger.retention().auto_prune();
-    let client = reqwest::Client::builder()
-        .build()
-        .map_err(|e| Error::Invalid(format!("cannot build the HTTP client: {e}")))?;
+    let client = crate::outbound::client();
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
     {

@@ -13,7 +13,11 @@ pub fn mask_reason(reason: &str) -> String {
         out.push_str(&mask_word(body));
         out.push_str(space);
     }
-    // many spaces in a row read as one
+    // one line: any run of white space (a new line too) reads as one space
+    let mut out: String = out
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .collect();
     let mut last_space = false;
     out.retain(|c| {
         let space = c == ' ';
@@ -80,9 +84,113 @@ fn is_id(word: &str) -> bool {
     hex_dash || time || mixed
 }
 
+/// The longest reason a message to people holds.
+const TOLD: usize = 120;
+
+/// A reason as a message to people tells it (manual: Owners and notifications): a destination's
+/// answer summarized (its status and the message it gives, never its body whole), every value
+/// of the operation's own payload taken out (an answer that echoes the request must not carry it
+/// into a message), what varies masked, on one line, at most 120 characters. `reason` is
+/// already redacted.
+pub fn told_reason(reason: &str, payload: Option<&serde_json::Value>) -> String {
+    let (status, said) = match reason.strip_prefix("HTTP ").and_then(|r| {
+        let (code, rest) = r.split_once(':')?;
+        (code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit())).then(|| (code, rest.trim()))
+    }) {
+        Some((code, rest)) => (Some(code), summary(rest)),
+        None => (None, reason.to_string()),
+    };
+    let mut said = said;
+    for value in payload.map(values).unwrap_or_default() {
+        if said.contains(value.as_str()) {
+            said = said.replace(value.as_str(), "…");
+        }
+    }
+    let said = mask_reason(&said);
+    let said = match status {
+        Some(code) if said.is_empty() => format!("HTTP {code}"),
+        Some(code) => format!("HTTP {code}: {said}"),
+        None => said,
+    };
+    match said.chars().count() > TOLD {
+        true => format!("{}…", said.chars().take(TOLD - 1).collect::<String>()),
+        false => said,
+    }
+}
+
+/// What a destination's answer says, in a few words: the message a JSON error gives where it
+/// gives one, else the text.
+fn summary(body: &str) -> String {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(body) else {
+        return body.to_string();
+    };
+    const SAID: [&str; 8] = [
+        "/error/message",
+        "/error",
+        "/message",
+        "/detail",
+        "/title",
+        "/errors/0/message",
+        "/errors/0/detail",
+        "/errors/0",
+    ];
+    SAID.iter()
+        .find_map(|p| json.pointer(p).and_then(|v| v.as_str()))
+        .map_or_else(|| "an answer with no message".to_string(), str::to_string)
+}
+
+/// The texts of a payload's values (strings of three characters or more, as written and as
+/// JSON would escape them), the longest first, so that none is left in part.
+fn values(payload: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![payload];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::String(s) if s.chars().count() >= 3 => {
+                out.push(s.clone());
+                let escaped = serde_json::to_string(s).unwrap_or_default();
+                let escaped = escaped.trim_matches('"');
+                if escaped != s {
+                    out.push(escaped.to_string());
+                }
+            }
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    out.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::mask_reason;
+    use super::{mask_reason, told_reason};
+
+    #[test]
+    fn a_told_reason_summarizes_the_answer_and_carries_no_payload_value() {
+        let payload =
+            serde_json::json!({"title": "Kickoff call", "customer": {"name": "Zed Example"}});
+        let told = told_reason(
+            r#"HTTP 422: {"error":{"message":"customer Zed Example exists","trace":"at x.rb:12"}}"#,
+            Some(&payload),
+        );
+        assert_eq!(told, "HTTP 422: customer … exists");
+        // text that is not JSON: as it came, without the request's values, masked
+        let told = told_reason(
+            "HTTP 400: title Kickoff call is 12 chars too long",
+            Some(&payload),
+        );
+        assert_eq!(told, "HTTP 400: title … is N chars too long");
+        // one line, however many the reason had, and short
+        let told = told_reason(&format!("a\nb\r\nc {}", "x ".repeat(200)), None);
+        assert!(
+            !told.contains(['\n', '\r']) && told.chars().count() <= 120,
+            "{told}"
+        );
+        assert!(told.starts_with("a b c x"), "{told}");
+        assert_eq!(told_reason("HTTP 503: ", None), "HTTP 503");
+    }
 
     #[test]
     fn what_varies_in_one_incident_is_masked() {

@@ -33,7 +33,7 @@ pub use crate::store::{Cursor, Pausable};
 pub use group::{Answered, GROUP as WRITE_GROUP, Queued, Write, Writer, Written};
 pub use handle::Ledger;
 pub use ingest::{IngestProblem, IngestReport};
-pub use notices::{Delivery, Message, Notices, Outgoing, Sent};
+pub use notices::{Delivery, Medium, Message, Notices, Outgoing, Sent, shown_in};
 pub use read::{
     AGE_BUCKETS, AgeBucket, ChangeListener, DayCount, Duplicates, ExceptionGroup, GroupReview,
     ListFilter, MAX_REVIEW_WINDOW, Page, Position, Reader, Review, ReviewScope, RunSummary,

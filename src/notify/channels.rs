@@ -7,7 +7,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use crate::config::{ChannelConfig, ChannelKind};
-use crate::ledger::{Message, Sent};
+use crate::ledger::{Medium, Message, Sent, shown_in};
 
 /// Values this process gives in place of environment variables (the demo's own receiver).
 static GIVEN: std::sync::Mutex<std::collections::BTreeMap<String, String>> =
@@ -42,7 +42,7 @@ pub const TRY_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn send(http: &reqwest::Client, channel: &str, c: &ChannelConfig, m: &Message) -> Sent {
     match c.kind {
         ChannelKind::Slack => {
-            let body = serde_json::json!({ "text": m.text() }).to_string();
+            let body = serde_json::json!({ "text": m.text_for(Medium::Slack) }).to_string();
             post(http, channel, c, body, Vec::new()).await
         }
         ChannelKind::Webhook => {
@@ -107,6 +107,15 @@ async fn post(
     }
     match req.send().await {
         Ok(r) if r.status().is_success() => Sent::Ok(format!("HTTP {}", r.status().as_u16())),
+        // never followed: it would post the message, signed, wherever the answer points
+        Ok(r) if r.status().is_redirection() => {
+            let to = crate::outbound::location(r.headers().get("location"));
+            Sent::Failed(format!(
+                "HTTP {}: a redirect to {}, not followed: has the channel's URL moved?",
+                r.status().as_u16(),
+                crate::outbound::origin(&to)
+            ))
+        }
         Ok(r) => Sent::Failed(format!("HTTP {}", r.status().as_u16())),
         Err(e) => Sent::Failed(why(&e.without_url())),
     }
@@ -137,7 +146,7 @@ async fn mail(channel: &str, c: &ChannelConfig, m: &Message) -> Sent {
             .map_err(|_| format!("{channel}: not an address"))
     };
     let mut builder = lettre::Message::builder()
-        .subject(m.headline())
+        .subject(shown_in(&m.headline(), Medium::Plain))
         .message_id(Some(format!("<{}@settle>", m.id)))
         .header(ContentType::TEXT_PLAIN);
     match c.from.as_deref().map(mailbox) {

@@ -28,6 +28,10 @@ struct State {
     failing_until: Option<Instant>,
     /// A destination that refuses every request, quoting its Authorization header back.
     echoing: bool,
+    /// A destination that answers every request with this redirect: status, Location.
+    redirect: Option<(u16, String)>,
+    /// Every request's headers, lowercased names.
+    headers: Vec<BTreeMap<String, String>>,
 }
 
 /// An HTTP receiver on a port of its own.
@@ -63,6 +67,18 @@ impl HttpReceiver {
         let r = HttpReceiver::start(None);
         r.state.lock().unwrap().echoing = true;
         r
+    }
+
+    /// A destination (or channel) that answers every request `status` with `Location: to`.
+    pub fn redirecting(status: u16, to: &str) -> HttpReceiver {
+        let r = HttpReceiver::start(None);
+        r.state.lock().unwrap().redirect = Some((status, to.to_string()));
+        r
+    }
+
+    /// Every request's headers, in order (names lowercased).
+    pub fn headers(&self) -> Vec<BTreeMap<String, String>> {
+        self.state.lock().unwrap().headers.clone()
     }
 
     /// Answers 500 to everything for `d` from now.
@@ -134,15 +150,25 @@ fn serve(
     } else {
         200
     };
+    let redirect = st.redirect.clone();
+    let status = redirect.as_ref().map_or(status, |(s, _)| *s);
     st.got.push(Received {
         id: headers.get("settle-notification-id").cloned(),
         body,
         signed,
         status,
     });
+    st.headers.push(headers.clone());
     let echoing = st.echoing;
     drop(st);
     let mut conn = conn;
+    if let Some((status, to)) = redirect {
+        write!(
+            conn,
+            "HTTP/1.1 {status} Moved\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )?;
+        return conn.flush();
+    }
     if echoing {
         let auth = headers.get("authorization").cloned().unwrap_or_default();
         let answer = format!("{{\"error\":\"invalid request (sent with {auth})\"}}");
@@ -214,6 +240,28 @@ impl SmtpReceiver {
         SmtpReceiver { port, dir, child }
     }
 
+    /// aiosmtpd that takes `step` to answer each of EHLO, MAIL, RCPT and the end of DATA, as an
+    /// overloaded mail server does.
+    pub fn slow(step: Duration) -> SmtpReceiver {
+        let dir = tempfile::tempdir().unwrap();
+        let port = super::free_port();
+        let script = dir.path().join("slow_smtp.py");
+        std::fs::write(&script, SLOW_SMTP).unwrap();
+        let child = std::process::Command::new("python3")
+            .arg(&script)
+            .arg(dir.path().join("mail"))
+            .arg(port.to_string())
+            .arg(step.as_secs_f64().to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 with aiosmtpd (pip install aiosmtpd)");
+        super::wait_until("slow aiosmtpd listening", Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        SmtpReceiver { port, dir, child }
+    }
+
     /// Every mail received, as text.
     pub fn mails(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -228,6 +276,42 @@ impl SmtpReceiver {
         out
     }
 }
+
+/// A mail server that answers each step after a wait (aiosmtpd, a maildir).
+const SLOW_SMTP: &str = r#"
+import asyncio, sys, time
+from aiosmtpd.controller import Controller
+from aiosmtpd.handlers import Mailbox
+
+STEP = float(sys.argv[3])
+
+class Slow(Mailbox):
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        await asyncio.sleep(STEP)
+        session.host_name = hostname
+        return responses
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        await asyncio.sleep(STEP)
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        await asyncio.sleep(STEP)
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        await asyncio.sleep(STEP)
+        return await super().handle_DATA(server, session, envelope)
+
+controller = Controller(Slow(sys.argv[1]), hostname="127.0.0.1", port=int(sys.argv[2]))
+controller.start()
+while True:
+    time.sleep(3600)
+"#;
 
 impl Drop for SmtpReceiver {
     fn drop(&mut self) {

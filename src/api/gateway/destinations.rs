@@ -33,7 +33,7 @@ impl Gateway {
             })
             .collect();
         Gateway {
-            client: reqwest::Client::new(),
+            client: crate::outbound::client(),
             destinations,
         }
     }

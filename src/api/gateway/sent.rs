@@ -38,8 +38,12 @@ pub(super) fn unrecorded(key: &str, e: Error, wait: u64) -> Failure {
 }
 
 /// The answer to the request that was sent: the destination's own status and body; a timeout
-/// or a broken connection 504 `outcome_unknown`; a request that never left 503 or 400.
+/// or a broken connection 504 `outcome_unknown`; a request that never left 503 or 400. A
+/// redirect is settle's to answer (its `Location` is never handed on, or a tool would follow
+/// it past settle): 504 `outcome_unknown` for a 303, 503 for the others, which pause the
+/// destination.
 pub(super) fn first_answer(shown: &Shown, report: &AttemptReport, raw: Option<Raw>) -> Response {
+    let raw = raw.filter(|r| !crate::dispatch::is_redirect(r.status));
     let mut response = match raw {
         Some(raw) => {
             let mut r = (

@@ -50,10 +50,12 @@ pub struct Raw {
     pub body: Vec<u8>,
 }
 
-/// An answer as it arrived: status, `Retry-After`, and the body (`None`: it broke off).
+/// An answer as it arrived: status, `Retry-After`, a redirect's `Location` (as
+/// [`crate::outbound::location`] shows it), and the body (`None`: it broke off).
 pub struct Answer<'a> {
     pub status: u16,
     pub retry_after: Option<&'a str>,
+    pub location: Option<&'a str>,
     pub body: Option<&'a [u8]>,
 }
 
@@ -73,11 +75,11 @@ pub(super) fn default_class(status: u16) -> AnswerClass {
 /// `Retry-After` date).
 pub fn classify(answer: &Answer, endpoint: &Endpoint, now: DateTime<Utc>) -> Observed {
     let status = answer.status;
-    let class = endpoint
-        .status
-        .get(&status)
-        .copied()
-        .unwrap_or_else(|| default_class(status));
+    let class = match endpoint.status.get(&status) {
+        Some(class) => *class,
+        None if is_redirect(status) => return redirected(answer, endpoint),
+        None => default_class(status),
+    };
     let seen = Observed::new(Outcome::Unknown, Some(status));
     let text = || {
         let body = String::from_utf8_lossy(answer.body.unwrap_or_default());
@@ -127,6 +129,40 @@ pub fn classify(answer: &Answer, endpoint: &Endpoint, now: DateTime<Utc>) -> Obs
         .error(format!("HTTP {status}{}", text())),
         AnswerClass::Unknown => seen.error(format!("HTTP {status}: outcome not known")),
     }
+}
+
+/// The statuses that point elsewhere (a 304 is an answer about a cached copy: unknown).
+pub fn is_redirect(status: u16) -> bool {
+    matches!(status, 300..=303 | 305 | 307 | 308)
+}
+
+/// A redirect, which settle never follows (its `status` may say otherwise): a 303 after a
+/// request may point at what it made, so its outcome is not known; any other moved the
+/// endpoint, so nothing was done there, and the destination is paused as for refused
+/// credentials: one moved URL must not turn a queue into rejections, nor be sent again and
+/// again (manual: Destinations and the dispatcher).
+fn redirected(answer: &Answer, endpoint: &Endpoint) -> Observed {
+    let status = answer.status;
+    let to = answer.location.unwrap_or("no Location");
+    let seen = Observed::new(Outcome::Unknown, Some(status));
+    if status == 303 {
+        return seen.error(format!(
+            "HTTP 303 to {to}: the destination may have done it (settle follows no redirect); outcome not known"
+        ));
+    }
+    // where it points, its host only: the path may carry the request's values
+    let origin = crate::outbound::origin(to);
+    Observed {
+        outcome: Outcome::Transient,
+        pause: Some(format!(
+            "HTTP {status} from {}: it redirects to {origin}, which settle does not follow: check its url",
+            endpoint.destination
+        )),
+        ..seen
+    }
+    .error(format!(
+        "HTTP {status}: redirected to {to}, not followed: not done, the destination is paused"
+    ))
 }
 
 /// `Retry-After` as seconds or an HTTP date.

@@ -33,6 +33,7 @@ fn now() -> DateTime<Utc> {
 struct Row {
     status: u16,
     retry_after: Option<&'static str>,
+    location: Option<&'static str>,
     body: Option<&'static str>,
     outcome: Outcome,
     reference: Option<&'static str>,
@@ -45,6 +46,7 @@ const fn row(status: u16, body: Option<&'static str>, outcome: Outcome) -> Row {
     Row {
         status,
         retry_after: None,
+        location: None,
         body,
         outcome,
         reference: None,
@@ -59,6 +61,7 @@ fn check(e: &Endpoint, rows: &[Row]) {
         let answer = Answer {
             status: r.status,
             retry_after: r.retry_after,
+            location: r.location,
             body: r.body.map(str::as_bytes),
         };
         let seen = classify(&answer, e, now());
@@ -236,11 +239,65 @@ fn overrides_and_the_reference_pointer() {
 }
 
 #[test]
+fn a_redirect_is_an_answer_never_followed() {
+    use Outcome::*;
+    let e = crm("");
+    let to = Some("https://elsewhere.example/tasks/T-9");
+    let moved = |status| Row {
+        location: to,
+        pauses: true,
+        error: Some("HTTP "),
+        ..row(status, Some(""), Transient)
+    };
+    check(
+        &e,
+        &[
+            // a See Other after a request may point at what it made
+            Row {
+                location: to,
+                error: Some(
+                    "HTTP 303 to https://elsewhere.example/tasks/T-9: the destination may have done it",
+                ),
+                ..row(303, Some(""), Unknown)
+            },
+            // the others moved the endpoint: not done there, and the destination waits for a person
+            moved(301),
+            moved(302),
+            moved(307),
+            moved(308),
+            moved(300),
+        ],
+    );
+    let answer = Answer {
+        status: 302,
+        retry_after: None,
+        location: to,
+        body: Some(b""),
+    };
+    let seen = classify(&answer, &e, now());
+    assert_eq!(
+        seen.pause.as_deref(),
+        Some(
+            "HTTP 302 from crm: it redirects to https://elsewhere.example, which settle does not follow: check its url"
+        )
+    );
+    assert!(
+        seen.error
+            .unwrap()
+            .contains("redirected to https://elsewhere.example/tasks/T-9, not followed")
+    );
+    // a destination's own `status` says what its redirect means
+    let e = crm("status = { 302 = \"accepted\" }\n");
+    check(&e, &[row(302, Some(""), Accepted)]);
+}
+
+#[test]
 fn an_auth_answer_names_the_destination_in_its_reason() {
     let e = crm("");
     let answer = Answer {
         status: 401,
         retry_after: None,
+        location: None,
         body: Some(b""),
     };
     let seen = classify(&answer, &e, now());
@@ -257,6 +314,7 @@ fn a_rejection_keeps_only_the_start_of_a_long_answer() {
     let answer = Answer {
         status: 422,
         retry_after: None,
+        location: None,
         body: Some(long.as_bytes()),
     };
     let error = classify(&answer, &e, now()).error.unwrap();

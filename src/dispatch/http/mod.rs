@@ -22,7 +22,7 @@ use crate::dispatch::http::answers::{pointed, read_capped, transport_failure};
 use crate::dispatch::http::template::{
     Encode, Payload, check_template, expand_env, fill, fill_json, form_body,
 };
-pub use answers::{Answer, Observed, Raw, classify};
+pub use answers::{Answer, Observed, Raw, classify, is_redirect};
 pub use endpoint::Endpoint;
 use endpoint::Lookup;
 
@@ -259,10 +259,13 @@ impl Endpoint {
                         .map(str::to_string)
                 };
                 let (retry_after, content_type) = (header("retry-after"), header("content-type"));
+                let location = answers::is_redirect(status)
+                    .then(|| crate::outbound::location(resp.headers().get("location")));
                 let body = read_capped(resp).await;
                 let answer = Answer {
                     status,
                     retry_after: retry_after.as_deref(),
+                    location: location.as_deref(),
                     body: body.as_deref(),
                 };
                 let seen = classify(&answer, self, Utc::now());
@@ -315,6 +318,11 @@ impl Endpoint {
             return Some(LookupAnswer::Absent {
                 http_status: status,
             });
+        }
+        if (300..400).contains(&status) {
+            return Some(no_answer(format!(
+                "HTTP {status}: a redirect, not followed"
+            )));
         }
         if !(200..300).contains(&status) {
             return Some(no_answer(format!("HTTP {status}")));

@@ -11,7 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::message::{Message, new_id, open_command};
 use super::outbox::Notices;
-use crate::domain::mask::mask_reason;
+use crate::domain::mask::told_reason;
 use crate::domain::next_step::Paused;
 use crate::domain::patterns::redact_text;
 use crate::domain::{Op, safe_next_step};
@@ -83,12 +83,14 @@ impl Notices<'_> {
     /// The group an exception belongs to, where a team is told of its workflow.
     fn group_of(&self, op: &Op) -> Option<GroupKey> {
         let team = self.0.config.told_of(&op.workflow)?;
-        // its payload's sensitive values scrubbed, as every view of it is, then masked
+        // its payload's sensitive values scrubbed, as every view of it is; then, as told to
+        // people, summarized, every value of its payload taken out, masked
         let scrubbed = match op.reason.as_deref() {
             Some(r) => self.0.scrubbers.of(&self.0.redactor, op).text(r),
             None => String::new(),
         };
-        let reason = mask_reason(&redact_text(&scrubbed));
+        let payload = serde_json::from_str(&op.payload).ok();
+        let reason = told_reason(&redact_text(&scrubbed), payload.as_ref());
         Some((
             team.to_string(),
             op.workflow.clone(),
@@ -287,7 +289,10 @@ impl Notices<'_> {
             _ => Vec::new(),
         };
         let paused = n.kind == "paused";
-        let reason = n.reason.as_deref().map(|r| mask_reason(&redact_text(r)));
+        let reason = n
+            .reason
+            .as_deref()
+            .map(|r| told_reason(&redact_text(r), None));
         let next_step = if paused {
             match (&n.workflow, &n.destination) {
                 (Some(w), _) => format!("Find why, then: settle resume {w}"),

@@ -43,10 +43,49 @@ pub(super) fn open_command(filter: &str) -> String {
     format!("settle list --where '{filter}'")
 }
 
+/// Where a message's text lands, and what must be escaped there.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Medium {
+    /// A mail's plain body and subject: one line per fact.
+    Plain,
+    /// Slack's `text` (and Mattermost's, Teams'): `&`, `<` and `>` escaped, so that no value
+    /// makes a link, a mention or a `<!channel>`, and `@` made inert.
+    Slack,
+}
+
+/// A value as `medium` shows it: on one line (a new line or any control character in it is
+/// shown escaped, never begins a line of its own), escaped for where it lands.
+pub fn shown_in(value: &str, medium: Medium) -> String {
+    let one_line = crate::domain::escape_text(value);
+    match medium {
+        Medium::Plain => one_line.into_owned(),
+        Medium::Slack => {
+            let mut out = String::with_capacity(one_line.len());
+            for c in one_line.chars() {
+                match c {
+                    '&' => out.push_str("&amp;"),
+                    '<' => out.push_str("&lt;"),
+                    '>' => out.push_str("&gt;"),
+                    // `@here` and `@channel` notify everyone on Mattermost: a full-width at sign
+                    '@' => out.push('＠'),
+                    c => out.push(c),
+                }
+            }
+            out
+        }
+    }
+}
+
 impl Message {
-    /// The message as one short text (Slack's `text`, a mail's body), a line per fact.
+    /// The message as one short text for a mail's body, a line per fact.
     pub fn text(&self) -> String {
-        let mut lines = vec![self.headline()];
+        self.text_for(Medium::Plain)
+    }
+
+    /// The message as one short text for `medium`, a line per fact, every value on its line.
+    pub fn text_for(&self, medium: Medium) -> String {
+        let shown = |v: &str| shown_in(v, medium);
+        let mut lines = vec![shown(&self.headline())];
         let facts = [
             ("team", &self.team),
             ("workflow", &self.workflow),
@@ -57,7 +96,7 @@ impl Message {
         ];
         for (name, v) in facts {
             if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
-                lines.push(format!("{name}: {v}"));
+                lines.push(format!("{name}: {}", shown(v)));
             }
         }
         if self.count > 0 && matches!(self.kind.as_str(), "queue" | "aging") {
@@ -73,17 +112,17 @@ impl Message {
             } else {
                 ""
             };
-            lines.push(format!("keys: {}{more}", self.keys.join(", ")));
+            lines.push(format!("keys: {}{more}", shown(&self.keys.join(", "))));
         }
         for (name, v) in [("next step", &self.next_step), ("open", &self.open)] {
             if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
-                lines.push(format!("{name}: {v}"));
+                lines.push(format!("{name}: {}", shown(v)));
             }
         }
         lines.join("\n")
     }
 
-    /// The first line, and a mail's subject.
+    /// The first line, and a mail's subject (on one line: see [`shown_in`]).
     pub fn headline(&self) -> String {
         let what = self
             .workflow

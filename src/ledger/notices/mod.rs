@@ -5,5 +5,5 @@ mod fold;
 mod message;
 mod outbox;
 
-pub use message::Message;
+pub use message::{Medium, Message, shown_in};
 pub use outbox::{Delivery, Notices, Outgoing, Sent};
