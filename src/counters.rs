@@ -55,8 +55,14 @@ pub const NOTIFICATIONS: Family = Family {
     labels: &["channel", "result"],
 };
 
+pub const CONNECTIONS_REFUSED: Family = Family {
+    name: "settle_connections_refused_total",
+    help: "Connections this process closed at once, or ended before they were of use, by listener (ssh, http, metrics) and why (full, per_address, startups, login_grace, no_handles).",
+    labels: &["listener", "why"],
+};
+
 /// The counter families every process writes (with no sample until something is counted).
-const COUNTERS: [Family; 7] = [
+const COUNTERS: [Family; 8] = [
     ATTEMPTS,
     EXCEPTIONS_OPENED,
     STAFF_ACTIONS,
@@ -64,6 +70,7 @@ const COUNTERS: [Family; 7] = [
     GATEWAY_ANSWERS,
     LOOKUPS,
     NOTIFICATIONS,
+    CONNECTIONS_REFUSED,
 ];
 
 pub const ATTEMPT_SECONDS: Family = Family {

@@ -44,6 +44,7 @@ pub mod dispatch;
 pub mod domain;
 pub mod error;
 pub mod ledger;
+pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod notify;

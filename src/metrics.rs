@@ -265,14 +265,15 @@ impl Drop for Serving {
     }
 }
 
-/// Binds `--metrics ADDR` (one clear line when it cannot) and serves [`router`] there, first
-/// saying where: `WHO: metrics on http://ADDR/metrics`. `sessions`: the open console sessions
-/// (none for a process without a console).
+/// Binds `--metrics ADDR` (one clear line when it cannot) and serves [`router`] there through
+/// `door`, first saying where: `WHO: metrics on http://ADDR/metrics`. `sessions`: the open
+/// console sessions (none for a process without a console).
 pub async fn serve_at(
     ledger: &Ledger,
     at: &str,
     sessions: Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
     who: &str,
+    door: std::sync::Arc<crate::listener::Door>,
 ) -> Result<Serving> {
     let listener = tokio::net::TcpListener::bind(at)
         .await
@@ -282,9 +283,14 @@ pub async fn serve_at(
         .map_err(|e| crate::error::Error::Invalid(format!("--metrics {at}: {e}")))?;
     crate::say!("{who}: metrics on http://{shown}/metrics");
     let app = router(ledger.clone(), sessions.unwrap_or_default());
+    let limits = &ledger.config().limits;
+    let deadlines = crate::listener::http::Deadlines {
+        headers: limits.header_timeout,
+        body: limits.body_timeout,
+    };
     Ok(Serving(tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, at = %shown, "metrics server ended");
-        }
+        let never = std::future::pending::<()>();
+        crate::listener::http::serve(listener, door, None, app, deadlines, never).await;
+        tracing::warn!(at = %shown, "metrics server ended");
     })))
 }

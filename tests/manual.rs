@@ -475,6 +475,7 @@ const TABLES: &[(&str, &str)] = &[
     ),
     ("[notify]", "[notify]\n"),
     ("[defaults]", "[defaults]\n"),
+    ("[limits]", "[limits]\n"),
 ];
 
 /// The keys the loader takes in a table: it refuses an unknown one by naming all it expects.

@@ -97,7 +97,7 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             named.insert(name);
         }
     }
-    assert_eq!(named.len(), 9, "{named:?}");
+    assert_eq!(named.len(), 10, "{named:?}");
     for name in &named {
         assert!(
             text.contains(&format!("# TYPE {name} gauge"))
@@ -105,7 +105,7 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             "assets/alerts.yml names {name}, which settle does not serve"
         );
     }
-    assert_eq!(rules.matches("- alert: ").count(), 10);
+    assert_eq!(rules.matches("- alert: ").count(), 11);
     let sum = |name: &str| -> f64 {
         samples
             .iter()

@@ -9,81 +9,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::ssh::{Keys, ssh_options};
 use common::tmux::Tmux;
 use common::{Raw, TestDb, parse_prometheus};
 
 const BIN: &str = env!("CARGO_BIN_EXE_settle");
-
-/// Four ed25519 keys (three operators and a stranger) and the config naming the three.
-struct Keys {
-    dir: tempfile::TempDir,
-}
-
-impl Keys {
-    fn new() -> Keys {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["viewer", "oper", "lead", "stranger"] {
-            let ok = Command::new("ssh-keygen")
-                .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-                .arg(dir.path().join(name))
-                .status()
-                .expect("ssh-keygen")
-                .success();
-            assert!(ok, "ssh-keygen {name}");
-        }
-        let k = Keys { dir };
-        k.write_config(&[
-            ("vera", "viewer", "viewer"),
-            ("olga", "operator", "oper"),
-            ("leo", "lead", "lead"),
-        ]);
-        k
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn public(&self, key: &str) -> String {
-        std::fs::read_to_string(self.path(&format!("{key}.pub")))
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-
-    /// `SHA256:...` as `ssh-keygen -l` prints it.
-    fn fingerprint(&self, key: &str) -> String {
-        let out = Command::new("ssh-keygen")
-            .args(["-l", "-E", "sha256", "-f"])
-            .arg(self.path(&format!("{key}.pub")))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .nth(1)
-            .unwrap()
-            .to_string()
-    }
-
-    fn config(&self) -> PathBuf {
-        self.path("settle.toml")
-    }
-
-    /// Writes the config with these (operator, role, key) and nothing else.
-    fn write_config(&self, operators: &[(&str, &str, &str)]) {
-        let mut text = String::from("log_file = \"/dev/null\"\n");
-        for (name, role, key) in operators {
-            text.push_str(&format!(
-                "[operators.{name}]\nrole = \"{role}\"\nkeys = [\"{}\"]\n",
-                self.public(key)
-            ));
-        }
-        // written whole: the server watches the file
-        let tmp = self.path("settle.toml.new");
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(tmp, self.config()).unwrap();
-    }
-}
 
 /// The server, stopped (by PID) when dropped.
 struct Serve {
@@ -193,28 +123,6 @@ impl Serve {
             .map(|(_, _, v)| v)
             .expect("settle_console_sessions")
     }
-}
-
-fn ssh_options(port: u16) -> Vec<String> {
-    [
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=no",
-        "-o",
-        "UserKnownHostsFile=/dev/null",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "LogLevel=ERROR",
-        "-o",
-        "ConnectTimeout=10",
-        "-p",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([port.to_string()])
-    .collect()
 }
 
 /// A plain HTTP/1.0 GET: (status, body).

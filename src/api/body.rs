@@ -10,7 +10,15 @@ use super::answer::Failure;
 /// The body as its bytes, or 413 over `max_body` with the error object.
 pub fn bytes(body: Result<Bytes, BytesRejection>, max_body: usize) -> Result<Bytes, Failure> {
     body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        let text = r.body_text();
+        if let Some(at) = text.find("the request body did not arrive within") {
+            // a body that trickles holds a connection: its deadline (the listener's) passed
+            Failure::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid",
+                text[at..].to_string(),
+            )
+        } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             Failure::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "too_large",

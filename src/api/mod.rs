@@ -52,6 +52,8 @@ pub struct Options {
     pub config_path: Option<PathBuf>,
     /// Lanes of the group writer (see `ledger::Writer`).
     pub lanes: usize,
+    /// The door of its listener (manual: Limits).
+    pub door: Arc<crate::listener::Door>,
 }
 
 /// The lanes of the group writer: one. SQLite writes one transaction at a time whatever the
@@ -275,29 +277,34 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
     if let Some(path) = options.config_path.clone() {
         tokio::spawn(reload(api.clone(), path));
     }
-    let served = match &options.tls {
+    let acceptor = match &options.tls {
         Some((cert, key)) => {
             let acceptor = tls::acceptor(cert, key)?;
             crate::say!("settle serve: HTTP API on https://{addr}/ ({n} automation(s))");
-            let listener = tls::Listener::new(socket, acceptor);
-            axum::serve(listener, app)
-                .with_graceful_shutdown(crate::signals::terminated())
-                .await
+            Some(acceptor)
         }
         None => {
             crate::say!("settle serve: HTTP API on http://{addr}/ ({n} automation(s))");
             crate::say!(
                 "settle serve: plain HTTP: keep it on localhost or behind a TLS proxy, or give --tls-cert and --tls-key"
             );
-            // an answer goes out whole at once: no wait for the client's ACK of its headers
-            let socket = axum::serve::ListenerExt::tap_io(socket, |tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            axum::serve(socket, app)
-                .with_graceful_shutdown(crate::signals::terminated())
-                .await
+            None
         }
     };
+    let limits = &api.ledger.config().limits;
+    let deadlines = crate::listener::http::Deadlines {
+        headers: limits.header_timeout,
+        body: limits.body_timeout,
+    };
+    crate::listener::http::serve(
+        socket,
+        options.door.clone(),
+        acceptor,
+        app,
+        deadlines,
+        crate::signals::terminated(),
+    )
+    .await;
     tracing::info!(%addr, "http: listening ended");
     // the outcomes the gateway answered before their commit go in before settle stops
     if !api.writer.drain(std::time::Duration::from_secs(10)).await {
@@ -305,7 +312,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
             "http: writes still queued at the stop: their operations stay in flight until their timeout"
         );
     }
-    served.map_err(|e| Error::Unavailable(format!("the HTTP API failed: {e}")))
+    Ok(())
 }
 
 /// Re-reads `[automations]` on SIGHUP and when the file changes (checked every 500 ms).

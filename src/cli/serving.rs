@@ -2,6 +2,7 @@
 //! token`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -63,6 +64,8 @@ pub(super) async fn serve(
     config_path: Option<PathBuf>,
     exec: crate::serve::Exec,
 ) -> Result<i32> {
+    // every listener's door, sized to this process's handle limit
+    let doors = Arc::new(crate::listener::Doors::for_this_process(&config.limits));
     // the console over SSH where asked for, or where nothing else is
     let ssh = (a.listen.is_some() || (a.http.is_none() && a.metrics.is_none())).then(|| {
         crate::serve::Options {
@@ -76,6 +79,7 @@ pub(super) async fn serve(
             idle: Duration::ZERO,
             config_path: config_path.clone(),
             exec,
+            doors: doors.clone(),
         }
     });
     let idle = duration_arg(
@@ -92,6 +96,7 @@ pub(super) async fn serve(
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
         config_path,
         lanes: crate::api::default_lanes(ledger.backend()),
+        door: doors.http.clone(),
     });
     tracing::info!(command = "serve", "start");
     let pruning = ledger.retention().auto_prune();
@@ -106,7 +111,7 @@ pub(super) async fn serve(
         },
         (Some(s), None) => crate::serve::run(ledger.clone(), s).await,
         // no console to count sessions of: the metrics of their own
-        (None, http) => match metrics_alone(&ledger, a.metrics.as_deref()).await {
+        (None, http) => match metrics_alone(&ledger, a.metrics.as_deref(), &doors).await {
             Ok(serving) => {
                 let r = match http {
                     Some(h) => crate::api::run(ledger.primary_only(), h).await,
@@ -136,10 +141,12 @@ pub(super) fn sender_name(what: &str) -> String {
 async fn metrics_alone(
     ledger: &Ledger,
     at: Option<&str>,
+    doors: &crate::listener::Doors,
 ) -> Result<Option<crate::metrics::Serving>> {
     match at {
         Some(at) => Ok(Some(
-            crate::metrics::serve_at(ledger, at, None, "settle serve").await?,
+            crate::metrics::serve_at(ledger, at, None, "settle serve", doors.metrics.clone())
+                .await?,
         )),
         None => Ok(None),
     }

@@ -27,7 +27,10 @@ pub(super) async fn dispatch(ledger: &Ledger, args: &DispatchArgs) -> Result<i32
         ..Default::default()
     };
     let serving = match &args.metrics {
-        Some(at) => Some(crate::metrics::serve_at(ledger, at, None, "settle dispatch").await?),
+        Some(at) => {
+            let door = crate::listener::Doors::for_this_process(&ledger.config().limits).metrics;
+            Some(crate::metrics::serve_at(ledger, at, None, "settle dispatch", door).await?)
+        }
         None => None,
     };
     let sending = crate::notify::start(

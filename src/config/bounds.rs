@@ -38,6 +38,12 @@ bounded!(retention, opt_retention, SECOND, days(3650));
 bounded!(step_gap, opt_step_gap, SECOND, days(365));
 bounded!(backoff, opt_backoff, MILLI, days(7));
 bounded!(
+    listener_timeout,
+    opt_listener_timeout,
+    SECOND,
+    Duration::from_secs(600)
+);
+bounded!(
     http_timeout,
     opt_http_timeout,
     MILLI,

@@ -11,6 +11,7 @@ use crate::domain::redact::FieldRule;
 mod automations;
 mod bounds;
 mod destinations;
+mod limits;
 mod load;
 mod retention;
 mod teams;
@@ -18,6 +19,7 @@ mod teams;
 pub use automations::*;
 use bounds::{age_limit, body_size, lease_or_timeout, opt_age_limit, opt_step_gap, payload_size};
 pub use destinations::*;
+pub use limits::LimitsConfig;
 pub use retention::*;
 pub use teams::{ChannelConfig, ChannelKind, DefaultsConfig, NotifyConfig, Owned, TeamConfig};
 
@@ -97,6 +99,9 @@ pub struct Config {
     /// `[defaults]`: the owner of a workflow without one.
     #[serde(default)]
     pub defaults: DefaultsConfig,
+    /// `[limits]`: the deadlines and caps of every listener.
+    #[serde(default)]
+    pub limits: LimitsConfig,
 }
 
 /// `[operators.NAME]`: an operator of `settle serve`, known by their SSH public keys.
@@ -161,6 +166,7 @@ impl Default for Config {
             channels: BTreeMap::new(),
             notify: NotifyConfig::default(),
             defaults: DefaultsConfig::default(),
+            limits: LimitsConfig::default(),
         }
     }
 }

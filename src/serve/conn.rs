@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use russh::keys::ssh_key::PublicKey;
 use russh::server::{Auth, Handle, Msg, PublicKeyOffer, Session, VerifiedPublicKey};
@@ -11,27 +12,11 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::console::Input;
 use crate::domain::{Identity, Role};
+use crate::listener::Pass;
 use crate::serve::screen::{Screen, console, exec, finish, size, too_many};
 use crate::serve::sessions::SessionGuard;
 use crate::serve::shared::Shared;
 use crate::serve::{fingerprint, keys};
-
-pub(super) struct Server {
-    pub(super) shared: Arc<Shared>,
-}
-
-impl russh::server::Server for Server {
-    type Handler = Conn;
-
-    fn new_client(&mut self, peer: Option<SocketAddr>) -> Conn {
-        Conn {
-            shared: self.shared.clone(),
-            peer,
-            who: None,
-            channels: HashMap::new(),
-        }
-    }
-}
 
 /// One connection: who logged in, and its channels.
 pub struct Conn {
@@ -39,6 +24,10 @@ pub struct Conn {
     pub(super) peer: Option<SocketAddr>,
     pub(super) who: Option<Identity>,
     pub(super) channels: HashMap<ChannelId, ChannelState>,
+    /// Its place among the connections not yet logged in, given up when it logs in.
+    startup: Option<Pass>,
+    /// Set when it logs in: its login grace no longer runs.
+    logged_in: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -51,6 +40,22 @@ pub(super) struct ChannelState {
 }
 
 impl Conn {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        peer: SocketAddr,
+        startup: Pass,
+        logged_in: Arc<AtomicBool>,
+    ) -> Conn {
+        Conn {
+            shared,
+            peer: Some(peer),
+            who: None,
+            channels: HashMap::new(),
+            startup: Some(startup),
+            logged_in,
+        }
+    }
+
     pub(super) fn known(&self, key: &PublicKey) -> Option<(String, Role)> {
         self.shared.operators().lookup(&fingerprint(key)).cloned()
     }
@@ -82,12 +87,14 @@ impl Conn {
         handle: &Handle,
         channel: ChannelId,
     ) -> Option<SessionGuard> {
-        let limit = self.shared.max_sessions;
-        let guard = self.shared.sessions.enter(who, input, limit);
-        if guard.is_none() {
-            tokio::spawn(finish(handle.clone(), channel, too_many(limit), 1));
+        match self.shared.sessions.enter(who, input, self.shared.limits) {
+            Ok(guard) => Some(guard),
+            Err(full) => {
+                tracing::info!(operator = %who.name, why = ?full, "serve: a session refused");
+                tokio::spawn(finish(handle.clone(), channel, too_many(&full), 1));
+                None
+            }
         }
-        guard
     }
 }
 
@@ -126,6 +133,8 @@ impl russh::server::Handler for Conn {
         match self.known(key.public_key) {
             Some((name, role)) => {
                 tracing::info!(operator = %name, %role, key = %print, peer = ?self.peer, "serve: logged in");
+                crate::listener::Watched::<()>::release(&self.logged_in);
+                self.startup = None;
                 self.who = Some(Identity {
                     name,
                     role,

@@ -24,10 +24,9 @@ mod screen;
 mod sessions;
 mod shared;
 
-use conn::Server;
 pub use conn::{Conn, ConnError};
 pub use identity::{Operators, fingerprint, host_key};
-pub use sessions::Sessions;
+pub use sessions::{SessionLimits, Sessions};
 pub use shared::Exec;
 use shared::Shared;
 
@@ -52,6 +51,8 @@ pub struct Options {
     pub config_path: Option<PathBuf>,
     /// How an `exec` request's command is run.
     pub exec: Exec,
+    /// The doors of this process's listeners (manual: Limits).
+    pub doors: Arc<crate::listener::Doors>,
 }
 
 /// The host key's default place: `$XDG_STATE_HOME/settle/host_key`, else
@@ -78,12 +79,16 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
         .local_addr()
         .map_err(|e| Error::Invalid(format!("--listen {}: {e}", options.listen)))?;
     let sessions = Arc::new(Sessions::default());
+    let limits = ledger.config().limits.clone();
     let shared = Arc::new(Shared {
         changes: crate::console::watch_changes(ledger.clone()),
         ledger: ledger.clone(),
         operators: RwLock::new(Arc::new(operators)),
         sessions: sessions.clone(),
-        max_sessions: options.max_sessions,
+        limits: SessionLimits {
+            max: options.max_sessions,
+            per_operator: limits.sessions_per_operator,
+        },
         idle: options.idle,
         exec: options.exec.clone(),
     });
@@ -91,8 +96,14 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
     crate::say!("settle serve: host key {host_fingerprint}");
     let _metrics = match &options.metrics {
         Some(m) => Some(
-            crate::metrics::serve_at(&ledger, m, Some(sessions.count.clone()), "settle serve")
-                .await?,
+            crate::metrics::serve_at(
+                &ledger,
+                m,
+                Some(sessions.count.clone()),
+                "settle serve",
+                options.doors.metrics.clone(),
+            )
+            .await?,
         ),
         None => None,
     };
@@ -114,26 +125,81 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<()> {
         keys: vec![key],
         auth_rejection_time: Duration::from_millis(300),
         auth_rejection_time_initial: Some(Duration::ZERO),
-        // the console has its own idle timeout, with a warning; dead peers are found by keepalive
+        max_auth_attempts: limits.max_auth_tries,
+        // the console has its own idle timeout, with a warning; dead peers are found by
+        // keepalive; a connection that has not logged in has `login_grace` (see `accept`)
         inactivity_timeout: None,
         keepalive_interval: Some(Duration::from_secs(30)),
         keepalive_max: 3,
         nodelay: true,
         ..Default::default()
     };
-    let mut server = Server {
-        shared: shared.clone(),
-    };
-    let running = russh::server::Server::run_on_socket(&mut server, Arc::new(config), &socket);
-    let stop = running.handle();
-    tokio::select! {
-        r = running => r.map_err(|e| Error::Invalid(format!("the SSH server failed: {e}")))?,
-        () = crate::signals::terminated() => {
-            tracing::info!("serve: stopping");
-            stop.shutdown("settle serve is stopping".into());
-        }
-    }
+    accept(
+        socket,
+        Arc::new(config),
+        shared,
+        &options.doors,
+        limits.login_grace,
+    )
+    .await;
     Ok(())
+}
+
+/// The accept loop, until SIGTERM or SIGINT: each connection let in by the SSH door and the
+/// door of those not yet logged in, with `grace` to log in (then closed, whatever it is
+/// doing), run by russh in a task of its own; at the stop, every session is told and ended.
+async fn accept(
+    socket: tokio::net::TcpListener,
+    config: Arc<russh::server::Config>,
+    shared: Arc<Shared>,
+    doors: &crate::listener::Doors,
+    grace: Duration,
+) {
+    let (stop, _) = tokio::sync::broadcast::channel::<()>(1);
+    let terminated = crate::signals::terminated();
+    tokio::pin!(terminated);
+    loop {
+        let (tcp, peer, pass) = tokio::select! {
+            accepted = doors.ssh.accept(&socket) => accepted,
+            () = &mut terminated => break,
+        };
+        let startup = match doors.startups.admit(peer.ip()) {
+            Ok(p) => p,
+            Err(_) => {
+                doors.startups.refused(peer, "startups");
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        // ended at its login grace, or by the door to make room while not logged in
+        let (stream, released) = crate::listener::Watched::new(tcp, startup.kill(), Some(grace));
+        let handler = Conn::new(shared.clone(), peer, startup, released.clone());
+        let (config, mut stopped) = (config.clone(), stop.subscribe());
+        let door = doors.startups.clone();
+        tokio::spawn(async move {
+            let _pass = pass;
+            let began = std::time::Instant::now();
+            if let Ok(session) = russh::server::run_stream(config, stream, handler).await {
+                let handle = session.handle();
+                tokio::select! {
+                    _ = session => {}
+                    _ = stopped.recv() => {
+                        let _ = handle
+                            .disconnect(russh::Disconnect::ByApplication, "settle serve is stopping".into(), "".into())
+                            .await;
+                    }
+                }
+            }
+            let logged_in = released.load(std::sync::atomic::Ordering::SeqCst);
+            if !logged_in && began.elapsed() >= grace {
+                door.refused(peer, "login_grace");
+            }
+        });
+    }
+    tracing::info!("serve: stopping");
+    let _ = stop.send(());
+    // the sessions' disconnects go out before the process ends
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 /// Re-reads `[operators]` on SIGHUP and when the file changes (checked every 500 ms). A file
@@ -179,11 +245,76 @@ mod tests {
         }
     }
 
+    fn two() -> SessionLimits {
+        SessionLimits {
+            max: 2,
+            per_operator: 8,
+        }
+    }
+
+    #[test]
+    fn one_operator_cannot_fill_the_server_and_a_lead_always_gets_in() {
+        use crate::serve::sessions::{Full, LEAD_SEATS};
+        let sessions = Arc::new(Sessions::default());
+        let limits = SessionLimits {
+            max: 4,
+            per_operator: 2,
+        };
+        let who = |name: &str, role| Identity {
+            name: name.into(),
+            role,
+            fingerprint: format!("SHA256:{name}"),
+        };
+        let mut held = Vec::new();
+        held.push(
+            sessions
+                .enter(&who("vera", Role::Viewer), None, limits)
+                .unwrap(),
+        );
+        held.push(
+            sessions
+                .enter(&who("vera", Role::Viewer), None, limits)
+                .unwrap(),
+        );
+        assert_eq!(
+            sessions
+                .enter(&who("vera", Role::Viewer), None, limits)
+                .err(),
+            Some(Full::Operator("vera".into(), 2)),
+            "one operator holds their share, no more"
+        );
+        held.push(
+            sessions
+                .enter(&who("olga", Role::Operator), None, limits)
+                .unwrap(),
+        );
+        held.push(
+            sessions
+                .enter(&who("otto", Role::Operator), None, limits)
+                .unwrap(),
+        );
+        assert_eq!(
+            sessions
+                .enter(&who("oona", Role::Operator), None, limits)
+                .err(),
+            Some(Full::Server(4))
+        );
+        // the server is full, and a lead still gets in, up to the seats kept for leads
+        for _ in 0..LEAD_SEATS.min(2) {
+            held.push(
+                sessions
+                    .enter(&who("leo", Role::Lead), None, limits)
+                    .unwrap(),
+            );
+        }
+        assert_eq!(held.len(), 4 + LEAD_SEATS.min(2));
+    }
+
     #[tokio::test]
     async fn the_list_of_sessions_never_keeps_a_dropped_connections_console_open() {
         let sessions = Arc::new(Sessions::default());
         let (tx, mut rx) = unbounded_channel::<Input>();
-        let guard = sessions.enter(&alice(), Some(tx.clone()), 2).unwrap();
+        let guard = sessions.enter(&alice(), Some(tx.clone()), two()).unwrap();
         assert_eq!(sessions.count.load(Ordering::SeqCst), 1);
         // the handler's sender is the one that counts: dropped with the connection
         drop(tx);
@@ -197,9 +328,9 @@ mod tests {
     async fn a_removed_key_ends_its_console_and_the_limit_holds() {
         let sessions = Arc::new(Sessions::default());
         let (tx, mut rx) = unbounded_channel::<Input>();
-        let _a = sessions.enter(&alice(), Some(tx.clone()), 2).unwrap();
-        let _b = sessions.enter(&alice(), None, 2).unwrap();
-        assert!(sessions.enter(&alice(), None, 2).is_none(), "the limit");
+        let _a = sessions.enter(&alice(), Some(tx.clone()), two()).unwrap();
+        let _b = sessions.enter(&alice(), None, two()).unwrap();
+        assert!(sessions.enter(&alice(), None, two()).is_err(), "the limit");
         let same = Operators(HashMap::from([(
             "SHA256:a".to_string(),
             ("alice".to_string(), Role::Operator),

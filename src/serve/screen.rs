@@ -20,8 +20,16 @@ pub(super) fn size(width: u32, height: u32) -> (u16, u16) {
     (pick(width, 80), pick(height, 24))
 }
 
-pub(super) fn too_many(limit: usize) -> String {
-    format!("settle: {limit} sessions are open, the most this server takes; try again later\r\n")
+pub(super) fn too_many(full: &crate::serve::sessions::Full) -> String {
+    use crate::serve::sessions::Full;
+    match full {
+        Full::Server(limit) => format!(
+            "settle: {limit} sessions are open, the most this server takes; try again later (a lead can still log in)\r\n"
+        ),
+        Full::Operator(name, n) => format!(
+            "settle: {name} has {n} sessions open, the most one operator may; close one first\r\n"
+        ),
+    }
 }
 
 /// Tells `text` on stderr, then ends the channel with `status`.

@@ -43,17 +43,48 @@ impl Drop for SessionGuard {
     }
 }
 
+/// How many sessions a server takes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SessionLimits {
+    /// Sessions at once (`--max-sessions`), and as many more for leads only ([`LEAD_SEATS`]).
+    pub max: usize,
+    /// Sessions of one operator at once, within `max`.
+    pub per_operator: usize,
+}
+
+/// Seats beyond `--max-sessions` that only a lead may take: whoever fills the server, a lead
+/// can always get in to see why, and end it.
+pub const LEAD_SEATS: usize = 4;
+
+/// Why a session was not let in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Full {
+    /// The server holds its most.
+    Server(usize),
+    /// This operator holds their most.
+    Operator(String, usize),
+}
+
 impl Sessions {
-    /// A place for a session of `who`, unless `limit` are open.
+    /// A place for a session of `who` within `limits`: not past `per_operator` sessions of
+    /// theirs, and not past `max` in all unless a lead (who has [`LEAD_SEATS`] more).
     pub(super) fn enter(
         self: &Arc<Self>,
         who: &Identity,
         input: Option<UnboundedSender<Input>>,
-        limit: usize,
-    ) -> Option<SessionGuard> {
+        limits: SessionLimits,
+    ) -> Result<SessionGuard, Full> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        if open.len() >= limit {
-            return None;
+        let theirs = open.values().filter(|s| s.name == who.name).count();
+        if theirs >= limits.per_operator.max(1) {
+            return Err(Full::Operator(who.name.clone(), theirs));
+        }
+        let seats = match who.role {
+            Role::Lead => limits.max + LEAD_SEATS,
+            _ => limits.max,
+        };
+        if open.len() >= seats {
+            return Err(Full::Server(limits.max));
         }
         let id = self.next.fetch_add(1, Ordering::SeqCst);
         open.insert(
@@ -66,7 +97,7 @@ impl Sessions {
             },
         );
         self.count.store(open.len(), Ordering::SeqCst);
-        Some(SessionGuard {
+        Ok(SessionGuard {
             sessions: self.clone(),
             id,
         })

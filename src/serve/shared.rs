@@ -28,7 +28,7 @@ pub(super) struct Shared {
     pub(super) operators: RwLock<Arc<Operators>>,
     pub(super) sessions: Arc<Sessions>,
     pub(super) changes: watch::Receiver<u64>,
-    pub(super) max_sessions: usize,
+    pub(super) limits: crate::serve::sessions::SessionLimits,
     pub(super) idle: Duration,
     pub(super) exec: Exec,
 }

@@ -10,6 +10,7 @@ pub mod checker;
 pub mod cluster;
 pub mod receivers;
 pub mod scripted;
+pub mod ssh;
 pub mod tmux;
 
 use settle::Config;
