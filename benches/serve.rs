@@ -131,24 +131,30 @@ async fn main() {
         t.elapsed().as_secs_f64()
     );
 
-    let key = dir.path().join("op");
-    let ok = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&key)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
-    let public = std::fs::read_to_string(dir.path().join("op.pub")).unwrap();
-    let config = dir.path().join("settle.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "log_file = \"/dev/null\"\n[operators.olga]\nrole = \"operator\"\nkeys = [\"{}\"]\n",
+    // a team: one operator holds at most 8 sessions (sessions_per_operator), so the sessions
+    // are spread over as many operators as that takes, each with a key
+    let people = (idle + 1).div_ceil(8);
+    let mut text = String::from("log_file = \"/dev/null\"\n");
+    let mut keys = Vec::new();
+    for i in 0..people {
+        let key = dir.path().join(format!("op{i}"));
+        let ok = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        text.push_str(&format!(
+            "[operators.olga{i}]\nrole = \"operator\"\nkeys = [\"{}\"]\n",
             public.trim()
-        ),
-    )
-    .unwrap();
+        ));
+        keys.push(key);
+    }
+    let key = keys[0].clone();
+    let config = dir.path().join("settle.toml");
+    std::fs::write(&config, text).unwrap();
     let mut serve = Command::new(BIN)
         .args([
             "serve",
@@ -207,8 +213,12 @@ async fn main() {
     let _ = warm.wait();
     std::thread::sleep(Duration::from_secs(1));
     let before = rss_kib(pid);
-    for _ in 0..idle {
-        let mut c = ssh(port, &key);
+    for i in 0..idle {
+        // a few at a time: more than ten logging in at once from one address wait their turn
+        if i % 5 == 4 {
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        let mut c = ssh(port, &keys[(i + 1) % people]);
         let mut o = c.stdout.take().unwrap();
         std::thread::spawn(move || while o.read(&mut [0u8; 4096]).is_ok_and(|k| k > 0) {});
         held.0.push(c);

@@ -360,3 +360,65 @@ fn one_viewer_cannot_lock_a_lead_out() {
     let (code, _, err) = s.exec("lead", &["stats"]);
     assert_eq!(code, 0, "a lead gets in whoever fills the server: {err}");
 }
+
+/// A request whose headers or body trickle in is cut off at its deadline (`header_timeout`,
+/// `body_timeout`, here 2 s each): the body with 408 and the connection closed, the headers
+/// with the connection closed; a whole request on the same server is answered meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_request_is_cut_off_at_its_deadline() {
+    let db = common::sqlite();
+    let s = common::api::ApiServer::start(
+        &db.url,
+        "[limits]\nheader_timeout = \"2s\"\nbody_timeout = \"2s\"\n",
+    );
+    let at: SocketAddr = s.base.trim_start_matches("http://").parse().unwrap();
+    let trickle = |first: String| async move {
+        let mut c = TcpStream::connect(at).await.unwrap();
+        c.write_all(first.as_bytes()).await.unwrap();
+        let began = Instant::now();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            tokio::select! {
+                read = c.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                },
+                () = tokio::time::sleep(Duration::from_millis(300)) => {
+                    assert!(began.elapsed() < Duration::from_secs(15), "still open");
+                    let _ = c.write_all(b"x").await;
+                }
+            }
+        }
+        (
+            began.elapsed(),
+            String::from_utf8_lossy(&answer).into_owned(),
+        )
+    };
+    let body = format!(
+        "POST /v1/operations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{{\"key\":",
+        common::api::BOT
+    );
+    let (slow_body, slow_headers, whole) = tokio::join!(
+        trickle(body),
+        trickle("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ".into()),
+        async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            get(at, "/healthz").await
+        }
+    );
+    assert!(slow_body.1.starts_with("HTTP/1.1 408"), "{}", slow_body.1);
+    assert!(
+        slow_body.1.contains("did not arrive within 2 s"),
+        "{}",
+        slow_body.1
+    );
+    assert!(slow_body.0 < Duration::from_secs(6), "{:?}", slow_body.0);
+    assert!(!slow_headers.1.contains("200 OK"), "{}", slow_headers.1);
+    assert!(
+        slow_headers.0 < Duration::from_secs(6),
+        "{:?}",
+        slow_headers.0
+    );
+    assert_eq!(whole.map(|w| w.0), Some(200));
+}

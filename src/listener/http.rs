@@ -43,12 +43,6 @@ pub async fn serve(
     deadlines: Deadlines,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let body = deadlines.body;
-    let app = app.layer(axum::middleware::from_fn(
-        move |req: Request, next: axum::middleware::Next| {
-            next.run(req.map(|b| Body::new(TimedBody::new(b, body))))
-        },
-    ));
     let (stopping, stopped) = watch::channel(false);
     // every connection holds a sender: when all are gone, every connection has ended
     let (alive, mut all_ended) = mpsc::channel::<()>(1);
@@ -94,6 +88,7 @@ async fn one<I>(
     let service = Marked {
         app,
         busy: pass.busy_counter(),
+        body: deadlines.body,
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -110,10 +105,11 @@ async fn one<I>(
 }
 
 /// The router, the connection marked busy while a request is under way (its door then never
-/// ends it to make room).
+/// ends it to make room), each request's body held to its deadline.
 struct Marked {
     app: axum::Router,
     busy: Arc<std::sync::atomic::AtomicUsize>,
+    body: Duration,
 }
 
 impl hyper::service::Service<Request<hyper::body::Incoming>> for Marked {
@@ -125,8 +121,9 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Marked {
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
         let busy = super::Busy::on(&self.busy);
         let mut app = self.app.clone();
+        let req = req.map(|b| Body::new(TimedBody::new(b, self.body)));
         Box::pin(async move {
-            let answer = tower_service::Service::call(&mut app, req.map(Body::new)).await;
+            let answer = tower_service::Service::call(&mut app, req).await;
             drop(busy);
             answer
         })
@@ -149,10 +146,13 @@ impl std::fmt::Display for BodyTooSlow {
 
 impl std::error::Error for BodyTooSlow {}
 
-/// A request body that fails once its deadline passes, however slowly it trickles.
+/// A request body that fails once its deadline passes, however slowly it trickles. The clock
+/// starts with the request; its timer is made only when the body has to be waited for (most
+/// arrive with their headers, and cost no timer).
 struct TimedBody<B> {
     inner: B,
-    sleep: Pin<Box<Sleep>>,
+    began: tokio::time::Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
     after: Duration,
 }
 
@@ -160,7 +160,8 @@ impl<B> TimedBody<B> {
     fn new(inner: B, after: Duration) -> TimedBody<B> {
         TimedBody {
             inner,
-            sleep: Box::pin(tokio::time::sleep(after)),
+            began: tokio::time::Instant::now(),
+            sleep: None,
             after,
         }
     }
@@ -181,7 +182,11 @@ where
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
-        if self.sleep.as_mut().poll(cx).is_ready() {
+        let deadline = self.began + self.after;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if sleep.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(Err(Box::new(BodyTooSlow(self.after)))));
         }
         Poll::Pending

@@ -78,7 +78,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
         if self.kill.killed() {
             return ended("ended to make room for another connection");
         }
-        *self.kill.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        {
+            let mut reader = self.kill.reader.lock().unwrap_or_else(|e| e.into_inner());
+            if !reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *reader = Some(cx.waker().clone());
+            }
+        }
         if self.kill.killed() {
             return ended("ended to make room for another connection");
         }
