@@ -51,11 +51,13 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
     for (workflow, state, n) in &groups {
         *shown.entry((workflow, state.as_str())).or_default() += n;
     }
+    let config = ledger.config();
     for ((workflow, state), n) in shown {
         let _ = writeln!(
             out,
-            "settle_exceptions{{workflow=\"{}\",state=\"{state}\"}} {n}",
+            "settle_exceptions{{workflow=\"{}\",state=\"{state}\"{}}} {n}",
             label(workflow),
+            team_of(config, workflow),
         );
     }
     family(
@@ -68,8 +70,9 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
         let age = (now - *since).num_seconds().max(0);
         let _ = writeln!(
             out,
-            "settle_oldest_exception_seconds{{workflow=\"{}\"}} {age}",
-            label(workflow)
+            "settle_oldest_exception_seconds{{workflow=\"{}\"{}}} {age}",
+            label(workflow),
+            team_of(config, workflow)
         );
     }
     family(
@@ -80,8 +83,9 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
     for (workflow, n, _) in ledger.read().stalled_counts().await? {
         let _ = writeln!(
             out,
-            "settle_runs_stalled{{workflow=\"{}\"}} {n}",
-            label(&workflow)
+            "settle_runs_stalled{{workflow=\"{}\"{}}} {n}",
+            label(&workflow),
+            team_of(config, &workflow)
         );
     }
     family(&mut out, "settle_operations", "Operations by state.");
@@ -104,9 +108,13 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
         (Pausable::Destination, &stats.paused_destinations),
     ] {
         for name in names {
+            let team = match kind {
+                Pausable::Workflow => team_of(config, name),
+                Pausable::Destination => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "settle_paused{{kind=\"{}\",name=\"{}\"}} 1",
+                "settle_paused{{kind=\"{}\",name=\"{}\"{team}}} 1",
                 kind.noun(),
                 label(name)
             );
@@ -115,6 +123,15 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
     dispatcher_gauges(&mut out, &stats.dispatchers);
     channel_gauges(&mut out, &stats.notify_failing);
     Ok(out)
+}
+
+/// `,team="T"` for a workflow a team owns (manual: Owners and notifications), so that an alert
+/// on it carries the team and Alertmanager routes it there; nothing for one nobody owns.
+fn team_of(config: &crate::config::Config, workflow: &str) -> String {
+    match config.owner_of(workflow) {
+        Some(team) => format!(",team=\"{}\"", label(team)),
+        None => String::new(),
+    }
 }
 
 /// The channels failing now (manual: Owners and notifications).

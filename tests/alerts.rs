@@ -255,3 +255,89 @@ async fn every_suggested_command_runs_as_written(db: &TestDb) {
 }
 
 both_backends!(every_suggested_command_runs_as_written);
+
+/// The shipped files agree with each other: Prometheus scrapes the ports the units serve their
+/// metrics on, on an address it can reach; the rules are loaded by the name their header gives;
+/// every unit the manual names is shipped; the runbook says what settle does now.
+#[test]
+fn the_shipped_files_agree() {
+    let assets = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/assets"));
+    let read = |name: &str| std::fs::read_to_string(assets.join(name)).unwrap();
+    let prometheus = read("prometheus.yml");
+    let rule_file = prometheus
+        .lines()
+        .find_map(|l| l.strip_prefix("rule_files: ["))
+        .and_then(|l| l.strip_suffix(']'))
+        .expect("rule_files");
+    assert!(
+        RULES.contains(&format!("rule_files: [{rule_file}]")),
+        "alerts.yml's header names another file than prometheus.yml loads ({rule_file})"
+    );
+    let mut served = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(assets).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_some_and(|x| x == "service") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let exec = text.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+            let at = exec
+                .split_whitespace()
+                .skip_while(|w| *w != "--metrics")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{} serves no metrics", path.display()));
+            let (host, port) = at.rsplit_once(':').unwrap();
+            assert!(
+                !host.starts_with("127.") && host != "localhost",
+                "{}: Prometheus scrapes another host, but it binds {at}",
+                path.display()
+            );
+            let unit = path.file_stem().unwrap().to_string_lossy().into_owned();
+            served.insert(port.to_string(), unit);
+        }
+    }
+    let targets = prometheus
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("- targets: ["))
+        .unwrap();
+    for target in targets.trim_end_matches(']').split(',') {
+        let target = target.trim().trim_matches('"');
+        let port = target.rsplit_once(':').unwrap().1;
+        assert!(
+            served.contains_key(port),
+            "prometheus.yml scrapes {target}, a port no shipped unit serves ({served:?})"
+        );
+    }
+    // every unit the manual and the runbook name is shipped
+    let docs = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs"));
+    for e in std::fs::read_dir(docs).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for line in text.lines() {
+            for (at, _) in line.match_indices("settle-") {
+                let unit: String = line[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                    .collect();
+                let named = ["systemctl", "journalctl -u", ".service"]
+                    .iter()
+                    .any(|w| line.contains(w));
+                if named && !line.contains(&format!("application_name={unit}")) {
+                    assert!(
+                        served.values().any(|u| *u == unit),
+                        "the manual names the unit {unit}, which is not shipped: {line}"
+                    );
+                }
+            }
+        }
+    }
+    // the runbook says what settle does now: a rejected request is corrected by settle
+    let runbook = std::fs::read_to_string(docs.join("runbook.md")).unwrap();
+    let rising = runbook
+        .split("\n## ")
+        .find(|s| s.starts_with("SettleExceptionsRising"))
+        .unwrap();
+    assert!(rising.contains("settle correct"), "{rising}");
+    assert!(!rising.contains("closed as superseded"), "{rising}");
+    assert!(
+        !rising.contains("the newest"),
+        "list gives the oldest first: {rising}"
+    );
+}

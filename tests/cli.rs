@@ -1100,9 +1100,9 @@ fn completions_man_page_and_list_limit() {
         "{}",
         r.stderr
     );
-    let r = settle(url, d, &["stats", "--as", "bob"]);
-    one_line(&r, 2, "stats --as");
-    // before the command it is the context of any command (an alias's), ignored where unused
+    // a command of the ledger takes every global option after it, as before it (the one a
+    // person acting through an alias types last)
+    ok(&settle(url, d, &["stats", "--as", "bob"]));
     ok(&settle(url, d, &["--as", "bob", "stats"]));
 }
 
@@ -1278,4 +1278,151 @@ async fn a_replicas_password_with_a_slash_is_never_logged() {
     for said in [&r.stderr, &r.stdout, &log] {
         assert!(!said.contains("Q8r") && !said.contains("Wz+5"), "{said}");
     }
+}
+
+/// Every global option is taken after any command that opens the ledger, as before it
+/// (`settle groups --where owner:mine --as carol` once said `--as` was unexpected).
+#[test]
+fn every_global_option_is_taken_after_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let db = format!("sqlite://{}", d.join("g.db").display());
+    ok(&settle(&db, d, &["init"]));
+    for args in [
+        &["groups", "--where", "owner:mine", "--as", "carol"][..],
+        &["notifications", "--as", "carol"],
+        &["stats", "--as", "carol"],
+        &["report", "--as", "carol"],
+        &["sweep", "--as", "carol"],
+        &["runs", "--as", "carol"],
+    ] {
+        let r = settle(&db, d, args);
+        assert!(
+            !r.stderr.contains("unexpected argument"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        ok(&r);
+    }
+    let help = settle(&db, d, &["groups", "--help"]);
+    assert!(
+        help.stdout.contains("mine: the teams of"),
+        "{}",
+        help.stdout
+    );
+}
+
+/// Messages that say what to do: a correction with nothing to change says so; a refusal for
+/// another's claim names the command that takes it over; an answer's status is said once; a
+/// channel key that does nothing for its kind is said when the channel is used.
+#[test]
+fn messages_say_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let db = format!("sqlite://{}", d.join("m.db").display());
+    let rec = |key: &str| {
+        ok(&settle(
+            &db,
+            d,
+            &[
+                "record",
+                "--key",
+                key,
+                "--workflow",
+                "w",
+                "--destination",
+                "crm",
+                "--action",
+                "create",
+                "--payload",
+                "{\"n\":1}",
+            ],
+        ))
+    };
+    rec("m-1");
+    ok(&settle(
+        &db,
+        d,
+        &[
+            "attempt",
+            "--key",
+            "m-1",
+            "--outcome",
+            "rejected",
+            "--http-status",
+            "422",
+            "--error",
+            "HTTP 422: name is missing",
+        ],
+    ));
+    let r = settle(&db, d, &["correct", "m-1", "--note", "x"]);
+    one_line(&r, 2, "nothing to change");
+    assert!(r.stderr.contains("nothing to change"), "{}", r.stderr);
+    let shown = settle(&db, d, &["show", "m-1"]);
+    ok(&shown);
+    assert!(
+        shown.stdout.contains("HTTP 422: name is missing"),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        !shown.stdout.contains("HTTP 422: HTTP 422"),
+        "{}",
+        shown.stdout
+    );
+    // bob holds it: alice's retry is refused, naming the command that takes it over
+    ok(&common::settle_as(&db, d, "bob", &["claim", "m-1"]));
+    let r = settle(&db, d, &["retry", "m-1"]);
+    one_line(&r, 3, "claimed by another");
+    assert!(
+        r.stderr.contains("settle claim m-1 --force --reason"),
+        "{}",
+        r.stderr
+    );
+    // a slack channel's secret does nothing: said when the channel is used
+    let cfg = d.join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[channels.chat]\nkind = \"slack\"\nurl_env = \"SETTLE_T_NONE\"\nsecret_env = \"SETTLE_T_S\"\n",
+    )
+    .unwrap();
+    let r = settle(
+        &db,
+        d,
+        &["--config", cfg.to_str().unwrap(), "notify", "test", "chat"],
+    );
+    assert!(
+        r.stderr
+            .contains("channels.chat.secret_env does nothing for a slack channel"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A read of a SQLite ledger that does not exist says so and makes nothing; `init` makes one.
+#[test]
+fn a_read_makes_no_ledger() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let file = d.join("nothing-here.db");
+    let db = format!("sqlite://{}", file.display());
+    for args in [
+        &["stats"][..],
+        &["list"],
+        &["groups"],
+        &["report"],
+        &["show", "k-1"],
+    ] {
+        let r = settle(&db, d, args);
+        one_line(&r, 4, "a missing ledger");
+        assert!(
+            r.stderr.contains("no ledger at") && r.stderr.contains("settle init"),
+            "{}",
+            r.stderr
+        );
+        assert!(!file.exists(), "{args:?} made {}", file.display());
+    }
+    ok(&settle(&db, d, &["init"]));
+    assert!(file.exists());
+    ok(&settle(&db, d, &["stats"]));
 }

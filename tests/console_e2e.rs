@@ -1277,3 +1277,111 @@ async fn groups_at_80x24_on_postgres() {
         .await
         .unwrap();
 }
+
+/// A team lead's first day at 80x24: with rejected items marked the footer offers only what one
+/// of them would take (no look up, no release of a claim nobody holds); leaving a group's items
+/// clears what the status line said of them; the marks' help says which keys act on all; view
+/// 2 tells the items you hold from your team's that nobody holds, and its tab counts its rows.
+fn a_leads_first_day_at_80x24(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    let t = Tmux::new("firstday");
+    // the console's config: alice's team owns the workflow
+    let cfg = t.dir.path().join("settle");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("settle.toml"),
+        "[teams.ops]\nmembers = [\"alice\"]\n[workflows.billing]\nowner = \"ops\"\n",
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = String::new();
+    for i in 0..8 {
+        lines.push_str(&format!(
+            "{{\"type\":\"intent\",\"key\":\"rej-{i}\",\"workflow\":\"billing\",\"step\":\"send\",\"destination\":\"mail\",\"action\":\"send\",\"payload\":{{\"n\":{i}}}}}\n\
+             {{\"type\":\"attempt\",\"key\":\"rej-{i}\",\"attempt\":1,\"outcome\":\"rejected\",\"error\":\"HTTP 422: bad address\"}}\n"
+        ));
+    }
+    for i in 0..2 {
+        lines.push_str(&format!(
+            "{{\"type\":\"intent\",\"key\":\"unk-{i}\",\"workflow\":\"billing\",\"step\":\"send\",\"destination\":\"mail\",\"action\":\"send\",\"payload\":{{\"n\":{i}}}}}\n\
+             {{\"type\":\"attempt\",\"key\":\"unk-{i}\",\"attempt\":1,\"outcome\":\"unknown\",\"error\":\"read timeout\"}}\n"
+        ));
+    }
+    let file = dir.path().join("day.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    settle(url, &["ingest", file.to_str().unwrap()]);
+    t.open_sized("a", url, "alice", (80, 24));
+    t.wait("a", "the first data frame", |s| s.contains("rej-"));
+    t.keys("a", &["t"]);
+    t.wait("a", "the groups", |s| s.contains("group 1 of 2"));
+    t.keys("a", &["Enter"]);
+    t.wait("a", "the group's items", |s| {
+        s.contains("8 of ") && !s.contains("unk-")
+    });
+    t.keys("a", &["A"]);
+    t.wait("a", "the group marked", |s| s.contains("8 marked"));
+    let footer = t.screen("a");
+    let last = footer.lines().last().unwrap_or_default().to_string();
+    assert!(
+        !last.contains("L look up") && !last.contains("u release"),
+        "{footer}"
+    );
+    assert!(
+        last.contains("R retry") && last.contains("x close"),
+        "{footer}"
+    );
+    t.keys("a", &["A"]);
+    t.wait("a", "unmarked", |s| s.contains("8 unmarked"));
+    t.keys("a", &["Escape"]);
+    t.wait("a", "the whole list again", |s| s.contains("unk-"));
+    assert!(
+        !t.screen("a").contains("A marks them all"),
+        "{}",
+        t.screen("a")
+    );
+    t.keys("a", &["?"]);
+    t.wait("a", "the help", |s| s.contains("act on all, e r C on one"));
+    t.keys("a", &["Escape"]);
+    // alice holds one; view 2 shows it as hers beside her team's unheld
+    t.keys("a", &["c"]);
+    t.wait("a", "the confirmation", |s| s.contains("confirms"));
+    t.keys("a", &["y"]);
+    t.wait("a", "claimed", |s| s.contains(": claimed"));
+    t.keys("a", &["2"]);
+    t.wait("a", "view 2", |s| {
+        s.contains("CLAIM") && s.contains(" you ")
+    });
+    let screen = t.screen("a");
+    // the list's rows begin with an age
+    let rows = screen
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .count();
+    assert!(screen.contains(&format!("2 Mine {rows}]")), "{screen}");
+    assert!(
+        screen
+            .lines()
+            .any(|l| (l.contains("rej-") || l.contains("unk-")) && l.contains(" - ")),
+        "{screen}"
+    );
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+}
+
+#[test]
+fn a_leads_first_day_at_80x24_on_sqlite() {
+    a_leads_first_day_at_80x24(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn a_leads_first_day_at_80x24_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || a_leads_first_day_at_80x24(&db))
+        .await
+        .unwrap();
+}

@@ -797,6 +797,7 @@ fn t_switches_view_1_between_its_items_and_their_groups() {
     };
     assert!(app.groups.shown);
     let group = |wf: &str, n: i64| ExceptionGroup {
+        id: Some(format!("{wf}-id")),
         owner: Some("growth".into()),
         workflow: wf.into(),
         destination: "crm".into(),
@@ -806,7 +807,7 @@ fn t_switches_view_1_between_its_items_and_their_groups() {
         oldest_seconds: 7200,
         newest_seconds: 60,
         next_step: "Check crm".into(),
-        filter: format!("wf:{wf} dest:crm state:unknown"),
+        filter: format!("wf:{wf} dest:crm state:unknown group:{wf}-id"),
     };
     app.update(Msg::Groups {
         seq,
@@ -818,7 +819,10 @@ fn t_switches_view_1_between_its_items_and_their_groups() {
     // Enter: back to the items, filtered to the group, from the first page
     let fx = app.update(code(KeyCode::Enter));
     assert!(!app.groups.shown);
-    assert_eq!(app.filter.value(), "wf:billing dest:crm state:unknown");
+    assert_eq!(
+        app.filter.value(),
+        "wf:billing dest:crm state:unknown group:billing-id"
+    );
     assert!(
         fx.iter()
             .any(|e| matches!(e, Effect::Page { filter, .. } if !filter.query.is_empty())),

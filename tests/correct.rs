@@ -209,6 +209,23 @@ async fn a_corrected_request_is_sent_once_and_the_old_key_answers_for_it(db: &Te
     assert_eq!(r.status().as_u16(), 200);
     let answer: Value = r.json().await.unwrap();
     answers_for_its_correction(&answer);
+    // its start over HTTP names the correction, as the command line does
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/operations/p-1/start", s.base))
+        .bearer_auth(TOOL)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 409);
+    let refused: Value = r.json().await.unwrap();
+    assert_eq!(refused["error"]["corrected_as"], "p-1:c2", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("corrected as p-1:c2"),
+        "{refused}"
+    );
 
     // five repeats at the gateway: the correction's replay, never a send
     for _ in 0..5 {

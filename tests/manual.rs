@@ -394,7 +394,7 @@ fn when(w: settle::console::keymap::When) -> &'static str {
     match w {
         When::Always => "always",
         When::Row => "an operation selected",
-        When::Offered => "the ledger offers it on the selected item (or on the marked ones)",
+        When::Offered => "the ledger offers it on the selected item",
         When::Marks => "a list view",
         When::Activity => "the Activity view (5)",
         When::Review => "the Review view (6)",
@@ -417,13 +417,16 @@ fn console_keys(page: &str) -> String {
         .expect("the keys' closing marker in docs/console.md");
     let mut table = String::from("| keys | what they do | when |\n| --- | --- | --- |\n");
     for b in settle::console::keymap::KEYMAP {
-        let bulk = if b.bulk {
-            "; with items marked, on all of them"
-        } else {
-            ""
+        let (bulk, marked) = match (b.bulk, b.when) {
+            (true, _) => (
+                "; with items marked, on all of them",
+                " (or on a marked one)",
+            ),
+            (false, settle::console::keymap::When::Offered) => ("", ", nothing marked"),
+            _ => ("", ""),
         };
         table.push_str(&format!(
-            "| `{}` | {}{bulk} | {} |\n",
+            "| `{}` | {}{bulk} | {}{marked} |\n",
             b.keys.replace('|', "\\|"),
             b.help.replace('|', "\\|"),
             when(b.when)

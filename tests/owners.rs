@@ -307,11 +307,11 @@ async fn the_exceptions_by_group(db: &TestDb) {
         seen,
         [
             ("onboarding", "unknown", "read timeout after Ns", 5),
-            ("onboarding", "rejected", "HTTP N: field \"…\" invalid", 2),
+            ("onboarding", "rejected", "HTTP 422: field \"…\" invalid", 2),
             (
                 "onboarding",
                 "rejected",
-                "HTTP N: no account for [redacted]",
+                "HTTP 422: no account for [redacted]",
                 1
             ),
             ("billing", "unknown", "read timeout after Ns", 1),
@@ -321,7 +321,15 @@ async fn the_exceptions_by_group(db: &TestDb) {
     assert_eq!(groups[0].owner.as_deref(), Some("payments"));
     assert_eq!(groups[3].owner.as_deref(), Some("support"));
     assert!(!groups[0].next_step.is_empty());
-    assert_eq!(groups[0].filter, "wf:onboarding dest:crm state:unknown");
+    // each group's filter names its id: it lists that group alone
+    let id = groups[0]
+        .id
+        .clone()
+        .expect("a group of exceptions has an id");
+    assert_eq!(
+        groups[0].filter,
+        format!("wf:onboarding dest:crm state:unknown group:{id}")
+    );
     let text = format!("{groups:?}");
     assert!(!text.contains("c1@example.com"), "{text}");
     let payments = l

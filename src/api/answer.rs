@@ -37,6 +37,8 @@ pub struct Failure {
     pub retry_after: Option<u64>,
     /// The operation's state, at the gateway (`settle_state`).
     pub state: Option<crate::domain::State>,
+    /// The key whose correction answers for this one (`corrected_as`).
+    pub corrected_as: Option<String>,
 }
 
 impl Failure {
@@ -50,7 +52,14 @@ impl Failure {
             message,
             retry_after: None,
             state: None,
+            corrected_as: None,
         }
+    }
+
+    /// The correction that answers for the key, said in the body (`corrected_as`).
+    pub fn corrected_as(mut self, key: &str) -> Failure {
+        self.corrected_as = Some(key.to_string());
+        self
     }
 
     /// The operation's state after the request, said in the body (`settle_state`).
@@ -106,6 +115,8 @@ struct Inner<'a> {
     origin: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     settle_state: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    corrected_as: Option<&'a str>,
 }
 
 impl IntoResponse for Failure {
@@ -116,6 +127,7 @@ impl IntoResponse for Failure {
                 message: &self.message,
                 origin: "settle",
                 settle_state: self.state.map(|s| s.as_str()),
+                corrected_as: self.corrected_as.as_deref(),
             },
         };
         let mut r = json(self.status, &body);

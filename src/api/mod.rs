@@ -15,6 +15,11 @@
 //!   parse leaves the last good list in force.
 //! - TLS (rustls) when `--tls-cert` and `--tls-key` are given; plain HTTP otherwise, with a line
 //!   at start saying it belongs on localhost or behind a TLS proxy.
+//!
+//! Rooms: `state.rs` what every handler is handed (`Api`, `Caller`), `auth.rs` tokens and their
+//! shared rate, `body.rs` bodies read field by field, `answer.rs` the error object, `writes.rs` the
+//! protocol's writes through the ledger's `Writer`, `reads.rs` reads and the staff actions refused
+//! here, `tls.rs` HTTPS; `gateway/` the gateway.
 
 mod answer;
 pub mod auth;

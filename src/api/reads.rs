@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::answer::{Answer, Failure, json};
 use super::body::{Fields, bytes};
-use super::{Api, Caller};
+use super::state::{Api, Caller};
 use crate::domain::filter::Filter;
 use crate::domain::{Resolution, StaffAction};
 use crate::ledger::{Cursor, ListFilter, OperationView, Scope};

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::answer::{Answer, Failure, json};
 use super::body::{Fields, bytes};
-use super::{Api, Caller};
+use super::state::{Api, Caller};
 use crate::domain::{Outcome, State as OpState};
 use crate::error::Error;
 use crate::ledger::{AttemptReport, Intent, OperationView, Recorded, Write, Written};
@@ -112,10 +112,22 @@ pub async fn start(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
     Fields::none(&bytes(body, api.max_body)?)?;
-    let done = api
+    let done = match api
         .writer
         .write(&caller.ledger, &caller.name, Write::Start(key.clone()))
-        .await?;
+        .await
+    {
+        Ok(done) => done,
+        // refused by its state: a corrected key is answered for by its correction
+        Err(Error::Refused(why)) => {
+            let view = caller.ledger.read().operation(&key, &caller.name).await?;
+            return Err(match caller.ledger.read().chain_end(&view).await? {
+                Some(end) => corrected(&key, &end.key, &end.state.to_string()),
+                None => Failure::new(StatusCode::CONFLICT, "refused", why),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let Written::Started(applied, n) = done.written else {
         return Err(Error::Unavailable("the writer answered another write".into()).into());
     };
@@ -124,14 +136,7 @@ pub async fn start(
         return Ok(json(StatusCode::OK, &view.step(Some(n), true)));
     }
     if let Some(end) = caller.ledger.read().chain_end(&view).await? {
-        return Err(Failure::new(
-            StatusCode::CONFLICT,
-            "refused",
-            format!(
-                "{key}: corrected as {} ({}): not started; the correction answers for it",
-                end.key, end.state
-            ),
-        ));
+        return Err(corrected(&key, &end.key, &end.state.to_string()));
     }
     let reference = view
         .reference
@@ -146,6 +151,16 @@ pub async fn start(
             view.state, view.next_step
         ),
     ))
+}
+
+/// 409 for a start of `key`, corrected as `end` (in `state`): never sent again.
+fn corrected(key: &str, end: &str, state: &str) -> Failure {
+    Failure::new(
+        StatusCode::CONFLICT,
+        "refused",
+        format!("{key}: corrected as {end} ({state}): not started; the correction answers for it"),
+    )
+    .corrected_as(end)
 }
 
 /// `POST /v1/operations/{key}/attempts`: 200 with the new state; 409 when that attempt is

@@ -52,37 +52,51 @@ const CONFIG: &str = "config";
 const OPERATOR: &str = "operator";
 const READ_DB: &str = "read_db";
 
-/// Which global options each command takes: the database and config wherever the ledger is
-/// opened, the operator where someone acts or reads as themselves (their claims, "Mine").
+/// Which global options each command takes, after it as before it: every command that opens
+/// the ledger takes them all (`--read-db` is read where lists and counts are: the console,
+/// `list`, `runs`, `groups`, `stats`, `report`, `serve`; elsewhere the primary serves); the
+/// tools around it (a simulator, the shell's completions, the manual page, a new token) none.
 pub const TAKES: &[(&str, &[&str])] = &[
-    ("demo", &[DB, CONFIG, OPERATOR]),
+    ("demo", ALL),
     ("sim", &[]),
-    ("dispatch", &[DB, CONFIG]),
-    ("init", &[DB, CONFIG]),
-    ("record", &[DB, CONFIG, OPERATOR]),
-    ("start", &[DB, CONFIG, OPERATOR]),
-    ("attempt", &[DB, CONFIG, OPERATOR]),
-    ("ingest", &[DB, CONFIG, OPERATOR]),
-    ("list", &[DB, CONFIG, OPERATOR, READ_DB]),
-    ("show", &[DB, CONFIG, OPERATOR]),
-    ("run", &[DB, CONFIG, OPERATOR]),
-    ("runs", &[DB, CONFIG, OPERATOR, READ_DB]),
-    ("claim", &[DB, CONFIG, OPERATOR]),
-    ("release", &[DB, CONFIG, OPERATOR]),
-    ("reconcile", &[DB, CONFIG, OPERATOR]),
-    ("retry", &[DB, CONFIG, OPERATOR]),
-    ("close", &[DB, CONFIG, OPERATOR]),
-    ("note", &[DB, CONFIG, OPERATOR]),
-    ("pause", &[DB, CONFIG, OPERATOR]),
-    ("resume", &[DB, CONFIG, OPERATOR]),
-    ("lookup", &[DB, CONFIG, OPERATOR]),
-    ("sweep", &[DB, CONFIG]),
-    ("stats", &[DB, CONFIG, READ_DB]),
-    ("report", &[DB, CONFIG, READ_DB]),
-    ("serve", &[DB, CONFIG, READ_DB]),
+    ("dispatch", ALL),
+    ("init", ALL),
+    ("record", ALL),
+    ("start", ALL),
+    ("attempt", ALL),
+    ("ingest", ALL),
+    ("list", ALL),
+    ("show", ALL),
+    ("claim", ALL),
+    ("release", ALL),
+    ("reconcile", ALL),
+    ("retry", ALL),
+    ("close", ALL),
+    ("correct", ALL),
+    ("note", ALL),
+    ("pause", ALL),
+    ("resume", ALL),
+    ("lookup", ALL),
+    ("sweep", ALL),
+    ("prune", ALL),
+    ("run", ALL),
+    ("runs", ALL),
+    ("stats", ALL),
+    ("groups", ALL),
+    ("notify", ALL),
+    ("notifications", ALL),
+    ("report", ALL),
+    ("serve", ALL),
+    ("token", &[]),
     ("completions", &[]),
     ("man", &[]),
 ];
+
+/// Every global option.
+const ALL: &[&str] = &[DB, CONFIG, OPERATOR, READ_DB];
+
+/// The commands that read from `--read-db` when it is given (the others read the primary).
+pub const READS_REPLICA: &[&str] = &["list", "runs", "groups", "stats", "report", "serve"];
 
 /// The whole command line as clap knows it: the derived commands, each given the global
 /// options it takes (the help, completions and the man page all come from this).
@@ -189,11 +203,10 @@ mod tests {
         );
         let cli = parse(args("settle --db sqlite://a.db stats --db sqlite://b.db")).unwrap();
         assert_eq!(cli.globals.db.as_deref(), Some("sqlite://b.db"));
-        for line in [
-            "settle sim --db sqlite://a.db",
-            "settle stats --as bob",
-            "settle man --config x",
-        ] {
+        // a command of the ledger takes all three after it; one that opens no ledger, none
+        let cli = parse(args("settle stats --as bob")).unwrap();
+        assert_eq!(cli.globals.operator.as_deref(), Some("bob"));
+        for line in ["settle sim --db sqlite://a.db", "settle man --config x"] {
             let e = parse(args(line)).unwrap_err().to_string();
             assert!(e.contains("unexpected argument"), "{line}: {e}");
         }

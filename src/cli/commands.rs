@@ -71,8 +71,9 @@ pub enum Cmd {
     Runs(super::reads::RunsArgs),
     /// Totals by state, exceptions, the oldest, what is paused and why, work due and the dispatchers heard from
     Stats(super::reads::StatsArgs),
-    /// The exceptions by group (owner, workflow, destination, state, the reason with its
-    /// numbers and ids masked), the largest first, with each group's safe next step
+    /// The exceptions by group (workflow, destination, state, the reason with its numbers and
+    /// ids masked), the largest first, with each group's id, owner, safe next step and the filter
+    /// that lists exactly its items
     Groups(super::groups::GroupsArgs),
     /// Send a test message through a channel and print its answer
     Notify {

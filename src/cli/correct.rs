@@ -23,6 +23,11 @@ pub(super) async fn correct(
     for u in &args.unset {
         edits.push(Edit::unset(u).map_err(|e| invalid(format!("--unset {u}: {e}")))?);
     }
+    if edits.is_empty() {
+        return Err(invalid(
+            "nothing to change: say what with --set PATH=VALUE or --unset PATH".into(),
+        ));
+    }
     let staff = ledger.staff();
     if let Some(key) = args.many.single() {
         let action = staff
@@ -137,7 +142,7 @@ pub struct CorrectArgs {
     pub many: Many,
     /// A field's new value, e.g. email='"a@b.example"' (JSON, or else taken as a string);
     /// repeat for more fields
-    #[arg(long, value_name = "PATH=VALUE", required_unless_present = "unset")]
+    #[arg(long, value_name = "PATH=VALUE")]
     pub set: Vec<String>,
     /// A field to remove, e.g. customer.phone
     #[arg(long, value_name = "PATH")]

@@ -11,7 +11,8 @@ use crate::ledger::{Ledger, ListFilter, Scope};
 /// The arguments of `settle groups`.
 #[derive(Debug, clap::Args)]
 pub struct GroupsArgs {
-    /// Only the exceptions this filter matches, e.g. 'dest:crm owner:mine'
+    /// Only the exceptions this filter matches, e.g. 'dest:crm owner:mine' (mine: the teams of
+    /// whoever --as or $SETTLE_OPERATOR names)
     #[arg(long = "where", value_name = "FILTER")]
     pub filter: Option<String>,
     /// An array of groups as JSON

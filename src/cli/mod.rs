@@ -1,4 +1,12 @@
 //! The command line (manual: The command line): clap definitions and one handler per command.
+//!
+//! Rooms: `args.rs` the global options and which command takes them, `commands.rs` the commands,
+//! `targets.rs` one key or many, `common.rs` what handlers share, `route.rs` a thin router from
+//! command to handler; the handlers by group: `writes.rs` the protocol, `staff.rs`, `bulk.rs` many
+//! operations, `correct.rs`, `reads.rs`, `groups.rs`, `notices.rs` (`notify test`,
+//! `notifications`), `upkeep.rs` (init, dispatch, sweep, prune), `lookup.rs`, `serving.rs`
+//! (`serve`, `token`), `tools.rs` sim's options, `docs.rs` completions and the man page;
+//! `remote.rs` the entry over SSH; `output/` what is printed.
 
 //!
 //! `mod.rs` is the entry (`settle ...` on a shell): it opens the config and the database and
@@ -53,11 +61,23 @@ pub async fn run(args: Vec<String>) -> i32 {
     match execute(cli).await {
         Ok(code) => code,
         Err(e) => {
-            let text = clean(&e.to_string());
+            let text = command_to_run(&clean(&e.to_string()));
             tracing::warn!(error = %text, "command failed");
             crate::tell!("settle: {text}");
             e.exit_code()
         }
+    }
+}
+
+/// A refusal as the command line says it: the command to run where the rules say what to do
+/// (`KEY is claimed by bob until ...: take it over first` names `settle claim KEY --force`).
+fn command_to_run(text: &str) -> String {
+    match (
+        text.split_once(" is claimed by "),
+        text.ends_with("take it over first"),
+    ) {
+        (Some((key, _)), true) => format!("{text}: settle claim {key} --force --reason TEXT"),
+        _ => text.to_string(),
     }
 }
 
@@ -97,12 +117,7 @@ fn database_url(cli: &Cli, config: &Config, fallback: &str) -> String {
 fn read_database_url(cli: &Cli, config: &Config) -> Option<String> {
     let takes = match &cli.command {
         None => true,
-        Some(command) => {
-            let name = command_name(command);
-            args::TAKES
-                .iter()
-                .any(|(n, takes)| *n == name && takes.contains(&"read_db"))
-        }
+        Some(command) => args::READS_REPLICA.contains(&command_name(command).as_str()),
     };
     takes.then(|| {
         cli.globals
@@ -116,6 +131,18 @@ fn read_database_url(cli: &Cli, config: &Config) -> Option<String> {
             .or_else(|| config.read_db.clone())
     })?
 }
+
+/// The commands that only read the ledger: where there is none, they say so and make nothing.
+const ONLY_READ: &[&str] = &[
+    "list",
+    "show",
+    "run",
+    "runs",
+    "stats",
+    "groups",
+    "report",
+    "notifications",
+];
 
 /// A command's name as typed, from its variant's name only (its arguments may hold notes).
 fn command_name(command: &Cmd) -> String {
@@ -140,8 +167,11 @@ async fn execute(cli: Cli) -> Result<i32> {
     let actor = operator(&cli)?;
     let Some(command) = &cli.command else {
         let who = required(&actor)?.to_string();
-        let ledger =
-            Ledger::open_console(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
+        let url = database_url(&cli, &config, DEFAULT_DATABASE);
+        if let Some(why) = crate::store::missing_ledger(&url) {
+            return Err(crate::error::Error::Unavailable(why));
+        }
+        let ledger = Ledger::open_console(&url, config).await?;
         tracing::info!(command = "console", operator = %who, "start");
         let result = crate::console::run(ledger.clone(), &who).await;
         ledger.close().await;
@@ -161,10 +191,16 @@ async fn execute(cli: Cli) -> Result<i32> {
         let config_path = Config::discover_path(cli.globals.config.as_deref());
         return serving::serve(args, &url, config, config_path, remote::exec()).await;
     }
-    // Validate what can be validated before touching the database.
-    let ledger = Ledger::open(&database_url(&cli, &config, DEFAULT_DATABASE), config).await?;
     // the variant's name only: its arguments may hold notes and reasons
     let name = command_name(command);
+    let url = database_url(&cli, &config, DEFAULT_DATABASE);
+    // a read makes no ledger where there is none: it says so
+    if ONLY_READ.contains(&name.as_str())
+        && let Some(why) = crate::store::missing_ledger(&url)
+    {
+        return Err(crate::error::Error::Unavailable(why));
+    }
+    let ledger = Ledger::open(&url, config).await?;
     tracing::info!(command = %name, operator = %actor.as_deref().unwrap_or("-"), "start");
     let code = route(&ledger, command, &actor).await;
     ledger.close().await;

@@ -40,19 +40,13 @@ pub(super) async fn notify(ledger: &Ledger, what: &NotifyCmd) -> Result<i32> {
         id: format!("test-{:016x}", rand::random::<u64>()),
         kind: "test".into(),
         level: "info".into(),
-        team: None,
-        workflow: None,
-        step: None,
-        destination: None,
-        state: None,
-        reason: None,
-        count: 0,
-        oldest_seconds: 0,
-        keys: Vec::new(),
         next_step: Some("Nothing to do: this is a test".into()),
-        open: None,
         created_at: ledger.now(),
+        ..Message::default()
     };
+    for line in ledger.config().warnings() {
+        crate::tell!("settle: {line}");
+    }
     let http = crate::outbound::client();
     match crate::notify::send(&http, channel, config, &message).await {
         Sent::Ok(answer) => {

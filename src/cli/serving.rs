@@ -103,7 +103,7 @@ pub(super) async fn serve(
     let _folding = ledger
         .rounds()
         .keep_counters_folded(std::time::Duration::from_secs(60));
-    let _sending = crate::notify::start(&ledger, sender_name("serve"), Duration::from_secs(1));
+    let sending = crate::notify::start(&ledger, sender_name("serve"), Duration::from_secs(1));
     let result = match (ssh, http) {
         (Some(s), Some(h)) => tokio::select! {
             r = crate::serve::run(ledger.clone(), s) => r,
@@ -127,6 +127,9 @@ pub(super) async fn serve(
         },
     };
     drop(pruning);
+    if let Some(s) = sending {
+        s.stop().await;
+    }
     ledger.close().await;
     result.map(|()| 0)
 }

@@ -38,8 +38,11 @@ pub(super) async fn dispatch(ledger: &Ledger, args: &DispatchArgs) -> Result<i32
         super::serving::sender_name("dispatch"),
         std::time::Duration::from_secs(1),
     );
-    let t = crate::dispatch::run(ledger.clone(), options).await?;
-    drop(sending);
+    let t = crate::dispatch::run(ledger.clone(), options).await;
+    if let Some(s) = sending {
+        s.stop().await;
+    }
+    let t = t?;
     drop(serving);
     say!(
         "dispatched {} attempt(s), {} retries, {} succeeded, {} settled by lookup, {} waited for the retry budget",

@@ -161,6 +161,15 @@ impl Config {
     }
 
     /// The team told of `workflow`'s exceptions: its owner, where that team has a channel.
+    /// What the config holds that does nothing: a line each, for the processes that would
+    /// act on it to say (the config loads all the same).
+    pub fn warnings(&self) -> Vec<String> {
+        self.channels
+            .iter()
+            .flat_map(|(name, c)| super::teams::channel_warnings(name, c))
+            .collect()
+    }
+
     pub fn told_of(&self, workflow: &str) -> Option<&str> {
         let team = self.owner_of(workflow)?;
         let t = self.teams.get(team)?;
@@ -181,8 +190,8 @@ impl Config {
     pub fn teams_workflows(&self, operator: &str) -> Option<(Vec<String>, bool)> {
         let teams = self.teams_of(operator);
         (!teams.is_empty()).then(|| match self.owned_by(&teams) {
-            super::Owned::These(names) => (names, true),
-            super::Owned::AllBut(names) => (names, false),
+            super::teams::Owned::These(names) => (names, true),
+            super::teams::Owned::AllBut(names) => (names, false),
         })
     }
 
@@ -203,8 +212,8 @@ impl Config {
                 let (names, inside) = match self.owned_by(&teams) {
                     _ if !known => (Vec::new(), true),
                     _ if matches!(owner, Owner::Mine) && teams.is_empty() => (Vec::new(), true),
-                    super::Owned::These(names) => (names, true),
-                    super::Owned::AllBut(names) => (names, false),
+                    super::teams::Owned::These(names) => (names, true),
+                    super::teams::Owned::AllBut(names) => (names, false),
                 };
                 *term = Term {
                     negated: term.negated,
@@ -215,7 +224,7 @@ impl Config {
     }
 
     /// The workflows `teams` own (none: the workflows nobody owns).
-    pub fn owned_by(&self, teams: &[&str]) -> super::Owned {
+    pub fn owned_by(&self, teams: &[&str]) -> super::teams::Owned {
         let named = |keep: &dyn Fn(&str) -> bool| -> Vec<String> {
             self.workflows
                 .iter()
@@ -225,11 +234,13 @@ impl Config {
         };
         match self.defaults.owner.as_deref() {
             // the default owner's workflows are every one not owned by another
-            Some(d) if teams.contains(&d) => super::Owned::AllBut(named(&|o| !teams.contains(&o))),
-            Some(_) => super::Owned::These(named(&|o| teams.contains(&o))),
+            Some(d) if teams.contains(&d) => {
+                super::teams::Owned::AllBut(named(&|o| !teams.contains(&o)))
+            }
+            Some(_) => super::teams::Owned::These(named(&|o| teams.contains(&o))),
             // nobody: every workflow without an owner
-            None if teams.is_empty() => super::Owned::AllBut(named(&|_| true)),
-            None => super::Owned::These(named(&|o| teams.contains(&o))),
+            None if teams.is_empty() => super::teams::Owned::AllBut(named(&|_| true)),
+            None => super::teams::Owned::These(named(&|o| teams.contains(&o))),
         }
     }
 }

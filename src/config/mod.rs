@@ -1,4 +1,10 @@
 //! Configuration (manual: Configuration): a TOML file, every key checked, every duration parsed.
+//!
+//! Rooms: `load.rs` the file read and checked (and what a team owns, what does nothing),
+//! `destinations.rs` destinations and their HTTP settings, `automations.rs` the HTTP API's
+//! automations, `retention.rs`, `teams.rs` teams, channels, `[notify]` and `[defaults]`,
+//! `limits.rs` the listeners' deadlines and caps, `bounds.rs` the durations and sizes each read
+//! within its range.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -108,6 +108,56 @@ pub enum Owned {
     AllBut(Vec<String>),
 }
 
+/// What a channel's config holds that does nothing for its kind: a line each (the config loads;
+/// `serve`, `dispatch` and `notify test` say these on stderr and in the log).
+pub fn channel_warnings(name: &str, c: &ChannelConfig) -> Vec<String> {
+    let kind = match c.kind {
+        ChannelKind::Slack => "slack",
+        ChannelKind::Webhook => "webhook",
+        ChannelKind::Email => "email",
+    };
+    let idle: Vec<&str> = match c.kind {
+        ChannelKind::Slack => [
+            ("secret_env", c.secret_env.is_some()),
+            ("smtp", c.smtp.is_some()),
+            ("from", c.from.is_some()),
+            ("to", !c.to.is_empty()),
+        ]
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(k, _)| *k)
+        .collect(),
+        ChannelKind::Webhook => [
+            ("smtp", c.smtp.is_some()),
+            ("from", c.from.is_some()),
+            ("to", !c.to.is_empty()),
+        ]
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(k, _)| *k)
+        .collect(),
+        ChannelKind::Email => [
+            ("url_env", c.url_env.is_some()),
+            ("secret_env", c.secret_env.is_some()),
+        ]
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(k, _)| *k)
+        .collect(),
+    };
+    idle.into_iter()
+        .map(|key| {
+            let why = match key {
+                "secret_env" if c.kind == ChannelKind::Slack => {
+                    " (only a webhook's body is signed; Slack checks nothing)"
+                }
+                _ => "",
+            };
+            format!("channels.{name}.{key} does nothing for a {kind} channel{why}")
+        })
+        .collect()
+}
+
 pub(super) fn check_channel(name: &str, c: &ChannelConfig) -> std::result::Result<(), String> {
     let at = |key: &str| format!("key `channels.{name}.{key}`");
     for (key, var) in [("url_env", &c.url_env), ("secret_env", &c.secret_env)] {

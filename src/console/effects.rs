@@ -195,8 +195,18 @@ async fn one_action(
             }
             Ok(text)
         }
-        Err(e) => Err(format!("refused: {e}")),
+        Err(e) => Err(format!("refused: {}", keys_to_press(&e.to_string()))),
     })
+}
+
+/// A refusal as the console says it: the key to press next where the rules name what to do
+/// (the command line's flags are the command line's).
+fn keys_to_press(text: &str) -> String {
+    text.replace(
+        "take it over only with --force --reason",
+        "take it over with C (it asks why)",
+    )
+    .replace("take it over first", "take it over first with C")
 }
 
 /// A pause (with its reason) or a resume of a workflow or a destination.

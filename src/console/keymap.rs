@@ -219,7 +219,7 @@ pub const KEYMAP: &[Binding] = &[
     Binding {
         keys: "Space/A",
         label: "mark",
-        help: "mark / unmark; A: all the filter matches; keys then act on all",
+        help: "mark; A: all it matches; c u L R x n act on all, e r C on one",
         when: When::Marks,
         footer: true,
         offers: &[],

@@ -3,6 +3,10 @@
 //! One event loop over key events, a tick, a poll timer and the results of database work done in
 //! spawned tasks. Drawing never awaits the database: the first frame shows the chrome and a
 //! spinner, and the last data stays on screen while the next loads.
+//!
+//! Rooms: `app/` the state and how keys and results change it, `ui/` the drawing, `keymap.rs` the
+//! keys in one table (the footer and help are made from it), `effects.rs` the effects run against
+//! the ledger in tasks, `theme.rs` colours by meaning.
 
 pub mod app;
 mod effects;

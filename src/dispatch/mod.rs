@@ -7,6 +7,10 @@
 //! (audited as `settle`). An `auth` answer pauses its destination in that round. Claimed items
 //! and paused workflows or destinations are never started: the due query leaves them out and
 //! the rules check again.
+//!
+//! Rooms: `dispatcher.rs` the rounds of sends, `send.rs` one attempt sent and its answer kept
+//! scrubbed, `lookups.rs` a key looked up at its destination, `http/` the HTTP call and what its
+//! answer means.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The filter syntax (manual: The filter), one parser for `list --where` and the console's `/`:
 //! space-separated terms, `state:unknown,failed`, `wf:NAME`, `step:NAME`, `dest:NAME`,
-//! `action:NAME`, `claimed:NAME|me|none|any`, `owner:TEAM|mine|none`, `age>2h`, `age<30m`,
-//! `key:PREFIX*`; a leading `-` negates a term; a bare word matches the key, workflow, step, destination, state or error text
+//! `action:NAME`, `claimed:NAME|me|none|any`, `owner:TEAM|mine|none`, `group:ID`, `age>2h`,
+//! `age<30m`, `key:PREFIX*`; a leading `-` negates a term; a bare word matches the key, workflow, step, destination, state or error text
 //! (never a redacted value). An unknown qualifier or a bad value is an error naming the term.
 
 use std::time::Duration;
@@ -38,6 +38,8 @@ pub enum Match {
     Key(String),
     /// The operations of this run (manual: Runs).
     Run(String),
+    /// The exceptions of one group (manual: Owners and notifications), by its id.
+    Group(String),
     /// `state:stalled`: a run's state, never an operation's (the console's view 1 shows the
     /// stalled runs; `settle runs --where state:stalled` lists them).
     Stalled,
@@ -180,7 +182,7 @@ fn filter_age(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_millis(total))
 }
 
-const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, owner, age, key, run";
+const QUALIFIERS: &str = "state, wf, step, dest, action, claimed, owner, group, age, key, run";
 
 fn term(raw: &str) -> Result<Term, String> {
     let (negated, body) = match raw.strip_prefix('-') {
@@ -213,6 +215,12 @@ fn term(raw: &str) -> Result<Term, String> {
             "dest" | "destination" => Match::Destination(value.into()),
             "action" => Match::Action(value.into()),
             "run" => Match::Run(value.into()),
+            "group" if super::group::is_group_id(value) => Match::Group(value.into()),
+            "group" => {
+                return Err(bad(
+                    "a group's id is 10 hex digits, as `settle groups` gives it".into(),
+                ));
+            }
             "owner" => Match::Owner(match value {
                 "mine" => Owner::Mine,
                 "none" => Owner::Nobody,
@@ -266,6 +274,12 @@ mod tests {
         assert_eq!(m("dest:sms"), Match::Destination("sms".into()));
         assert_eq!(m("action:send"), Match::Action("send".into()));
         assert_eq!(m("run:onb-42"), Match::Run("onb-42".into()));
+        assert_eq!(m("group:0a1b2c3d4e"), Match::Group("0a1b2c3d4e".into()));
+        assert!(
+            Filter::parse("group:nope")
+                .unwrap_err()
+                .contains("10 hex digits")
+        );
         assert_eq!(m("state:stalled"), Match::Stalled);
         assert_eq!(m("claimed:bob"), Match::Claimed(Claimed::By("bob".into())));
         assert_eq!(m("claimed:me"), Match::Claimed(Claimed::Me));

@@ -8,10 +8,21 @@
 /// Text that was redacted stays as it was.
 pub fn mask_reason(reason: &str) -> String {
     let mut out = String::with_capacity(reason.len());
+    let mut after_http = false;
     for word in reason.split_inclusive(|c: char| c.is_whitespace()) {
         let (body, space) = split_trailing_space(word);
-        out.push_str(&mask_word(body));
+        // an HTTP status says what kind of failure it is: 422 and 500 are different groups
+        if after_http && is_status(body) {
+            out.push_str(body);
+        } else {
+            out.push_str(&mask_word(body));
+        }
         out.push_str(space);
+        if !body.is_empty() {
+            after_http = body.eq_ignore_ascii_case("http")
+                || body.to_ascii_lowercase().starts_with("http/")
+                || body.eq_ignore_ascii_case("status");
+        }
     }
     // one line: any run of white space (a new line too) reads as one space
     let mut out: String = out
@@ -26,6 +37,14 @@ pub fn mask_reason(reason: &str) -> String {
         keep
     });
     out.trim().to_string()
+}
+
+/// `422`, `503:`, `404,`: a status code, with the punctuation after it.
+fn is_status(word: &str) -> bool {
+    let digits = word.trim_end_matches([':', ',', ';', '.', ')']);
+    digits.len() == 3
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (b'1'..=b'5').contains(&digits.as_bytes()[0])
 }
 
 fn split_trailing_space(word: &str) -> (&str, &str) {
@@ -45,20 +64,25 @@ fn mask_word(word: &str) -> String {
     if is_id(core) {
         return word.replacen(core, "<id>", 1);
     }
-    // numbers (with their decimals) as N, the rest as written
+    // numbers (with their decimals and thousands: a `.` or `,` between digits) as N, the rest
+    // as written: `"amount":1,"currency"` keeps its comma
+    let chars: Vec<char> = word.chars().collect();
     let mut out = String::with_capacity(word.len());
-    let mut chars = word.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() {
-            while chars
-                .peek()
-                .is_some_and(|n| n.is_ascii_digit() || *n == '.' || *n == ',')
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_ascii_digit() {
+            i += 1;
+            while i < chars.len()
+                && (chars[i].is_ascii_digit()
+                    || (matches!(chars[i], '.' | ',')
+                        && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
             {
-                chars.next();
+                i += 1;
             }
             out.push('N');
         } else {
-            out.push(c);
+            out.push(chars[i]);
+            i += 1;
         }
     }
     out
@@ -196,7 +220,7 @@ mod tests {
     fn what_varies_in_one_incident_is_masked() {
         for (a, b) in [
             ("read timeout after 30s", "read timeout after 31s"),
-            ("HTTP 503: upstream busy", "HTTP 502: upstream busy"),
+            ("amount 1,250.50 refused", "amount 3.75 refused"),
             (
                 "order 550e8400-e29b-41d4-a716-446655440000 not found",
                 "order 6fa459ea-ee8a-3ca4-894e-db77e160355e not found",
@@ -217,12 +241,26 @@ mod tests {
         );
         assert_eq!(
             mask_reason("HTTP 422: email is [redacted]"),
-            "HTTP N: email is [redacted]"
+            "HTTP 422: email is [redacted]"
         );
-        // what differs in kind stays apart
+        // punctuation stays where it is
+        assert_eq!(
+            mask_reason(r#"{"amount":1,"currency":"EUR"}"#),
+            r#"{"amount":N,"currency":"EUR"}"#
+        );
+        // what differs in kind stays apart: a status code is a kind
         assert_ne!(
             mask_reason("read timeout"),
             mask_reason("connection refused")
+        );
+        assert_ne!(mask_reason("HTTP 422"), mask_reason("HTTP 500"));
+        assert_ne!(
+            mask_reason("HTTP 503: upstream busy"),
+            mask_reason("HTTP 502: upstream busy")
+        );
+        assert_eq!(
+            mask_reason("status 404, not found"),
+            "status 404, not found"
         );
         assert_ne!(
             mask_reason("HTTP 503"),

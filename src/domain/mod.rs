@@ -2,6 +2,16 @@
 //!
 //! Everything here is tested without a database or a terminal; the `Ledger` applies these rules and
 //! the store only persists what they decide.
+//!
+//! Rooms: States (`state.rs`) and the transitions (`transition/`); a correction's edits of a
+//! payload (`edit.rs`); the safe next step (`next_step.rs`); runs (`run.rs`, `run_action.rs`,
+//! `run_filter.rs`); retry policy (`policy.rs`); keys and names (`key.rs`, `names.rs`);
+//! fingerprints (`fingerprint.rs`); payloads and their canonical JSON (`payload.rs`,
+//! `safe_json.rs`, `form.rs` a form body read); durations and ages (`time.rs`); escapes for the
+//! terminal (`escapes.rs`); the filter (`filter.rs`; the Activity view's `activity_filter.rs`); a
+//! reason masked (`mask.rs`) and an exception's group (`group.rs`); redaction (`redact.rs`,
+//! `patterns.rs`, `field_path.rs`, `collect.rs`) and a URL fit to print (`url.rs`); roles
+//! (`role.rs`); a lookup's answer (`lookup.rs`).
 
 pub mod activity_filter;
 mod collect;
@@ -11,6 +21,7 @@ mod field_path;
 pub mod filter;
 pub mod fingerprint;
 pub mod form;
+pub mod group;
 pub mod key;
 pub mod lookup;
 pub mod mask;

@@ -1,6 +1,8 @@
-//! The filter of `settle runs --where` (manual: Runs): a run's state, its workflow, the run itself.
-//! The same words as the operations' filter (manual: The filter), over what a run has.
+//! The filter of `settle runs --where` (manual: Runs): a run's state, its workflow, the run itself,
+//! its workflow's owner. The same words as the operations' filter (manual: The filter), over what
+//! a run has.
 
+use super::filter::Owner;
 use super::run::RunState;
 
 /// One term of a runs filter; every term must hold.
@@ -9,6 +11,15 @@ pub enum RunTerm {
     States(Vec<RunState>, bool),
     Workflow(String, bool),
     Run(String, bool),
+    /// The team that owns its workflow (`owner:TEAM|mine|none`).
+    Owner(Owner, bool),
+}
+
+/// Whose a run's workflow is, as an `owner:` term asks: its owning team, and the viewer's teams.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Owners<'a> {
+    pub owner: Option<&'a str>,
+    pub mine: &'a [&'a str],
 }
 
 /// A parsed runs filter.
@@ -46,7 +57,7 @@ impl RunFilter {
             };
             let Some((name, value)) = word.split_once(':') else {
                 return Err(format!(
-                    "`{word}`: runs are filtered by state:, workflow: and run: (e.g. state:stalled)"
+                    "`{word}`: runs are filtered by state:, workflow:, run: and owner: (e.g. state:stalled)"
                 ));
             };
             if value.is_empty() {
@@ -62,9 +73,17 @@ impl RunFilter {
                 ),
                 "wf" | "workflow" => RunTerm::Workflow(value.into(), negated),
                 "run" => RunTerm::Run(value.into(), negated),
+                "owner" => RunTerm::Owner(
+                    match value {
+                        "mine" => Owner::Mine,
+                        "none" => Owner::Nobody,
+                        team => Owner::Team(team.into()),
+                    },
+                    negated,
+                ),
                 _ => {
                     return Err(format!(
-                        "`{name}:`: runs are filtered by state:, workflow: and run:"
+                        "`{name}:`: runs are filtered by state:, workflow:, run: and owner:"
                     ));
                 }
             });
@@ -72,12 +91,21 @@ impl RunFilter {
         Ok(RunFilter { terms })
     }
 
-    /// Whether a run of this workflow, in this state, holds every term.
-    pub fn holds(&self, run: &str, workflow: &str, state: RunState) -> bool {
+    /// Whether a run of this workflow, in this state, holds every term (`owners`: whose its
+    /// workflow is, for an `owner:` term).
+    pub fn holds(&self, run: &str, workflow: &str, state: RunState, owners: Owners) -> bool {
         self.terms.iter().all(|t| match t {
             RunTerm::States(s, neg) => s.contains(&state) != *neg,
             RunTerm::Workflow(w, neg) => (w == workflow) != *neg,
             RunTerm::Run(r, neg) => (r == run) != *neg,
+            RunTerm::Owner(o, neg) => {
+                let holds = match o {
+                    Owner::Team(t) => owners.owner == Some(t.as_str()),
+                    Owner::Mine => owners.owner.is_some_and(|w| owners.mine.contains(&w)),
+                    Owner::Nobody => owners.owner.is_none(),
+                };
+                holds != *neg
+            }
         })
     }
 
@@ -106,13 +134,26 @@ mod tests {
         let f = RunFilter::parse("state:stalled wf:onboarding -run:r1").unwrap();
         assert!(f.only_stalled());
         assert_eq!(f.workflow(), Some("onboarding"));
-        assert!(f.holds("r2", "onboarding", RunState::Stalled));
-        assert!(!f.holds("r1", "onboarding", RunState::Stalled));
-        assert!(!f.holds("r2", "billing", RunState::Stalled));
-        assert!(!f.holds("r2", "onboarding", RunState::Done));
+        let none = Owners::default();
+        assert!(f.holds("r2", "onboarding", RunState::Stalled, none));
+        assert!(!f.holds("r1", "onboarding", RunState::Stalled, none));
+        assert!(!f.holds("r2", "billing", RunState::Stalled, none));
+        assert!(!f.holds("r2", "onboarding", RunState::Done, none));
         let any = RunFilter::parse("state:done,blocked").unwrap();
         assert!(!any.only_stalled());
-        assert!(any.holds("r", "w", RunState::Blocked));
+        assert!(any.holds("r", "w", RunState::Blocked, none));
+        let mine = RunFilter::parse("owner:mine").unwrap();
+        let ops = Owners {
+            owner: Some("ops"),
+            mine: &["ops"],
+        };
+        assert!(mine.holds("r", "w", RunState::Done, ops));
+        assert!(!mine.holds("r", "w", RunState::Done, none));
+        assert!(
+            RunFilter::parse("owner:none")
+                .unwrap()
+                .holds("r", "w", RunState::Done, none)
+        );
         for bad in ["state:unknown", "dest:crm", "stalled", "state:"] {
             assert!(RunFilter::parse(bad).is_err(), "{bad}");
         }

@@ -214,6 +214,7 @@ impl Batch<'_> {
             workflow: None,
             destination: None,
             reason: None,
+            actor: None,
         };
         let told =
             |op: &Op| op.state.is_exception() && ledger.config.told_of(&op.workflow).is_some();

@@ -3,6 +3,14 @@
 //! The rules come from `domain`; this module loads what they need inside one transaction, asks
 //! them, and writes the result with a compare-and-set on the operation's `version` together with
 //! its one audit event. Readers only ever get redacted views.
+//!
+//! Rooms: `handle.rs` the handle, its clock and who acts; `faces.rs` its faces by who is served;
+//! `terms.rs` what the protocol is said in; `engine.rs` and `change.rs` the write engine and its
+//! judging; `single.rs` one change by one caller; `record.rs`, `start.rs` an automation's writes;
+//! `budgets.rs` the retry budgets, `guards.rs` a round's stopping thresholds, `workflows.rs`
+//! pauses, `run_rows.rs` the runs' rows, `rates.rs` a token's shared rate, `checks.rs` names, roles
+//! and scopes, `views.rs` what readers are handed, `scrubbers.rs` an operation's texts scrubbed;
+//! the folders `group/`, `ingest/`, `staff/`, `read/`, `rounds/`, `notices/`, `retention/`.
 
 mod budgets;
 mod change;

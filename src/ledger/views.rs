@@ -120,6 +120,34 @@ pub struct AttemptView {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl AttemptView {
+    /// What the destination answered, as a line says it after the outcome: ` HTTP 422: why`,
+    /// ` HTTP 201 ref T-1`, `: read timeout` (the status once, where the error begins with it).
+    /// Not escaped: the face escapes it for where it lands.
+    pub fn answer_said(&self) -> String {
+        let mut out = String::new();
+        let said_in_error = |s: u16| {
+            self.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(&format!("HTTP {s}")))
+        };
+        if let Some(s) = self.http_status.filter(|s| !said_in_error(*s)) {
+            out.push_str(&format!(" HTTP {s}"));
+        }
+        if let Some(r) = &self.reference {
+            out.push_str(&format!(" ref {r}"));
+        }
+        match &self.error {
+            Some(e) if self.http_status.is_some_and(said_in_error) => {
+                out.push_str(&format!(" {e}"))
+            }
+            Some(e) => out.push_str(&format!(": {e}")),
+            None => {}
+        }
+        out
+    }
+}
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EventView {
     pub id: i64,

@@ -69,6 +69,7 @@ impl Ledger {
                 workflow: (what == Pausable::Workflow).then(|| name.to_string()),
                 destination: (what == Pausable::Destination).then(|| name.to_string()),
                 reason: reason.map(str::to_string),
+                actor: Some(actor.to_string()),
             };
             tx.add_notices(&[notice]).await?;
         }

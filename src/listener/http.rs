@@ -84,7 +84,7 @@ async fn one<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (io, _) = super::Watched::new(io, pass.kill(), None);
+    let (io, _) = super::watched::Watched::new(io, pass.kill(), None);
     let service = Marked {
         app,
         busy: pass.busy_counter(),

@@ -22,7 +22,7 @@ pub fn give_variable(var: &str, value: String) {
 }
 
 /// A channel's variable: the environment's, else one this process gave.
-fn variable(var: &str) -> Option<String> {
+pub(super) fn variable(var: &str) -> Option<String> {
     std::env::var(var)
         .ok()
         .filter(|v| !v.is_empty())

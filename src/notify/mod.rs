@@ -6,4 +6,4 @@ mod channels;
 mod sender;
 
 pub use channels::{give_variable, send};
-pub use sender::{Sending, start, turn};
+pub use sender::{Sending, missing_variables, start, turn};

@@ -27,31 +27,100 @@ pub const TRY_DEADLINE: Duration = Duration::from_secs(90);
 /// How often the lease is renewed while a try lasts: well inside the lease's 30 s.
 const RENEW: Duration = Duration::from_secs(10);
 
-/// Sends while it lives (`None` where no team has a channel).
-pub struct Sending(JoinHandle<()>);
+/// Sends while it lives (`None` where no team has a channel, or where this process lacks a
+/// channel's variable). [`Sending::stop`] hands the lease over; dropped, it only stops.
+pub struct Sending {
+    task: JoinHandle<()>,
+    ledger: Ledger,
+    holder: String,
+}
 
 impl Drop for Sending {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
-/// Starts the sender of this process, named `holder` for the lease, turning every `every`.
+impl Sending {
+    /// A clean stop: the sends under way are cut off (their messages are tried again, with the
+    /// same ids, by the next sender) and the lease is given up, so that another process sends
+    /// at its next turn rather than when the lease would have run out.
+    pub async fn stop(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        if let Err(e) = self.ledger.notices().step_down(&self.holder).await {
+            tracing::warn!(error = %e, "the notification sender's lease could not be given up: another takes it over within 30 s");
+        }
+    }
+}
+
+/// Each channel's sends under way, cut off when the sender stops.
+#[derive(Default)]
+struct Busy(HashMap<String, JoinHandle<()>>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        for sending in self.0.values() {
+            sending.abort();
+        }
+    }
+}
+
+/// The variables each channel needs that this process's environment does not set, as a line
+/// each: `CHANNEL: the variable NAME (what) is not set`.
+pub fn missing_variables(config: &crate::config::Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, c) in &config.channels {
+        for (var, what) in [(&c.url_env, "its URL"), (&c.secret_env, "its secret")] {
+            if let Some(var) = var
+                && super::channels::variable(var).is_none()
+            {
+                out.push(format!("{name}: the variable {var} ({what}) is not set"));
+            }
+        }
+    }
+    out
+}
+
+/// Starts the sender of this process, named `holder` for the lease, turning every `every`. A
+/// process that lacks a channel's variable says so (stderr and the log) and sends nothing: a
+/// sender without them would fail every message; one that has them sends.
 pub fn start(ledger: &Ledger, holder: String, every: Duration) -> Option<Sending> {
     if ledger.config().channels.is_empty() {
         return None;
     }
-    let ledger = ledger.clone();
-    Some(Sending(tokio::spawn(async move {
-        let http = crate::outbound::client();
-        let mut busy: HashMap<String, JoinHandle<()>> = HashMap::new();
-        loop {
-            if let Err(e) = turn_beside(&ledger, &holder, &http, &mut busy).await {
-                tracing::warn!(error = %e, "the notification sender could not go on; trying again");
-            }
-            tokio::time::sleep(every).await;
+    for line in ledger.config().warnings() {
+        crate::tell!("settle: {line}");
+        tracing::warn!(warning = %line, "config");
+    }
+    let missing = missing_variables(ledger.config());
+    if !missing.is_empty() {
+        for line in &missing {
+            crate::tell!(
+                "settle: {line}: this process sends no message (set it where settle runs, e.g. /etc/settle/env; messages wait for a process that has it)"
+            );
+            tracing::warn!(missing = %line, "notification sender not started");
         }
-    })))
+        return None;
+    }
+    let task = {
+        let (ledger, holder) = (ledger.clone(), holder.clone());
+        tokio::spawn(async move {
+            let http = crate::outbound::client();
+            let mut busy = Busy::default();
+            loop {
+                if let Err(e) = turn_beside(&ledger, &holder, &http, &mut busy.0).await {
+                    tracing::warn!(error = %e, "the notification sender could not go on; trying again");
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    };
+    Some(Sending {
+        task,
+        ledger: ledger.clone(),
+        holder,
+    })
 }
 
 /// One turn, waiting for every channel's sends (a test turns by hand on a clock of its own).
@@ -60,9 +129,9 @@ pub async fn turn(
     holder: &str,
     http: &reqwest::Client,
 ) -> crate::error::Result<()> {
-    let mut busy = HashMap::new();
-    turn_beside(ledger, holder, http, &mut busy).await?;
-    for (_, sending) in busy {
+    let mut busy = Busy::default();
+    turn_beside(ledger, holder, http, &mut busy.0).await?;
+    for (_, sending) in std::mem::take(&mut busy.0) {
         let _ = sending.await;
     }
     Ok(())
@@ -118,6 +187,21 @@ async fn send_in_order(
             Ok(false) => return,
             Err(e) => {
                 tracing::warn!(error = %e, "the notification sender could not renew its lease");
+                return;
+            }
+        }
+        // what it names may have been settled while it waited: then it is not told
+        match notices.still_told(&out).await {
+            Ok(true) => {}
+            Ok(false) => {
+                if let Err(e) = notices.settled(out).await {
+                    tracing::warn!(error = %e, "a settled message could not be kept as such");
+                    return;
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a message could not be checked before it was sent");
                 return;
             }
         }

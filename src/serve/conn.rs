@@ -13,10 +13,11 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 use crate::console::Input;
 use crate::domain::{Identity, Role};
 use crate::listener::Pass;
+use crate::serve::identity::fingerprint;
+use crate::serve::keys;
 use crate::serve::screen::{Screen, console, exec, finish, size, too_many};
 use crate::serve::sessions::SessionGuard;
 use crate::serve::shared::Shared;
-use crate::serve::{fingerprint, keys};
 
 /// One connection: who logged in, and its channels.
 pub struct Conn {

@@ -16,6 +16,10 @@
 //!   changes.
 //! - A dropped connection drops its handler, whose input senders close: the session's loop ends
 //!   at its next turn; an action already sent to the ledger finishes in its own transaction.
+//!
+//! Rooms: `identity.rs` keys and operators, `sessions.rs` the open sessions and their limits,
+//! `shared.rs` what every connection shares, `conn.rs` a connection and its requests, `screen.rs`
+//! what a channel runs, `keys.rs` key decoding; the accept loop in `mod.rs`.
 
 mod conn;
 mod identity;

@@ -8,7 +8,7 @@ use tokio::sync::mpsc::{UnboundedSender, WeakUnboundedSender};
 
 use crate::console::Input;
 use crate::domain::{Identity, Role};
-use crate::serve::Operators;
+use crate::serve::identity::Operators;
 
 /// The open sessions: consoles (which can be told to end) and exec requests.
 #[derive(Default)]

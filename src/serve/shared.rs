@@ -7,7 +7,8 @@ use tokio::sync::watch;
 
 use crate::domain::Identity;
 use crate::ledger::Ledger;
-use crate::serve::{Operators, Sessions};
+use crate::serve::identity::Operators;
+use crate::serve::sessions::Sessions;
 
 /// What an `exec` request runs (`ssh HOST COMMAND`): one reading command as the key's operator,
 /// its output written through [`crate::out`]; it returns the exit status. Whoever starts the

@@ -44,6 +44,8 @@ pub(crate) enum OpCol {
     Run,
     /// The key of the operation this one corrects (manual: Correcting a request).
     Corrects,
+    /// Its group's id while it is an exception (manual: Owners and notifications).
+    Group,
 }
 
 /// What a column holds.
@@ -65,7 +67,7 @@ pub(crate) enum Written {
 }
 
 impl OpCol {
-    pub(crate) const ALL: [OpCol; 31] = [
+    pub(crate) const ALL: [OpCol; 32] = [
         OpCol::Id,
         OpCol::Key,
         OpCol::Workflow,
@@ -97,6 +99,7 @@ impl OpCol {
         OpCol::Version,
         OpCol::Run,
         OpCol::Corrects,
+        OpCol::Group,
     ];
 
     pub(crate) const fn name(self) -> &'static str {
@@ -132,6 +135,7 @@ impl OpCol {
             OpCol::Version => "version",
             OpCol::Run => "run",
             OpCol::Corrects => "corrects",
+            OpCol::Group => "group_id",
         }
     }
 
@@ -208,6 +212,7 @@ impl OpCol {
             OpCol::Version => Cell::Int(Some(op.version)),
             OpCol::Run => Cell::Text(op.run.as_deref()),
             OpCol::Corrects => Cell::Text(op.corrects.as_deref()),
+            OpCol::Group => Cell::Text(op.group.as_deref()),
         }
     }
 
@@ -310,6 +315,7 @@ pub(crate) fn decode(row: &dyn Cells) -> Result<(i64, Op)> {
         version: get(row, OpCol::Version.at())?,
         run: get(row, OpCol::Run.at())?,
         corrects: get(row, OpCol::Corrects.at())?,
+        group: get(row, OpCol::Group.at())?,
     };
     Ok((get(row, OpCol::Id.at())?, op))
 }

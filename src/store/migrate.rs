@@ -115,10 +115,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0020_rate_buckets.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0020_rate_buckets.sql"),
     },
+    Migration {
+        version: 21,
+        sqlite: include_str!("../../assets/migrations/sqlite/0021_groups_and_order.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0021_groups_and_order.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {
@@ -194,6 +199,9 @@ async fn apply(tx: &mut Tx, backend: Backend, shown_url: &str) -> Result<()> {
             Backend::Postgres => m.postgres,
         };
         tx.db().execute_batch(sql).await.map_err(named)?;
+        if m.version == 21 {
+            super::group_ids::fill(tx).await.map_err(named)?;
+        }
         Stmt::new(
             "INSERT INTO settle_schema (version, applied_at) VALUES ($1, $2)",
             vec![

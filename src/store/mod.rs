@@ -18,6 +18,17 @@
 //! (PostgreSQL's many rows as arrays), `work` (the dispatcher's due work, budgets and
 //! heartbeats), `workflows` (pause flags and thresholds), `pages` (lists, counts and the history
 //! readers see), `pg` (what only PostgreSQL has: statistics, notifications), `migrate`.
+//!
+//! Rooms: `conn.rs` the pool and a write transaction (`Tx`), `connect.rs` and `open.rs` opening,
+//! `hosts.rs` a multi-host URL and its failover, `replica.rs` a hot standby, `driver.rs` what every
+//! statement needs of the drivers, `bouncer.rs` PgBouncer, `sql.rs` a statement and its arguments,
+//! `arrays.rs` PostgreSQL's arrays, `columns.rs` the column list; statements by subject: `ops.rs`,
+//! `attempts.rs`, `pages.rs` and `page_sql.rs` what readers see, `terms.rs` a filter's SQL,
+//! `words.rs`, `history.rs`, `counts.rs`, `work.rs`, `workflows.rs`, `review.rs`, `runs.rs`,
+//! `run_writes.rs`, `run_review.rs`, `prune.rs`, `rates.rs`, `notify.rs` the notices' inbox, groups
+//! and lease, `outbox.rs` the messages, `pg.rs` what only PostgreSQL has, `plans.rs` how a write is
+//! planned, `group_load.rs` the group writer's reads; `migrate.rs` the migrations, `group_ids.rs`
+//! schema 21's own step.
 
 mod arrays;
 mod attempts;
@@ -27,6 +38,7 @@ mod conn;
 mod connect;
 mod counts;
 mod driver;
+mod group_ids;
 mod group_load;
 mod history;
 mod hosts;
@@ -59,7 +71,7 @@ pub(crate) use conn::{Conn, Db, Open, TRIES, Tried, Tx, in_tx};
 pub(crate) use history::EventRow;
 pub use migrate::SCHEMA_VERSION;
 pub(crate) use notify::{GroupState, Notice, TakenNotice};
-pub use open::{Backend, Profile, display_url};
+pub use open::{Backend, Profile, display_url, missing_ledger};
 pub(crate) use outbox::MessageRow;
 pub(crate) use pg::Listener;
 pub(crate) use prune::Prunable;

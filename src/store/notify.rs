@@ -20,6 +20,8 @@ pub(crate) struct Notice {
     pub workflow: Option<String>,
     pub destination: Option<String>,
     pub reason: Option<String>,
+    /// Who paused or resumed (a notice of an exception names nobody).
+    pub actor: Option<String>,
 }
 
 /// A notice read back from the inbox (its kind as stored).
@@ -30,6 +32,7 @@ pub(crate) struct TakenNotice {
     pub workflow: Option<String>,
     pub destination: Option<String>,
     pub reason: Option<String>,
+    pub actor: Option<String>,
 }
 
 /// A group of exceptions and what is waiting to be told of it.
@@ -62,10 +65,10 @@ impl Tx {
             return Ok(());
         }
         let times: Vec<i64> = notices.iter().map(|n| ms(n.at)).collect();
-        let mut cells = Vec::with_capacity(notices.len() * 6);
+        let mut cells = Vec::with_capacity(notices.len() * 7);
         let mut rows = Vec::with_capacity(notices.len());
         for (i, n) in notices.iter().enumerate() {
-            rows.push(marks(Marks::Numbered, i * 6 + 1, 6));
+            rows.push(marks(Marks::Numbered, i * 7 + 1, 7));
             cells.extend([
                 Cell::Int(Some(times[i])),
                 Cell::Text(Some(n.kind)),
@@ -73,11 +76,12 @@ impl Tx {
                 Cell::Text(n.workflow.as_deref()),
                 Cell::Text(n.destination.as_deref()),
                 Cell::Text(n.reason.as_deref()),
+                Cell::Text(n.actor.as_deref()),
             ]);
         }
         Stmt::new(
             format!(
-                "INSERT INTO notify_inbox (at, kind, operation_id, workflow, destination, reason) \
+                "INSERT INTO notify_inbox (at, kind, operation_id, workflow, destination, reason, actor) \
                  VALUES {}",
                 rows.join(", ")
             ),
@@ -93,7 +97,7 @@ impl Tx {
         let mut taken = Stmt::new(
             "DELETE FROM notify_inbox WHERE id IN \
              (SELECT id FROM notify_inbox ORDER BY id LIMIT $1) \
-             RETURNING id, at, kind, operation_id, workflow, destination, reason",
+             RETURNING id, at, kind, operation_id, workflow, destination, reason, actor",
             vec![Cell::Int(Some(limit))],
         )
         .rows(self.db(), |r| {
@@ -106,6 +110,7 @@ impl Tx {
                     workflow: get(r, "workflow")?,
                     destination: get(r, "destination")?,
                     reason: get(r, "reason")?,
+                    actor: get(r, "actor")?,
                 },
             ))
         })
@@ -157,6 +162,87 @@ impl Tx {
         .rows(self.db(), columns::decode)
         .await
     }
+}
+
+/// The statements of the notices' fold, the sender's lease and the aging inside a write
+/// transaction: `tx.told()`.
+pub(crate) struct Told<'a>(&'a mut Tx);
+
+impl Tx {
+    pub(crate) fn told(&mut self) -> Told<'_> {
+        Told(self)
+    }
+}
+
+impl Told<'_> {
+    /// How many exceptions the group `id` (of this workflow, destination and state) holds now,
+    /// and when its oldest became one: what a message is checked against before it is told.
+    pub(crate) async fn group_now(
+        &mut self,
+        (workflow, destination, state): (&str, &str, &str),
+        id: &str,
+    ) -> Result<(i64, Option<DateTime<Utc>>)> {
+        Stmt::new(
+            "SELECT COUNT(*) AS n, MIN(exception_since) AS oldest FROM operations \
+             WHERE workflow = $1 AND destination = $2 AND state = $3 AND group_id = $4 \
+             AND exception_since IS NOT NULL",
+            vec![
+                Cell::Text(Some(workflow)),
+                Cell::Text(Some(destination)),
+                Cell::Text(Some(state)),
+                Cell::Text(Some(id)),
+            ],
+        )
+        .one(self.0.db(), |r| Ok((get(r, "n")?, get_time(r, "oldest")?)))
+        .await
+    }
+
+    /// The workflows with work not yet settled at `destination`: whose teams hear of its pause.
+    pub(crate) async fn workflows_at(&mut self, destination: &str) -> Result<Vec<String>> {
+        Stmt::new(
+            "SELECT DISTINCT workflow FROM operations WHERE destination = $1 \
+             AND state NOT IN ('succeeded', 'closed')",
+            vec![Cell::Text(Some(destination))],
+        )
+        .rows(self.0.db(), |r| get(r, "workflow"))
+        .await
+    }
+
+    /// The next place in the ledger's order of messages.
+    pub(crate) async fn next_seq(&mut self) -> Result<i64> {
+        Stmt::new(
+            "UPDATE notify_state SET next_seq = next_seq + 1 WHERE name = 'sender' RETURNING next_seq",
+            vec![],
+        )
+        .one(self.0.db(), |r| get(r, "next_seq"))
+        .await
+    }
+
+    /// The messages done with (sent, settled, given up) made before `before` (ms), and the groups
+    /// told before it with nothing waiting: removed, or counted on a `dry_run`. How many messages.
+    pub(crate) async fn prune_messages(&mut self, before: i64, dry_run: bool) -> Result<u64> {
+        if dry_run {
+            return Stmt::new(
+                "SELECT COUNT(*) AS n FROM notifications WHERE status <> 'pending' AND created_at < $1",
+                vec![Cell::Int(Some(before))],
+            )
+            .one(self.0.db(), |r| Ok(get::<i64>(r, "n")? as u64))
+            .await;
+        }
+        let n = Stmt::new(
+            "DELETE FROM notifications WHERE status <> 'pending' AND created_at < $1",
+            vec![Cell::Int(Some(before))],
+        )
+        .execute(self.0.db())
+        .await?;
+        Stmt::new(
+            "DELETE FROM notify_groups WHERE pending = 0 AND told_at < $1",
+            vec![Cell::Int(Some(before))],
+        )
+        .execute(self.0.db())
+        .await?;
+        Ok(n)
+    }
 
     /// These groups as they are now.
     pub(crate) async fn groups_of(&mut self, keys: &[&str]) -> Result<Vec<GroupState>> {
@@ -167,7 +253,7 @@ impl Tx {
                 marks(Marks::Numbered, 1, chunk.len())
             );
             let cells = chunk.iter().map(|k| Cell::Text(Some(*k))).collect();
-            out.extend(Stmt::new(sql, cells).rows(self.db(), group).await?);
+            out.extend(Stmt::new(sql, cells).rows(self.0.db(), group).await?);
         }
         Ok(out)
     }
@@ -175,7 +261,7 @@ impl Tx {
     /// Every group with something waiting to be told.
     pub(crate) async fn pending_groups(&mut self) -> Result<Vec<GroupState>> {
         Stmt::new("SELECT * FROM notify_groups WHERE pending > 0", vec![])
-            .rows(self.db(), group)
+            .rows(self.0.db(), group)
             .await
     }
 
@@ -195,7 +281,7 @@ impl Tx {
                 t(g.told_at),
             ],
         )
-        .execute(self.db())
+        .execute(self.0.db())
         .await?;
         Ok(())
     }
@@ -217,7 +303,7 @@ impl Tx {
                 Cell::Int(Some(ms(now))),
             ],
         )
-        .execute(self.db())
+        .execute(self.0.db())
         .await?;
         Ok(n == 1)
     }
@@ -230,7 +316,7 @@ impl Tx {
             "SELECT warn_mark, critical_mark FROM notify_state WHERE name = 'sender'",
             vec![],
         )
-        .one(self.db(), |r| {
+        .one(self.0.db(), |r| {
             Ok((get_time(r, "warn_mark")?, get_time(r, "critical_mark")?))
         })
         .await
@@ -245,7 +331,7 @@ impl Tx {
             "UPDATE notify_state SET warn_mark = $1, critical_mark = $2 WHERE name = 'sender'",
             vec![Cell::Int(Some(ms(warn))), Cell::Int(Some(ms(critical)))],
         )
-        .execute(self.db())
+        .execute(self.0.db())
         .await?;
         Ok(())
     }

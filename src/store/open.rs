@@ -135,6 +135,21 @@ pub(super) fn sqlite_file(url: &str) -> (PathBuf, bool) {
     (PathBuf::from(path), read_only)
 }
 
+/// Where `url` names a SQLite ledger whose file does not exist: the line saying so, for a
+/// command that only reads (it makes nothing: `settle init` and `settle demo` make a ledger).
+pub fn missing_ledger(url: &str) -> Option<String> {
+    if Backend::of_url(url).ok()? != Backend::Sqlite {
+        return None;
+    }
+    let (path, _) = sqlite_file(url);
+    (!path.exists()).then(|| {
+        format!(
+            "no ledger at {}: the file does not exist (settle init makes one; or give --db, SETTLE_DATABASE_URL or the config's database)",
+            display_url(url)
+        )
+    })
+}
+
 /// Checks a SQLite database file before any pool waits on it, so that a wrong path is one clear
 /// line at once rather than a connection timeout: a directory, an unreadable file or a file that
 /// is not a SQLite database is refused. A missing file is created (when `create`) readable by its

@@ -12,6 +12,8 @@ use crate::error::Result;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct MessageRow {
     pub id: String,
+    /// Its place in the ledger's order: a channel receives its messages in this order.
+    pub seq: i64,
     pub created_at: DateTime<Utc>,
     pub channel: String,
     pub kind: String,
@@ -29,7 +31,7 @@ pub(crate) struct MessageRow {
 }
 
 const MESSAGE_COLUMNS: &str = "id, created_at, channel, kind, level, team, body, status, tries, \
-                               next_try_at, sent_at, answers";
+                               next_try_at, sent_at, answers, seq";
 
 fn message(r: &dyn Cells) -> Result<MessageRow> {
     Ok(MessageRow {
@@ -45,6 +47,7 @@ fn message(r: &dyn Cells) -> Result<MessageRow> {
         next_try_at: super::sql::time(get(r, "next_try_at")?),
         sent_at: get_time(r, "sent_at")?,
         answers: get(r, "answers")?,
+        seq: get::<Option<i64>>(r, "seq")?.unwrap_or(0),
     })
 }
 
@@ -71,7 +74,7 @@ impl Tx {
         Stmt::new(
             format!(
                 "INSERT INTO notifications ({MESSAGE_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
             ),
             vec![
                 Cell::Text(Some(&m.id)),
@@ -86,6 +89,7 @@ impl Tx {
                 Cell::Int(Some(ms(m.next_try_at))),
                 Cell::Int(m.sent_at.map(ms)),
                 Cell::Text(Some(&m.answers)),
+                Cell::Int(Some(m.seq)),
             ],
         )
         .execute(self.db())
@@ -107,18 +111,15 @@ impl Outbox<'_> {
         Ok(())
     }
 
-    /// Messages due to be tried at `now`, the oldest first.
-    pub(crate) async fn due_messages(
-        &self,
-        now: DateTime<Utc>,
-        limit: i64,
-    ) -> Result<Vec<MessageRow>> {
+    /// The first `limit` messages waiting, in the ledger's order: each channel's due ones are
+    /// those before its first that is not due yet (a channel receives its messages in order).
+    pub(crate) async fn waiting_messages(&self, limit: i64) -> Result<Vec<MessageRow>> {
         Stmt::new(
             format!(
                 "SELECT {MESSAGE_COLUMNS} FROM notifications \
-                 WHERE status = 'pending' AND next_try_at <= $1 ORDER BY next_try_at, id LIMIT $2"
+                 WHERE status = 'pending' ORDER BY seq, created_at, id LIMIT $1"
             ),
-            vec![Cell::Int(Some(ms(now))), Cell::Int(Some(limit))],
+            vec![Cell::Int(Some(limit))],
         )
         .rows(self.0.conn().await?.db(), message)
         .await

@@ -70,10 +70,9 @@ impl Store {
             .await
     }
 
-    /// The exceptions a filter matches, by workflow, destination, state and reason as stored:
-    /// how many, the first and last to become one (the reader masks the reasons and merges what
-    /// they make one group; manual: Owners and notifications). One narrow index, read in its
-    /// order (schema 18).
+    /// The exceptions a filter matches, by workflow, destination, state and group id (schema 21;
+    /// manual: Owners and notifications): how many, the first and last to become one. One narrow
+    /// index, read in its order.
     pub(crate) async fn exception_groups(&self, q: &ListQuery<'_>) -> Result<Vec<GroupRow>> {
         let mut args = Vec::new();
         let cond = where_clause(&conditions(q, q.time_column(), &mut args, true));
@@ -84,44 +83,32 @@ impl Store {
             super::Backend::Postgres => "",
         };
         let sql = format!(
-            "SELECT workflow, destination, state, reason, COUNT(*) AS n, \
+            "SELECT workflow, destination, state, group_id, COUNT(*) AS n, \
              MIN(exception_since) AS oldest, MAX(exception_since) AS newest \
-             FROM operations{index}{cond} GROUP BY workflow, destination, state, reason"
+             FROM operations{index}{cond} GROUP BY workflow, destination, state, group_id"
         );
         Stmt::new(sql, cells(&args))
-            .rows(super::replica::reads(self).conn().await?.db(), |r| {
-                let state: String = get(r, "state")?;
-                Ok(GroupRow {
-                    workflow: get(r, "workflow")?,
-                    destination: get(r, "destination")?,
-                    state: crate::domain::State::parse(&state)
-                        .map_err(crate::error::Error::Unavailable)?,
-                    reason: get(r, "reason")?,
-                    count: get(r, "n")?,
-                    oldest: get::<Option<i64>>(r, "oldest")?.map(super::sql::time),
-                    newest: get::<Option<i64>>(r, "newest")?.map(super::sql::time),
-                })
-            })
+            .rows(super::replica::reads(self).conn().await?.db(), group_row)
             .await
     }
 
     /// The key of a group's exception that became one at `at` (its oldest).
     pub(crate) async fn group_sample(&self, g: &GroupRow) -> Result<Option<String>> {
-        let reason = match g.reason {
-            Some(_) => "reason = $4",
-            None => "reason IS NULL AND $4 IS NULL",
+        let group = match g.group {
+            Some(_) => "group_id = $4",
+            None => "group_id IS NULL AND $4 IS NULL",
         };
         Stmt::new(
             format!(
                 "SELECT key FROM operations WHERE workflow = $1 AND destination = $2 \
-                 AND state = $3 AND {reason} AND exception_since IS NOT NULL \
+                 AND state = $3 AND {group} AND exception_since IS NOT NULL \
                  AND exception_since = $5 LIMIT 1"
             ),
             vec![
                 Cell::Text(Some(&g.workflow)),
                 Cell::Text(Some(&g.destination)),
                 Cell::Text(Some(g.state.as_str())),
-                Cell::Text(g.reason.as_deref()),
+                Cell::Text(g.group.as_deref()),
                 Cell::Int(g.oldest.map(super::sql::ms)),
             ],
         )
@@ -142,12 +129,27 @@ impl Store {
     }
 }
 
+/// One row of [`Store::exception_groups`].
+fn group_row(r: &dyn super::sql::Cells) -> Result<GroupRow> {
+    let state: String = get(r, "state")?;
+    Ok(GroupRow {
+        workflow: get(r, "workflow")?,
+        destination: get(r, "destination")?,
+        state: crate::domain::State::parse(&state).map_err(crate::error::Error::Unavailable)?,
+        group: get(r, "group_id")?,
+        count: get(r, "n")?,
+        oldest: get::<Option<i64>>(r, "oldest")?.map(super::sql::time),
+        newest: get::<Option<i64>>(r, "newest")?.map(super::sql::time),
+    })
+}
+
 /// Exceptions sharing a workflow, destination, state and stored reason.
 pub(crate) struct GroupRow {
     pub workflow: String,
     pub destination: String,
     pub state: crate::domain::State,
-    pub reason: Option<String>,
+    /// Its id (none for attempts stuck in flight, which are no group's).
+    pub group: Option<String>,
     pub count: i64,
     pub oldest: Option<chrono::DateTime<chrono::Utc>>,
     pub newest: Option<chrono::DateTime<chrono::Utc>>,

@@ -233,6 +233,7 @@ pub(super) fn conditions(
             ),
             Match::Key(k) => format!("key = {}", mark(args, Arg::Text(k.clone()))),
             Match::Run(r) => format!("run = {}", mark(args, Arg::Text(r.clone()))),
+            Match::Group(g) => format!("group_id = {}", mark(args, Arg::Text(g.clone()))),
             // no operation is stalled: a run is
             Match::Stalled => "1 = 0".into(),
             Match::Workflows { names, inside } => {

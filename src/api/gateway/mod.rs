@@ -18,6 +18,10 @@
 //!   made `pending` ([`Ledger::resend`]) and sent, unless a person holds it.
 //! - The destinations are resolved once, when the router is made; one whose `${NAME}` is not
 //!   set answers 503 naming the variable, and the rest of the API serves on.
+//!
+//! Rooms: `destinations.rs` the destinations it sends to, resolved once; `request.rs` the request
+//! read as the ledger records it; `sent.rs` the answers to a request that was sent; `replay.rs`
+//! every answer to a request not sent, from the ledger's state.
 
 mod destinations;
 mod replay;
@@ -38,8 +42,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::answer::{Answer, Failure};
 use super::body::bytes;
+use super::state::{Api, Caller};
 use super::writes::view_after;
-use super::{Api, Caller};
 use crate::dispatch::{HttpDestination, Raw};
 use crate::domain::State as OpState;
 use crate::error::Error;

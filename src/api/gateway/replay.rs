@@ -5,8 +5,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
-use super::super::Caller;
 use super::super::answer::{Failure, json};
+use super::super::state::Caller;
 use crate::dispatch::Endpoint;
 use crate::domain::{Resolution, State};
 use crate::ledger::OperationView;

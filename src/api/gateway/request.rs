@@ -5,8 +5,8 @@
 use axum::http::HeaderMap;
 use serde_json::Value;
 
-use super::super::Caller;
 use super::super::answer::Failure;
+use super::super::state::Caller;
 use crate::ledger::Intent;
 
 /// A header's text: `None` when it is not there, a 400 naming it when it is not text.

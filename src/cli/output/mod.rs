@@ -1,4 +1,7 @@
 //! What the CLI prints: tables and text with stored text escaped, JSON documents with snake_case.
+//!
+//! Rooms: `list.rs` tables of operations, `show.rs` one operation whole, `run.rs` a run, `json.rs`
+//! the `--json` documents, `text.rs` stored text escaped.
 
 use crate::domain::format_age;
 use crate::ledger::{Applied, PruneReport, Stats};
@@ -47,6 +50,10 @@ pub fn pruned(r: &PruneReport) {
     {
         say!("archived {} to {}", r.archived, esc(a));
     }
+    say!(
+        "{verb} {} message(s) to the owners done with",
+        r.notifications
+    );
     if !r.dry_run {
         say!("{} pruned key(s) past their horizon freed", r.keys_freed);
     }

@@ -127,15 +127,7 @@ fn attempts_and_history(d: &OperationDetail) {
             outcome,
             esc(&a.actor)
         );
-        if let Some(s) = a.http_status {
-            line.push_str(&format!(" HTTP {s}"));
-        }
-        if let Some(r) = &a.reference {
-            line.push_str(&format!(" ref {}", esc(r)));
-        }
-        if let Some(e) = &a.error {
-            line.push_str(&format!(": {}", esc(e)));
-        }
+        line.push_str(&esc(&a.answer_said()));
         say!("{line}");
     }
     say!("history");

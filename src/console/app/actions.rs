@@ -3,9 +3,10 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use tui_input::backend::crossterm::EventHandler;
 
-use super::{App, Effect, Mode};
+use super::form::{ActionKind, Form, FormStep};
+use super::messages::Effect;
+use super::{App, Mode};
 use crate::console::app::form::{choose, entered, first_step};
-use crate::console::app::{ActionKind, Form, FormStep};
 use crate::domain::{Offer, State};
 
 impl App {
@@ -95,7 +96,7 @@ impl App {
             return vec![Effect::LookUp {
                 keys: vec![target],
                 pace: None,
-                stop: super::StopFlag::default(),
+                stop: super::messages::StopFlag::default(),
             }];
         }
         let hint = (kind == ActionKind::Retry && row.state == State::Rejected).then(|| {

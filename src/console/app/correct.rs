@@ -5,7 +5,7 @@
 
 use tui_input::Input;
 
-use super::{ActionKind, Form, FormStep};
+use super::form::{ActionKind, Form, FormStep};
 use crate::domain::edit::{Edit, fields};
 use crate::domain::transition::correction_key;
 use crate::ledger::{OperationDetail, OperationView, StaffAction};

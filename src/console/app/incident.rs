@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use super::form::{Form, FormStep, first_step};
-use super::{App, BulkRun, Effect, Mode, StopFlag};
+use super::messages::{Effect, StopFlag};
+use super::{App, BulkRun, Mode};
 use crate::ledger::{BulkPreview, BulkReport, StaffAction};
 
 impl App {

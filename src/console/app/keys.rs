@@ -204,6 +204,8 @@ impl App {
         }
         if !self.filter.value().is_empty() {
             self.filter.reset();
+            // what the line said of the filter (a group's items) no longer holds
+            self.status.line = None;
             return self.reload(Position::First, false);
         }
         self.status.line = None;
@@ -347,8 +349,14 @@ impl App {
             When::Always => true,
             When::Review => self.view == View::Review,
             When::Row => row.is_some(),
-            // with items marked, the keys that act on many (each item is checked at the preview)
-            When::Offered if !self.marks.is_empty() => b.bulk && self.online && self.bulk.is_none(),
+            // with items marked, the keys that act on many, where one of the marked items on
+            // screen would take it (each is checked again at the preview)
+            When::Offered if !self.marks.is_empty() => {
+                b.bulk
+                    && self.online
+                    && self.bulk.is_none()
+                    && self.marks.take_any(&self.rows, b.offers)
+            }
             When::Offered => row.is_some_and(|r| b.offers.iter().any(|o| r.actions.contains(*o))),
             When::Marks => {
                 self.view.lists() && self.online && self.bulk.is_none() && self.role.acts()

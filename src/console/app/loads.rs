@@ -1,6 +1,7 @@
 //! What the console loads: the filters it asks with, reloads, refreshes, the status line.
 
-use crate::console::app::{MAX_ROWS, PAGE, Place, View};
+use super::messages::Place;
+use crate::console::app::{MAX_ROWS, PAGE, View};
 use crate::console::{App, Effect};
 use crate::ledger::{ListFilter, Position};
 

@@ -7,7 +7,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::form::{ActionKind, Form, FormStep};
-use super::{App, BulkRun, Effect, Mode, Msg, StopFlag};
+use super::messages::{Effect, Msg, StopFlag};
+use super::{App, BulkRun, Mode};
 use crate::dispatch::{Looked, Lookups};
 use crate::domain::{LookupAnswer, State};
 use crate::error::Result;

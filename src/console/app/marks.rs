@@ -19,6 +19,17 @@ impl Marks {
         self.keys.is_empty()
     }
 
+    /// Whether one of the marked items among `rows` (those on screen) is offered one of
+    /// `offers`; none on screen: the preview will say.
+    pub fn take_any(
+        &self,
+        rows: &[crate::ledger::OperationView],
+        offers: &[crate::domain::Offer],
+    ) -> bool {
+        let mut marked = rows.iter().filter(|r| self.contains(&r.key)).peekable();
+        marked.peek().is_none() || marked.any(|r| offers.iter().any(|o| r.actions.contains(*o)))
+    }
+
     pub fn contains(&self, key: &str) -> bool {
         self.keys.contains(key)
     }

@@ -1,5 +1,13 @@
 //! The console's state and how keys and results change it. No terminal and no database here:
 //! `update` returns the work to do (`Effect`s), and the event loop runs it in spawned tasks.
+//!
+//! Rooms: `messages.rs` the messages, effects and the header; `update.rs` results folded in;
+//! `keys.rs` what a key does and which keys apply; `actions.rs` a staff action begun; `form.rs` the
+//! forms that ask what an action needs; `correct.rs` a correction's form over the payload's fields;
+//! `lookup.rs` a look-up at the destination; `loads.rs` pages asked for; the components, each with
+//! its state and keys: `review.rs` view 6, `stalled.rs` view 1's stalled runs (their keys in
+//! `runs.rs`), `groups.rs` view 1's groups, `marks.rs` the marked keys (what acts on them in
+//! `incident.rs`), `status.rs` the status line.
 
 use chrono::{DateTime, Utc};
 use tui_input::Input;

@@ -4,7 +4,7 @@
 
 use ratatui::crossterm::event::KeyCode;
 
-use super::Effect;
+use super::messages::Effect;
 use crate::ledger::{Review, ReviewScope};
 
 /// The review's windows (`[` and `]`), in days; the second is the default.

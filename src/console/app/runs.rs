@@ -5,7 +5,8 @@
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 
 use super::form::{ActionKind, Form, FormStep};
-use super::{App, Effect, Focus, Mode, View};
+use super::messages::Effect;
+use super::{App, Focus, Mode, View};
 use crate::domain::Resolution;
 use crate::domain::run_action::RunAction;
 use crate::ledger::RunSummary;

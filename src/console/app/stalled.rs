@@ -1,7 +1,7 @@
 //! View 1's stalled runs (manual: Runs) as a component: what it holds and the answers it takes.
 //! Their keys are the shell's (`runs.rs`), as they move between the runs and the operations.
 
-use super::Effect;
+use super::messages::Effect;
 use crate::ledger::RunSummary;
 
 /// View 1's stalled runs as a component: the runs shown, the one the selection is on, the one

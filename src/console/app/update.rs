@@ -2,7 +2,8 @@
 
 use chrono::Utc;
 
-use crate::console::app::{CHANGED_FOR, MAX_ROWS, PAGE, Place, View, seen};
+use super::messages::Place;
+use crate::console::app::{CHANGED_FOR, MAX_ROWS, PAGE, View, seen};
 use crate::console::{App, Effect, Msg};
 use crate::ledger::{EventView, OperationDetail, OperationView, Page, Position};
 

@@ -203,15 +203,7 @@ pub(super) fn loaded_lines<'a>(
             a.started_at.format("%m-%d %H:%M"),
             a.outcome.map_or("in flight", |o| o.as_str())
         );
-        if let Some(s) = a.http_status {
-            text.push_str(&format!(" HTTP {s}"));
-        }
-        if let Some(r) = &a.reference {
-            text.push_str(&format!(" ref {}", esc(r)));
-        }
-        if let Some(e) = &a.error {
-            text.push_str(&format!(": {}", esc(e)));
-        }
+        text.push_str(&esc(&a.answer_said()));
         lines.push(Line::from(vec![
             if i == 0 {
                 label(theme, "attempts")

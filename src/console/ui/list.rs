@@ -15,13 +15,23 @@ use crate::ledger::OperationView;
 
 /// Which columns fit: age, state, destination and key always (manual: The console: every row at 80
 /// columns), then the claim, the workflow and (where teams own workflows) the owner while the next
-/// step keeps 30 columns.
-pub(super) fn columns(width: u16, marking: bool, owners: bool) -> Vec<(&'static str, u16)> {
+/// step keeps 30 columns. In view 2 (Mine) the claim is always there: it tells the items you
+/// hold from your team's that nobody holds.
+pub(super) fn columns(
+    width: u16,
+    marking: bool,
+    owners: bool,
+    claims: bool,
+) -> Vec<(&'static str, u16)> {
     let mut essential = vec![("AGE", 7), ("STATE", 10), ("DEST", 9), ("KEY", 16)];
     if marking {
         essential.insert(0, ("", 1));
     }
+    if claims {
+        essential.push(("CLAIM", 5));
+    }
     let mut optional = vec![("CLAIM", 8), ("WORKFLOW/STEP", 24)];
+    optional.retain(|(n, _)| !(claims && *n == "CLAIM"));
     if owners {
         optional.push(("OWNER", 10));
     }
@@ -105,7 +115,8 @@ pub(super) fn sorted_column(app: &App) -> (&'static str, &'static str) {
 
 pub(super) fn draw_list(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let owners = app.rows.iter().any(|r| r.owner.is_some());
-    let cols = columns(area.width, !app.marks.is_empty(), owners);
+    let (marking, mine) = (!app.marks.is_empty(), app.view == View::Mine);
+    let cols = columns(area.width, marking, owners, mine);
     let (sorted, arrow) = sorted_column(app);
     let header = Row::new(cols.iter().map(|(n, _)| {
         if *n == sorted {

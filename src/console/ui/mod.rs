@@ -1,5 +1,9 @@
 //! Drawing: a pure function of the app state. Never touches the database; every text that came
 //! from the database goes through `escape_text` before it reaches a cell.
+//!
+//! Rooms: One room per part of the screen: `header.rs`, `list.rs`, `groups.rs`, `detail.rs`,
+//! `run_detail.rs`, `pane.rs` what the two detail panes share, `activity.rs`, `review.rs`,
+//! `form.rs`, `status.rs`; `cells.rs` what every part draws with.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};

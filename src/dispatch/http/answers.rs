@@ -5,8 +5,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use super::endpoint::Endpoint;
 use crate::config::AnswerClass;
-use crate::dispatch::Endpoint;
 use crate::domain::Outcome;
 
 /// The outcome of one HTTP exchange (manual: States, Destinations and the dispatcher).

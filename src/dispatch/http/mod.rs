@@ -1,6 +1,10 @@
 //! How the dispatcher speaks HTTP to a destination (manual: Destinations and the dispatcher): the settings of the config made
 //! ready to send (environment read once, at start), the request built from a started operation,
 //! the answer classified by a pure function, and the lookup of a key.
+//!
+//! Rooms: `endpoint.rs` a destination's resolved settings, `answers.rs` an answer classified
+//! (redirects never followed), `template.rs` the URL and body templates; the request and the lookup
+//! in `mod.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::op::Op;
+use super::terms::{AttemptEffect, Command, Ctx, Refusal};
 use super::terms::{Made, fmt_time, refuse};
-use super::{AttemptEffect, Command, Ctx, Op, Refusal};
 use crate::domain::state::{Outcome, State};
 use crate::domain::time::after;
 

@@ -10,6 +10,9 @@
 //! pass, asked by `staff.rs` and by the offers), `offers.rs` (what the console offers). The types
 //! they share are `terms.rs` and `op.rs`; this file holds the order in which a command is judged
 //! and the bookkeeping every change shares.
+//!
+//! Rooms: `correct.rs` what a correction makes of a request and its key; `test_support.rs`
+//! the table tests' shared helpers.
 
 mod attempts;
 mod correct;
@@ -120,6 +123,7 @@ fn settle_bookkeeping(old: &Op, next: &mut Op, ctx: &Ctx) {
     if !matches!(next.state, State::Pending | State::RetryWait) {
         next.next_attempt_at = None;
     }
+    next.group = crate::domain::group::group_of(next);
     if next.state.is_terminal() {
         next.claim = None;
     } else if next.claim.as_ref().is_some_and(|c| c.by == ctx.actor) && next.state == old.state {

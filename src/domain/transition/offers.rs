@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
+use super::op::Op;
 use super::rules::staff_check;
-use super::{Ctx, Op, StaffAction};
+use super::terms::{Ctx, StaffAction};
 use crate::domain::lookup::LookupAnswer;
 use crate::domain::state::Resolution;
 

@@ -61,6 +61,8 @@ pub struct Op {
     /// The key of the operation this one corrects (manual: Correcting a request), given when the
     /// correction is made and never changed after.
     pub corrects: Option<String>,
+    /// Its group's id while it is an exception (`domain::group`), kept right by every transition.
+    pub group: Option<String>,
 }
 
 impl Op {
@@ -105,6 +107,7 @@ impl Op {
             version: 0,
             run: None,
             corrects: None,
+            group: None,
         }
     }
 

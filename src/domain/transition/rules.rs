@@ -2,8 +2,9 @@
 //! place these rules are written. `apply` asks [`staff_check`] before it changes anything, and
 //! the console's offers ask it for each action, so what is offered is what the ledger accepts.
 
+use super::op::Op;
 use super::terms::fmt_time;
-use super::{Ctx, Op, Refusal, StaffAction};
+use super::terms::{Ctx, Refusal, StaffAction};
 use crate::domain::lookup::LookupAnswer;
 use crate::domain::state::{Resolution, State};
 

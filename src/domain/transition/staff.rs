@@ -3,9 +3,11 @@
 
 use serde_json::json;
 
+use super::op::{Claim, Op};
+use super::rules::Why;
 use super::rules::staff_check;
+use super::terms::{AttemptEffect, Command, Ctx, Refusal, StaffAction, Transition};
 use super::terms::{Made, lease_end, refuse, renewed};
-use super::{AttemptEffect, Claim, Command, Ctx, Op, Refusal, StaffAction, Transition, Why};
 use crate::domain::lookup::LookupAnswer;
 use crate::domain::state::{Outcome, Resolution, State};
 

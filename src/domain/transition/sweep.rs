@@ -5,8 +5,9 @@
 use serde_json::json;
 
 use super::attempts::{Answered, finish_attempt};
+use super::op::Op;
+use super::terms::{AttemptEffect, Ctx, Refusal};
 use super::terms::{Made, refuse};
-use super::{AttemptEffect, Ctx, Op, Refusal};
 use crate::domain::lookup::LookupAnswer;
 use crate::domain::state::{Outcome, State};
 use crate::domain::time::format_duration;

@@ -21,6 +21,9 @@
 //! - A commit that fails leaves each write's outcome unknown: every write of that group is told
 //!   the database is unavailable, never retried here (the caller repeats it with its key, and the
 //!   rules answer as for any repeat).
+//!
+//! Rooms: `lane.rs` a lane's thread and its groups' transactions, `writes.rs` one caller's writes
+//! judged as one batch.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! `settle ingest`: JSON lines of intents, starts and attempts (manual: The protocol), idempotent, batched in
 //! transactions.
+//!
+//! Rooms: `parse.rs` a line read, `batch.rs` the batches written, `report.rs` what it tells its
+//! caller.
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 

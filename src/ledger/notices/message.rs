@@ -6,10 +6,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// One message, as a webhook receives it (`assets/notification.schema.json`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     /// The same on every try, so that a receiver can drop repeats.
     pub id: String,
+    /// Its place in the ledger's order of messages: a channel receives its messages in this
+    /// order (0: a test message, in no order).
+    #[serde(default)]
+    pub seq: i64,
     /// `queue` (automatic recovery stopped), `aging`, `paused`, `resumed` or `test`.
     pub kind: String,
     /// `info`, `warning` or `critical`.
@@ -21,8 +25,17 @@ pub struct Message {
     pub state: Option<String>,
     /// The reason, redacted, with what varies between items masked.
     pub reason: Option<String>,
-    /// How many items it tells of.
+    /// The group's id: `group:ID` in a filter lists exactly its items.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Who paused or resumed (a person's name, or `settle`).
+    #[serde(default)]
+    pub by: Option<String>,
+    /// How many items it tells of that arrived since the group was last told.
     pub count: i64,
+    /// How many the group holds open now, these among them.
+    #[serde(default)]
+    pub group_count: i64,
     pub oldest_seconds: i64,
     /// Up to five of their keys.
     pub keys: Vec<String>,
@@ -100,9 +113,14 @@ impl Message {
             }
         }
         if self.count > 0 && matches!(self.kind.as_str(), "queue" | "aging") {
+            let these = match self.kind.as_str() {
+                "aging" => format!("past {}", self.level),
+                _ => "new".to_string(),
+            };
             lines.push(format!(
-                "count: {}, oldest {}",
+                "count: {} {these}, {} open in the group, the oldest {}",
                 self.count,
+                self.group_count.max(self.count),
                 crate::domain::format_age(chrono::Duration::seconds(self.oldest_seconds))
             ));
         }
@@ -139,9 +157,48 @@ impl Message {
                 "[settle] {what}: {} {state} still open ({})",
                 self.count, self.level
             ),
-            "paused" => format!("[settle] {what} paused"),
-            "resumed" => format!("[settle] {what} resumed"),
+            "paused" | "resumed" => match &self.by {
+                Some(by) => format!("[settle] {what} {} by {by}", self.kind),
+                None => format!("[settle] {what} {}", self.kind),
+            },
             _ => "[settle] a test message: this channel works".to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn growing(kind: &str, level: &str) -> Message {
+        Message {
+            kind: kind.into(),
+            level: level.into(),
+            workflow: Some("signup".into()),
+            state: Some("unknown".into()),
+            count: 3,
+            group_count: 5,
+            oldest_seconds: 600,
+            keys: vec!["g-3".into(), "g-4".into(), "g-5".into()],
+            ..Message::default()
+        }
+    }
+
+    #[test]
+    fn a_growing_group_says_its_new_items_and_its_whole() {
+        let text = growing("queue", "info").text();
+        assert!(
+            text.contains("count: 3 new, 5 open in the group, the oldest 10m"),
+            "{text}"
+        );
+        assert!(
+            text.contains("keys: g-3, g-4, g-5") && !text.contains("..."),
+            "{text}"
+        );
+        let aging = growing("aging", "critical").text();
+        assert!(
+            aging.contains("count: 3 past critical, 5 open in the group, the oldest 10m"),
+            "{aging}"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Telling the owners (manual: Owners and notifications): the inbox folded into messages
-//! (`fold.rs`), what a message says (`message.rs`), and their delivery (`outbox.rs`).
+//! (`fold.rs`), what else arrives to be told, aging and pauses (`arrivals.rs`), what a message
+//! says (`message.rs`), and their delivery (`outbox.rs`).
 
+mod arrivals;
 mod fold;
 mod message;
 mod outbox;

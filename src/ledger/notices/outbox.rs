@@ -19,7 +19,8 @@ pub struct Delivery {
     pub id: String,
     pub channel: String,
     pub created_at: DateTime<Utc>,
-    /// `pending`, `sent` or `given_up`.
+    /// `pending`, `sent`, `given_up`, or `settled` (not sent: everything it named was settled
+    /// before it could be).
     pub status: String,
     pub tries: i64,
     pub next_try_at: Option<DateTime<Utc>>,
@@ -51,6 +52,7 @@ impl Notices<'_> {
         let now = self.0.now();
         let until = now + Duration::from_std(LEASE).unwrap_or_default();
         store::in_tx!(self.0.store, |tx| tx
+            .told()
             .take_lease(holder, now, until)
             .await
             .map(Tried::Done))
@@ -61,25 +63,59 @@ impl Notices<'_> {
         self.0.store.outbox().drop_lease(holder).await
     }
 
-    /// The messages due now, the oldest first.
+    /// The messages due now, in the ledger's order: each channel's, up to its first that is
+    /// not due yet (a channel receives its messages in order, a failed one first).
     pub async fn due(&self, limit: i64) -> Result<Vec<Outgoing>> {
-        let rows = self
-            .0
-            .store
-            .outbox()
-            .due_messages(self.0.now(), limit)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|row| {
-                let message = serde_json::from_str(&row.body).ok()?;
-                Some(Outgoing {
+        let now = self.0.now();
+        let rows = self.0.store.outbox().waiting_messages(limit).await?;
+        let mut held: Vec<String> = Vec::new();
+        let mut out = Vec::new();
+        for row in rows {
+            if held.contains(&row.channel) {
+                continue;
+            }
+            if row.next_try_at > now {
+                held.push(row.channel.clone());
+                continue;
+            }
+            if let Ok(message) = serde_json::from_str(&row.body) {
+                out.push(Outgoing {
                     channel: row.channel.clone(),
                     message,
                     row,
-                })
-            })
-            .collect())
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether what `out` tells of is still open: checked just before it is sent (a group all
+    /// of whose items were settled while it waited is not told).
+    pub async fn still_told(&self, out: &Outgoing) -> Result<bool> {
+        let m = &out.message;
+        let (Some(id), Some(w), Some(d), Some(s)) =
+            (&m.group, &m.workflow, &m.destination, &m.state)
+        else {
+            return Ok(true);
+        };
+        let (open, _) = store::in_tx!(self.0.store, |tx| tx
+            .told()
+            .group_now((w, d, s), id)
+            .await
+            .map(Tried::Done))?;
+        Ok(open > 0)
+    }
+
+    /// Keeps `out` unsent: everything it named was settled before it could be sent.
+    pub async fn settled(&self, out: Outgoing) -> Result<()> {
+        let mut row = out.row;
+        row.status = "settled".into();
+        let mut answers: Vec<serde_json::Value> =
+            serde_json::from_str(&row.answers).unwrap_or_default();
+        answers.push(serde_json::json!({ "at": self.0.now(), "ok": true,
+            "answer": "not sent: everything it named was settled before it could be" }));
+        row.answers = serde_json::to_string(&answers).unwrap_or_else(|_| "[]".into());
+        self.0.store.outbox().keep_try(&row).await
     }
 
     /// Keeps a try and its answer: sent, or tried again after a backoff with full jitter until
@@ -87,11 +123,11 @@ impl Notices<'_> {
     pub async fn keep(&self, out: Outgoing, sent: Sent) -> Result<()> {
         let now = self.0.now();
         let mut row = out.row;
-        row.tries += 1;
         let (ok, answer) = match sent {
             Sent::Ok(a) => (true, a),
             Sent::Failed(a) => (false, a),
         };
+        row.tries += 1;
         let mut answers: Vec<serde_json::Value> =
             serde_json::from_str(&row.answers).unwrap_or_default();
         answers.push(serde_json::json!({ "at": now, "ok": ok, "answer": answer }));

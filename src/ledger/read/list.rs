@@ -1,5 +1,5 @@
-//! Lists of operations: keyset-paginated pages in the filter's order (never the whole queue),
-//! the keys a filter matches, their count. All redacted.
+//! Lists of operations: keyset-paginated pages in the filter's order (never the whole queue), the
+//! keys a filter matches, their count. All redacted; a corrected original says its correction.
 
 use std::time::Duration;
 
@@ -231,6 +231,7 @@ impl Reader<'_> {
                 self.view(op, cursor, viewer, paused, now)
             })
             .collect();
+        let items = self.said_corrected(items).await?;
         let mut page = Page::of(items, position, full, backwards, filter.reverse);
         keep_what_shows(
             &mut page.items,
@@ -374,11 +375,8 @@ pub(super) fn team_unheld(
         .flatten()
 }
 
-/// `owner:` in a filter (manual: Owners and notifications): the config says which workflows a
-/// team owns, so each owner term becomes the workflows it names before the store is asked.
-///
-/// `filter` with each `owner:` term turned into the workflows it names, for `viewer` (whose
-/// teams `owner:mine` means).
+/// `owner:` in a filter (manual: Owners and notifications): `filter` with each owner term turned
+/// into the workflows the config says it names, for `viewer` (whose teams `owner:mine` means).
 pub(super) fn owned<'a>(
     config: &crate::config::Config,
     filter: &'a ListFilter,

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::Reader;
 use crate::domain::run::{self, Derived, RunOp, RunState, RunStep};
-use crate::domain::run_filter::RunFilter;
+use crate::domain::run_filter::{Owners, RunFilter};
 use crate::domain::time::after;
 use crate::domain::{Resolution, format_age, validate_run};
 use crate::error::{Error, Result};
@@ -143,9 +143,17 @@ impl Reader<'_> {
     /// The runs a filter holds, newest first (stalled ones: oldest stall first), at most `limit`.
     pub async fn runs(self, filter: &str, viewer: &str, limit: usize) -> Result<Vec<RunSummary>> {
         let filter = RunFilter::parse(filter).map_err(Error::Invalid)?;
+        let mine = self.0.config.teams_of(viewer);
         if filter.only_stalled() {
             let mut out = self.stalled_runs(None, limit, viewer).await?;
-            out.retain(|r| filter.holds(&r.run, &r.workflow, r.state));
+            out.retain(|r| {
+                filter.holds(
+                    &r.run,
+                    &r.workflow,
+                    r.state,
+                    self.owners(&r.workflow, &mine),
+                )
+            });
             return Ok(out);
         }
         let mut out = Vec::new();
@@ -161,7 +169,12 @@ impl Reader<'_> {
             };
             before = Some(*last);
             for s in self.summaries(page, viewer).await? {
-                if filter.holds(&s.run, &s.workflow, s.state) {
+                if filter.holds(
+                    &s.run,
+                    &s.workflow,
+                    s.state,
+                    self.owners(&s.workflow, &mine),
+                ) {
                     out.push(s);
                     if out.len() == limit {
                         return Ok(out);
@@ -170,6 +183,14 @@ impl Reader<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// Whose `workflow` is, for a runs filter's `owner:` term.
+    fn owners<'a>(&'a self, workflow: &str, mine: &'a [&'a str]) -> Owners<'a> {
+        Owners {
+            owner: self.0.config.owner_of(workflow),
+            mine,
+        }
     }
 
     /// The stalled runs now, oldest stall first, after the page position `after` (a wait's start
@@ -321,80 +342,5 @@ impl Reader<'_> {
             RunState::Closed => "Closed by a person: nothing to do".into(),
             RunState::Blocked => "Blocked: reconcile the step it waits on".into(),
         })
-    }
-}
-
-impl Reader<'_> {
-    /// How many stalled runs view 1 shows with a list filter: by the counts of the index of
-    /// waits when it asks for no more than a workflow, else those of the first thousand it allows.
-    pub(super) async fn stalled_count_for(
-        self,
-        filter: &super::list::ListFilter,
-        viewer: &str,
-    ) -> Result<i64> {
-        use crate::domain::filter::Match;
-        let terms = &filter.query.terms;
-        let by_workflow = terms
-            .iter()
-            .all(|t| !t.negated && matches!(t.matches, Match::Stalled | Match::Workflow(_)));
-        if by_workflow && filter.scope == super::list::Scope::Exceptions && filter.state.is_none() {
-            let only: Vec<&str> = terms
-                .iter()
-                .filter_map(|t| match &t.matches {
-                    Match::Workflow(w) => Some(w.as_str()),
-                    _ => None,
-                })
-                .collect();
-            return Ok(self
-                .stalled_counts()
-                .await?
-                .iter()
-                .filter(|(w, _, _)| only.iter().all(|o| o == w))
-                .map(|(_, n, _)| n)
-                .sum());
-        }
-        Ok(self.stalled_for(filter, viewer, 1000).await?.len() as i64)
-    }
-
-    /// The stalled runs view 1 shows with a list filter (manual: Runs): none when the filter asks for
-    /// what only an operation has (a state, a destination, a key, words); else the oldest
-    /// stalls first, at most `limit`, those the filter's workflow, run, claim and age allow.
-    pub async fn stalled_for(
-        self,
-        filter: &super::list::ListFilter,
-        viewer: &str,
-        limit: usize,
-    ) -> Result<Vec<RunSummary>> {
-        use crate::domain::filter::{Claimed, Match};
-        let now = self.0.now();
-        let terms = &filter.query.terms;
-        let fits = terms.iter().all(|t| match &t.matches {
-            Match::Workflow(_) | Match::Run(_) | Match::AgeOver(_) | Match::AgeUnder(_) => true,
-            Match::Claimed(_) => true,
-            Match::Stalled => !t.negated,
-            _ => false,
-        });
-        if filter.scope != super::list::Scope::Exceptions || !fits || filter.state.is_some() {
-            return Ok(Vec::new());
-        }
-        let mut out = self.stalled_runs(None, limit, viewer).await?;
-        out.retain(|r| {
-            let age = (now - r.since).to_std().unwrap_or_default();
-            terms.iter().all(|t| {
-                let holds = match &t.matches {
-                    Match::Workflow(w) => *w == r.workflow,
-                    Match::Run(x) => *x == r.run,
-                    Match::AgeOver(d) => age >= *d,
-                    Match::AgeUnder(d) => age < *d,
-                    Match::Claimed(Claimed::Nobody) => r.claimed_by.is_none(),
-                    Match::Claimed(Claimed::Me) => r.claimed_by.as_deref() == Some(viewer),
-                    Match::Claimed(Claimed::By(who)) => r.claimed_by.as_deref() == Some(who),
-                    Match::Claimed(Claimed::Anyone) => r.claimed_by.is_some(),
-                    _ => true,
-                };
-                holds != t.negated
-            })
-        });
-        Ok(out)
     }
 }

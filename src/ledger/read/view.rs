@@ -264,6 +264,35 @@ impl Reader<'_> {
         Ok(detail)
     }
 
+    /// A page's corrected originals saying, as `show` does, that their correction answers for
+    /// them (their correctors read in one statement).
+    pub(crate) async fn said_corrected(
+        self,
+        mut items: Vec<OperationView>,
+    ) -> Result<Vec<OperationView>> {
+        let by: Vec<&str> = items
+            .iter()
+            .filter(|v| v.resolution == Some(Resolution::Superseded))
+            .filter_map(|v| v.superseded_by.as_deref())
+            .collect();
+        if by.is_empty() {
+            return Ok(items);
+        }
+        let found = self.0.store.load_ops(&by).await?;
+        for v in &mut items {
+            let Some((_, o)) = v.superseded_by.as_deref().and_then(|k| found.get(k)) else {
+                continue;
+            };
+            if o.corrects.as_deref() == Some(v.key.as_str()) {
+                v.next_step = format!(
+                    "Nothing to do: corrected as {} ({}), which answers for this key",
+                    o.key, o.state
+                );
+            }
+        }
+        Ok(items)
+    }
+
     /// Where a corrected operation's chain ends (KEY -> KEY:c2 -> KEY:c3), that operation's
     /// outcome answering for the key (manual: Correcting a request); `None` for one not closed
     /// as superseded by a correction.

@@ -1,5 +1,8 @@
 //! Retention: the prune of old terminal operations, their archive, and the answers a pruned key
 //! still gives.
+//!
+//! Rooms: `prune.rs` the handle, the prune and a pruned key's answers, `archive.rs` the archive
+//! (JSON lines or zstd frames, its torn tail cut).
 
 mod archive;
 mod prune;

@@ -55,6 +55,9 @@ pub struct PruneReport {
     pub archived: u64,
     /// Keys of operations pruned earlier whose horizon has passed: free again.
     pub keys_freed: u64,
+    /// Messages to the owners done with (sent, settled or given up) past the longer retention,
+    /// with their tries: removed (or, on a dry run, that would be).
+    pub notifications: u64,
     pub archive: Option<String>,
 }
 
@@ -156,6 +159,15 @@ impl Retention<'_> {
             }
             report.archived += n.1;
         }
+        // the messages go with the longer of the two: a message tells of either kind
+        let kept = retention.succeeded.max(retention.closed);
+        if let Some(before) = before(kept) {
+            report.notifications = store::in_tx!(self.0.store, |tx| tx
+                .told()
+                .prune_messages(ms(before), options.dry_run)
+                .await
+                .map(store::Tried::Done))?;
+        }
         if !options.dry_run {
             self.end_prune(&mut report, actor, ms(now)).await?;
         }
@@ -243,6 +255,7 @@ impl Retention<'_> {
             "succeeded": report.succeeded,
             "closed": report.closed,
             "archived": report.archived,
+            "notifications": report.notifications,
             "archive": report.archive,
         });
         self.0.sign(&mut detail);

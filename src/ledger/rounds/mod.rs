@@ -2,6 +2,9 @@
 //! operations in one transaction (group commit), each still its own compare-and-set with its own
 //! audit event. The destinations' retry budgets (manual: Automatic retries) live in the database, so every
 //! dispatcher draws on the same ones.
+//!
+//! Rooms: `round.rs` the handle and a round, `steps.rs` its steps, `work.rs` what it decided so
+//! far, `types.rs` what it hands back, `dispatcher.rs` what a dispatcher asks between rounds.
 
 mod dispatcher;
 mod round;

@@ -1,6 +1,10 @@
 //! A person's actions (manual: Staff actions): on one operation or many at once, on a run as a
 //! whole, pausing and resuming, revealing a redacted field. Each is checked here (who acts, their
 //! role, their texts) and written through the write engine like every other write.
+//!
+//! Rooms: `one.rs` the handle and one action, `bulk.rs` many at once with a frozen preview,
+//! `correct.rs` what a correction would change, `pauses.rs`, `runs.rs` a run as a whole,
+//! `reveal.rs` a lead's audited reveal.
 
 mod bulk;
 mod correct;

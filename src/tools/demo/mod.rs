@@ -4,6 +4,9 @@
 //! customers (lookup, no deduplication), notifications send SMS (neither) and email (deduplicates
 //! for an hour). The week holds every state, ages from seconds to days, claims by other operators,
 //! a content conflict, a paused workflow, and payloads full of names, emails, phones and tokens.
+//!
+//! Rooms: `week.rs` its cast and recorder, `fill.rs` the week recorded, `life.rs` what happened in
+//! it, `runs.rs` its onboardings, `inbox.rs` the receiver its channel is told through.
 
 use std::sync::{Arc, Mutex};
 

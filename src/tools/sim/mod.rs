@@ -9,6 +9,9 @@
 //! no idempotency key. `GET /stats` counts the tasks really created, per key (with their ids), and
 //! the requests that arrived. `--require-header` answers 401 to any other request without that header. Faults come from the profile (`--fault`), the request (an `X-Sim-Fault`
 //! header or `_sim_fault` in its body), or a seeded random schedule (`--fault-rate`, `--seed`).
+//!
+//! Rooms: `state.rs` its faults, profile and tasks, `create.rs` its creates, `read.rs` its lookups
+//! and stats.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
