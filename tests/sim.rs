@@ -237,3 +237,127 @@ fn bad_arguments_get_one_line() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("unknown fault"));
 }
+
+/// `GET /health` through a client of its own (a fresh connection each time, as a probe makes).
+async fn health(sim: &Sim, timeout: Duration) -> Result<u16, reqwest::Error> {
+    let c = reqwest::Client::builder()
+        .timeout(timeout)
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    Ok(c.get(format!("{}/health", sim.base))
+        .send()
+        .await?
+        .status()
+        .as_u16())
+}
+
+#[tokio::test]
+async fn a_rate_limit_answers_429_above_it_and_counts_what_it_refused() {
+    let sim = Sim::start(&["--rate-limit", "10/s", "--no-dedupe"]);
+    let started = std::time::Instant::now();
+    let mut statuses = Vec::new();
+    for i in 0..25 {
+        let (s, body) = create(&sim, None, json!({ "n": i }), None).await.unwrap();
+        if s == 429 {
+            assert_eq!(body["error"], "rate limit exceeded");
+        }
+        statuses.push(s);
+    }
+    let took = started.elapsed().as_secs_f64();
+    let made = statuses.iter().filter(|s| **s == 201).count();
+    // one second's worth at once, then what the rate refills while they are sent
+    let most = 10 + (10.0 * took).ceil() as usize;
+    assert!(
+        (10..=most).contains(&made),
+        "{made} in {took:.2} s: {statuses:?}"
+    );
+    if took < 1.0 {
+        assert!(statuses.contains(&429), "{statuses:?}");
+    }
+    // its Retry-After says when to come back
+    let resp = client(Duration::from_secs(5))
+        .post(format!("{}/tasks", sim.base))
+        .json(&json!({ "n": 99 }))
+        .send()
+        .await
+        .unwrap();
+    let mut made = made as u64;
+    match resp.status().as_u16() {
+        429 => assert_eq!(resp.headers()["retry-after"], "1"),
+        _ => made += 1,
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (s, _) = create(&sim, None, json!({ "n": 100 }), None).await.unwrap();
+    assert_eq!(s, 201, "a second later the limit has room again");
+    let st = stats(&sim).await;
+    assert_eq!(st["tasks"].as_u64(), Some(made + 1), "{st}");
+    assert_eq!(
+        st["tasks"].as_u64().unwrap() + st["limited"].as_u64().unwrap(),
+        st["requests"].as_u64().unwrap(),
+        "every create that arrived is made or limited: {st}"
+    );
+}
+
+#[tokio::test]
+async fn an_outage_hangs_refuses_or_answers_503_in_its_window_only() {
+    // 503: every route but /stats, nothing made, healthy again after it
+    let sim = Sim::start(&["--outage", "0s..2s", "--outage-kind", "503"]);
+    let (s, _) = create(&sim, Some("o-1"), json!({ "n": 1 }), None)
+        .await
+        .unwrap();
+    assert_eq!(s, 503);
+    assert_eq!(health(&sim, Duration::from_secs(5)).await.unwrap(), 503);
+    assert_eq!(stats(&sim).await["tasks"].as_u64(), Some(0));
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(health(&sim, Duration::from_secs(5)).await.unwrap(), 200);
+    let (s, _) = create(&sim, Some("o-1"), json!({ "n": 1 }), None)
+        .await
+        .unwrap();
+    assert_eq!(s, 201);
+    let st = stats(&sim).await;
+    assert_eq!(
+        (st["tasks"].as_u64(), st["outage"].as_u64()),
+        (Some(1), Some(2))
+    );
+
+    // hang: the request is taken and never answered; nothing is made
+    let sim = Sim::start(&["--outage", "0s..2s"]);
+    let hung = health(&sim, Duration::from_millis(700)).await.unwrap_err();
+    assert!(hung.is_timeout(), "{hung}");
+    let lost = client(Duration::from_millis(700))
+        .post(format!("{}/tasks", sim.base))
+        .json(&json!({ "n": 2 }))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(lost.is_timeout(), "{lost}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(health(&sim, Duration::from_secs(5)).await.unwrap(), 200);
+    assert_eq!(stats(&sim).await["tasks"].as_u64(), Some(0));
+
+    // refuse: no connection is taken in the window (a connect error, nothing sent), then served
+    let sim = Sim::start(&["--outage", "500ms..2s", "--outage-kind", "refuse"]);
+    assert_eq!(health(&sim, Duration::from_secs(5)).await.unwrap(), 200);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let refused = health(&sim, Duration::from_secs(5)).await.unwrap_err();
+    assert!(refused.is_connect(), "{refused}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(health(&sim, Duration::from_secs(5)).await.unwrap(), 200);
+}
+
+#[test]
+fn a_bad_outage_or_rate_gets_one_line() {
+    for (args, said) in [
+        (&["--outage", "5s..1s"][..], "ends before it starts"),
+        (&["--outage", "soon"][..], "FROM..TO"),
+        (&["--outage-kind", "down"][..], "hang, refuse or 503"),
+        (&["--rate-limit", "fast"][..], "--rate-limit"),
+    ] {
+        let out = Command::new(BIN).arg("sim").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+}

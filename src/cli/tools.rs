@@ -24,6 +24,9 @@ pub(super) async fn sim(args: &SimArgs) -> Result<i32> {
         require_header,
         answer,
         exists_409,
+        rate_limit,
+        outage,
+        outage_kind,
     } = args;
     if ![200, 201, 204].contains(answer) {
         return Err(invalid("--answer must be 200, 201 or 204".into()));
@@ -45,6 +48,18 @@ pub(super) async fn sim(args: &SimArgs) -> Result<i32> {
     if !(0.0..=1.0).contains(fault_rate) {
         return Err(invalid("--fault-rate must be between 0 and 1".into()));
     }
+    let rate_limit = match rate_limit {
+        Some(r) => {
+            Some(crate::config::parse_rate(r).map_err(|e| invalid(format!("--rate-limit {e}")))?)
+        }
+        None => None,
+    };
+    let kind = crate::tools::sim::OutageKind::parse(outage_kind).map_err(invalid)?;
+    let outages = outage
+        .iter()
+        .map(|w| crate::tools::sim::Outage::parse(w, kind))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(invalid)?;
     let profile = crate::tools::sim::Profile {
         dedupe: !no_dedupe,
         key_retention: duration_arg(
@@ -75,6 +90,8 @@ pub(super) async fn sim(args: &SimArgs) -> Result<i32> {
         require_header,
         answer: *answer,
         exists_409: *exists_409,
+        rate_limit,
+        outages,
     };
     crate::tools::sim::run(listen, state.clone(), profile).await?;
     Ok(0)
@@ -149,4 +166,15 @@ pub struct SimArgs {
     /// A repeated key answers 409 "already exists" (as HubSpot does) instead of the task
     #[arg(long)]
     pub exists_409: bool,
+    /// Answer 429 (Retry-After: 1) above this many requests, e.g. 40/s or 600/m
+    #[arg(long, value_name = "RATE")]
+    pub rate_limit: Option<String>,
+    /// A window of the run, from its start, in which the destination is down, e.g. 10s..50s
+    /// (may be given again)
+    #[arg(long, value_name = "FROM..TO")]
+    pub outage: Vec<String>,
+    /// How it is down in an outage: hang (takes requests, never answers), refuse (refuses
+    /// connections) or 503
+    #[arg(long, default_value = "hang", value_name = "KIND")]
+    pub outage_kind: String,
 }

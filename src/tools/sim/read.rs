@@ -98,6 +98,8 @@ pub(super) async fn stats(State(sim): State<Arc<Sim>>) -> Response {
     answer(
         StatusCode::OK,
         json!({ "tasks": records.tasks.len(), "by_key": by_key, "ids_by_key": ids_by_key,
-                "requests": records.requests, "faults": records.faults }),
+                "requests": records.requests, "faults": records.faults,
+                "limited": records.health.get("limited").copied().unwrap_or(0),
+                "outage": records.health.get("outage").copied().unwrap_or(0) }),
     )
 }

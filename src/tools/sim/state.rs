@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
@@ -109,6 +109,10 @@ pub struct Profile {
     pub answer: u16,
     /// A repeated key answers `409 already exists` (HubSpot) instead of the original task.
     pub exists_409: bool,
+    /// Requests a second above which every route but `/stats` answers 429 (`Retry-After: 1`).
+    pub rate_limit: Option<f64>,
+    /// Windows of the run in which the destination is down.
+    pub outages: Vec<Outage>,
 }
 
 impl Default for Profile {
@@ -127,6 +131,8 @@ impl Default for Profile {
             require_header: None,
             answer: 201,
             exists_409: false,
+            rate_limit: None,
+            outages: Vec::new(),
         }
     }
 }
@@ -156,6 +162,9 @@ pub(super) struct Records {
     /// The faults injected, by kind (what a chaos run reports).
     #[serde(default)]
     pub(super) faults: std::collections::BTreeMap<String, u64>,
+    /// Requests met by an outage (`outage`) and by the rate limit (`limited`).
+    #[serde(default)]
+    pub(super) health: std::collections::BTreeMap<String, u64>,
 }
 
 pub(super) struct Sim {
@@ -167,6 +176,10 @@ pub(super) struct Sim {
     pub(super) state_file: Option<PathBuf>,
     /// Keys that have been asked for at least once (for `fault_first_only`).
     pub(super) seen: Mutex<std::collections::HashSet<String>>,
+    /// When it started: its outages are counted from here.
+    pub(super) started: std::time::Instant,
+    /// The rate limit's bucket, where the profile sets one.
+    pub(super) limit: Option<Mutex<Limit>>,
 }
 
 impl Sim {
@@ -234,5 +247,136 @@ impl Sim {
             }
         }
         Ok(None)
+    }
+}
+
+/// How the destination is down in an outage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutageKind {
+    /// Requests are taken and never answered (the client's timeout ends them): nothing is made.
+    Hang,
+    /// Connections are refused: the simulator stops listening for the window.
+    Refuse,
+    /// Every request is answered 503 (no `Retry-After`): nothing is made.
+    Unavailable,
+}
+
+impl OutageKind {
+    pub fn parse(text: &str) -> std::result::Result<OutageKind, String> {
+        match text {
+            "hang" => Ok(OutageKind::Hang),
+            "refuse" => Ok(OutageKind::Refuse),
+            "503" => Ok(OutageKind::Unavailable),
+            other => Err(format!(
+                "unknown outage kind '{}': use hang, refuse or 503",
+                crate::domain::escape_text(other)
+            )),
+        }
+    }
+}
+
+/// A window of the simulator's run, counted from its start, in which it is down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outage {
+    pub from: Duration,
+    pub to: Duration,
+    pub kind: OutageKind,
+}
+
+impl Outage {
+    /// `FROM..TO`, e.g. `10s..50s` (from its start; `0s..` a start at once).
+    pub fn parse(text: &str, kind: OutageKind) -> std::result::Result<Outage, String> {
+        let bad = || {
+            format!(
+                "--outage '{}': a window is FROM..TO from the simulator's start, e.g. 10s..50s",
+                crate::domain::escape_text(text)
+            )
+        };
+        let (from, to) = text.split_once("..").ok_or_else(bad)?;
+        let day = Duration::from_secs(86_400);
+        let read = |t: &str| {
+            crate::domain::time::parse_duration_within(t.trim(), Duration::ZERO, day)
+                .map_err(|e| format!("--outage: {e}"))
+        };
+        let (from, to) = (read(from)?, read(to)?);
+        if to <= from {
+            return Err(format!(
+                "--outage '{}': the window ends before it starts",
+                crate::domain::escape_text(text)
+            ));
+        }
+        Ok(Outage { from, to, kind })
+    }
+}
+
+/// The outage under way `since` the start, if any.
+pub(super) fn outage_at(outages: &[Outage], since: Duration) -> Option<Outage> {
+    outages
+        .iter()
+        .find(|o| o.from <= since && since < o.to)
+        .copied()
+}
+
+/// A shared limit of requests a second: a bucket of one second's requests, refilled at the rate.
+#[derive(Debug)]
+pub(super) struct Limit {
+    per_second: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Limit {
+    pub(super) fn new(per_second: f64) -> Limit {
+        Limit {
+            per_second,
+            tokens: per_second.max(1.0),
+            at: Instant::now(),
+        }
+    }
+
+    /// Takes one request's place; false when the limit stands in the way.
+    pub(super) fn take(&mut self, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.per_second).min(self.per_second.max(1.0));
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_reads_from_to_and_refuses_nonsense() {
+        let o = Outage::parse("10s..50s", OutageKind::Hang).unwrap();
+        assert_eq!(
+            (o.from, o.to),
+            (Duration::from_secs(10), Duration::from_secs(50))
+        );
+        assert!(Outage::parse("50s..10s", OutageKind::Hang).is_err());
+        assert!(Outage::parse("10s", OutageKind::Hang).is_err());
+        assert!(Outage::parse("x..10s", OutageKind::Hang).is_err());
+        assert_eq!(OutageKind::parse("503"), Ok(OutageKind::Unavailable));
+        assert!(OutageKind::parse("down").is_err());
+        let windows = [o];
+        assert_eq!(outage_at(&windows, Duration::from_secs(9)), None);
+        assert_eq!(outage_at(&windows, Duration::from_secs(10)), Some(o));
+        assert_eq!(outage_at(&windows, Duration::from_secs(50)), None);
+    }
+
+    #[test]
+    fn the_limit_takes_one_seconds_worth_then_its_rate() {
+        let start = Instant::now();
+        let mut limit = Limit::new(40.0);
+        let first = (0..100).filter(|_| limit.take(start)).count();
+        assert_eq!(first, 40);
+        // a quarter second later: ten more
+        let later = start + Duration::from_millis(250);
+        assert_eq!((0..100).filter(|_| limit.take(later)).count(), 10);
     }
 }
