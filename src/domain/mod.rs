@@ -11,9 +11,11 @@
 //! terminal (`escapes.rs`); the filter (`filter.rs`; the Activity view's `activity_filter.rs`); a
 //! reason masked (`mask.rs`) and an exception's group (`group.rs`); redaction (`redact.rs`,
 //! `patterns.rs`, `field_path.rs`, `collect.rs`) and a URL fit to print (`url.rs`); roles
-//! (`role.rs`); a lookup's answer (`lookup.rs`).
+//! (`role.rs`); a lookup's answer (`lookup.rs`); a destination's breaker and pace (`breaker.rs`,
+//! its rules tried in `breaker_tests.rs`) and what an answer says of its health (`signal.rs`).
 
 pub mod activity_filter;
+pub mod breaker;
 mod collect;
 pub mod edit;
 pub mod escapes;
@@ -36,6 +38,7 @@ pub mod run;
 pub mod run_action;
 pub mod run_filter;
 pub mod safe_json;
+pub mod signal;
 pub mod state;
 pub mod time;
 pub mod transition;
