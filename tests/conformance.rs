@@ -19,6 +19,17 @@ async fn ledger(db: &TestDb) -> Ledger {
         .expect("open ledger")
 }
 
+/// A ledger whose destination `projects` never opens its breaker: what the retry budget alone
+/// does with a destination answering 503 to everything (the breaker would hold them all).
+async fn budget_only(db: &TestDb) -> Ledger {
+    let text = common::CONFIG.replace(
+        "[destinations.projects]\n",
+        "[destinations.projects]\nbreaker = { failures = 1000000 }\n",
+    );
+    let config = settle::Config::parse(&text, "test config").unwrap();
+    Ledger::open(&db.url, config).await.expect("open ledger")
+}
+
 /// A ledger whose clock the test moves.
 async fn ledger_at(db: &TestDb, start: DateTime<Utc>) -> (Ledger, Arc<Mutex<DateTime<Utc>>>) {
     let clock = Arc::new(Mutex::new(start));
@@ -912,9 +923,11 @@ fn transient(key: &str) -> Finished {
 /// refunds one token.
 async fn the_retry_budget_is_shared_by_every_dispatcher(db: &TestDb) {
     let t0 = Utc::now();
-    let (a, clock) = ledger_at(db, t0).await;
+    let clock = Arc::new(Mutex::new(t0));
     let c = clock.clone();
-    let b = ledger(db).await.with_clock(move || *c.lock().unwrap());
+    let a = budget_only(db).await.with_clock(move || *c.lock().unwrap());
+    let c = clock.clone();
+    let b = budget_only(db).await.with_clock(move || *c.lock().unwrap());
     let dests = vec!["projects".to_string()];
     let keys: Vec<String> = (0..120).map(|i| format!("budget-{i:03}")).collect();
     for k in &keys {
@@ -1114,9 +1127,11 @@ async fn a_round_on_known_rows_sees_other_writers(db: &TestDb) {
 /// change it; this is where a change made to an earlier reading would overspend.
 async fn rounds_at_once_never_spend_more_than_the_budget(db: &TestDb) {
     let t0 = Utc::now();
-    let (a, clock) = ledger_at(db, t0).await;
+    let clock = Arc::new(Mutex::new(t0));
     let c = clock.clone();
-    let b = ledger(db).await.with_clock(move || *c.lock().unwrap());
+    let a = budget_only(db).await.with_clock(move || *c.lock().unwrap());
+    let c = clock.clone();
+    let b = budget_only(db).await.with_clock(move || *c.lock().unwrap());
     let dests = vec!["projects".to_string()];
     let keys: Vec<String> = (0..150).map(|i| format!("spend-{i:03}")).collect();
     for k in &keys {

@@ -44,6 +44,12 @@ bounded!(
     Duration::from_secs(600)
 );
 bounded!(
+    breaker_time,
+    opt_breaker_time,
+    SECOND,
+    Duration::from_secs(3600)
+);
+bounded!(
     http_timeout,
     opt_http_timeout,
     MILLI,

@@ -94,6 +94,12 @@ with_http_settings! {
         /// Per action: HTTP settings that override the destination's.
         #[serde(default)]
         pub actions: BTreeMap<String, HttpSettings>,
+        /// When its breaker opens and how long it waits to probe.
+        #[serde(default)]
+        pub breaker: Option<super::recovery::BreakerConfig>,
+        /// How fast attempts start after it recovers, and never faster.
+        #[serde(default)]
+        pub pace: Option<super::recovery::PaceConfig>,
     }
 }
 

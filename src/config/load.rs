@@ -48,6 +48,8 @@ impl Config {
                     "{origin}: key `destinations.{name}.max_attempts`: must be at least 1"
                 )));
             }
+            super::recovery::breaker_policy(d.breaker.as_ref(), d.pace.as_ref())
+                .map_err(|e| Error::Invalid(format!("{origin}: key `destinations.{name}.{e}")))?;
             let at = format!("destinations.{name}");
             let base = d.http_settings();
             let checked = base.check(&at).and_then(|()| {
@@ -131,7 +133,18 @@ impl Config {
                 base: d.base.unwrap_or(defaults.base),
                 cap: d.cap.unwrap_or(defaults.cap),
             },
+            breaker: self.breaker(name),
         }
+    }
+
+    /// A destination's breaker and pace, without the rest of its policy (what a dispatcher's
+    /// round asks of every answer).
+    pub fn breaker(&self, name: &str) -> crate::domain::breaker::BreakerPolicy {
+        // checked when the file was read
+        self.destinations
+            .get(name)
+            .and_then(|d| super::recovery::breaker_policy(d.breaker.as_ref(), d.pace.as_ref()).ok())
+            .unwrap_or_default()
     }
 
     /// The destinations `settle dispatch` can send to: those with a `url`, for the destination

@@ -3,7 +3,7 @@
 //! Rooms: `load.rs` the file read and checked (and what a team owns, what does nothing),
 //! `destinations.rs` destinations and their HTTP settings, `automations.rs` the HTTP API's
 //! automations, `retention.rs`, `teams.rs` teams, channels, `[notify]` and `[defaults]`,
-//! `limits.rs` the listeners' deadlines and caps, `bounds.rs` the durations and sizes each read
+//! `limits.rs` the listeners' deadlines and caps, `recovery.rs` a destination's breaker and pace, `bounds.rs` the durations and sizes each read
 //! within its range.
 
 use std::collections::BTreeMap;
@@ -19,6 +19,7 @@ mod bounds;
 mod destinations;
 mod limits;
 mod load;
+mod recovery;
 mod retention;
 mod teams;
 
@@ -26,6 +27,7 @@ pub use automations::*;
 use bounds::{age_limit, body_size, lease_or_timeout, opt_age_limit, opt_step_gap, payload_size};
 pub use destinations::*;
 pub use limits::LimitsConfig;
+pub use recovery::{BreakerConfig, PaceConfig};
 pub use retention::*;
 pub use teams::{ChannelConfig, ChannelKind, DefaultsConfig, NotifyConfig, Owned, TeamConfig};
 

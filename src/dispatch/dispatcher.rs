@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::dispatch::http::HttpDestination;
-use crate::dispatch::send::{DISPATCHER, Done, Options, Sent, Totals, kept, kept_answer, send};
+use crate::dispatch::send::{
+    DISPATCHER, Done, Options, Sent, Totals, kept, kept_answer, log_attempt, send, told_breakers,
+};
 use crate::domain::LookupAnswer;
 use crate::domain::redact::redact_text;
 use crate::error::{Error, Result};
@@ -223,6 +225,7 @@ impl Dispatcher {
                 u64::from(applied.is_ok_and(|a| a.to == crate::State::Succeeded));
         }
         self.totals.looked_up += round.looked_up as u64;
+        told_breakers(&round.breakers);
         // a long-running dispatcher keeps at most this many keys for its closing line
         if self.deferred.len() < 100_000 {
             self.deferred.extend(round.waiting_for_budget);
@@ -356,32 +359,5 @@ pub(super) async fn idle(stop: &tokio::sync::Notify, pause: Duration) {
     tokio::select! {
         _ = tokio::time::sleep(pause) => {}
         _ = stop.notified() => {}
-    }
-}
-
-/// One concise line per attempt. The error is the destination's answer as it was kept (scrubbed
-/// of this operation's values when it arrived); the log file escapes what is left.
-pub(super) fn log_attempt(sent: &Sent, applied: &Result<crate::ledger::Applied>) {
-    let r = &sent.finished.report;
-    let error = r.error.as_deref().unwrap_or_default();
-    match applied {
-        Ok(a) => tracing::info!(
-            key = %r.key,
-            destination = %sent.destination,
-            outcome = r.outcome.map_or("unknown", |o| o.as_str()),
-            http = r.http_status,
-            state = a.to.as_str(),
-            error,
-            "attempt"
-        ),
-        Err(e) => tracing::warn!(
-            key = %r.key,
-            destination = %sent.destination,
-            outcome = r.outcome.map_or("unknown", |o| o.as_str()),
-            http = r.http_status,
-            error,
-            refused = %redact_text(&e.to_string()),
-            "attempt not recorded"
-        ),
     }
 }

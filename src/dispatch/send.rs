@@ -161,3 +161,50 @@ pub(super) enum Done {
     /// An interrupted attempt looked up at its destination.
     LookedUp { key: String, answer: LookupAnswer },
 }
+
+/// One concise line per attempt. The error is the destination's answer as it was kept (scrubbed
+/// of this operation's values when it arrived); the log file escapes what is left.
+pub(super) fn log_attempt(sent: &Sent, applied: &crate::error::Result<crate::ledger::Applied>) {
+    let r = &sent.finished.report;
+    let error = r.error.as_deref().unwrap_or_default();
+    match applied {
+        Ok(a) => tracing::info!(
+            key = %r.key,
+            destination = %sent.destination,
+            outcome = r.outcome.map_or("unknown", |o| o.as_str()),
+            http = r.http_status,
+            state = a.to.as_str(),
+            error,
+            "attempt"
+        ),
+        Err(e) => tracing::warn!(
+            key = %r.key,
+            destination = %sent.destination,
+            outcome = r.outcome.map_or("unknown", |o| o.as_str()),
+            http = r.http_status,
+            error,
+            refused = %crate::domain::redact::redact_text(&e.to_string()),
+            "attempt not recorded"
+        ),
+    }
+}
+
+/// Says on stderr and in the log that a destination's breaker opened or closed.
+pub(super) fn told_breakers(changes: &[(String, crate::domain::breaker::Change)]) {
+    for (destination, change) in changes {
+        let d = crate::domain::escape_text(destination);
+        match change {
+            crate::domain::breaker::Change::Opened { why } => {
+                tracing::warn!(destination = %destination, why = %why, "breaker open");
+                crate::tell!(
+                    "settle: {d} is struggling ({}): nothing more is sent there until a probe finds it well",
+                    crate::domain::escape_text(why)
+                );
+            }
+            crate::domain::breaker::Change::Closed => {
+                tracing::info!(destination = %destination, "breaker closed");
+                crate::tell!("settle: {d} answers again: sending resumes at its starting pace");
+            }
+        }
+    }
+}

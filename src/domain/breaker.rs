@@ -24,8 +24,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 pub use crate::domain::signal::{BreakerPolicy, BreakerState, Change, Gate, Signal, signal};
 
-/// One destination's health, as stored.
-#[derive(Clone, Debug, PartialEq)]
+/// One destination's health, as stored (JSON beside its retry budget).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Health {
     pub state: BreakerState,
     /// When it came to this state.
@@ -40,8 +40,11 @@ pub struct Health {
     pub failed_probes: u32,
     /// When an open breaker may probe.
     pub probe_at: Option<DateTime<Utc>>,
-    /// A probe in flight, until when its place is held (a process that died gives it back).
+    /// A probe in flight, until when its place is held (a process that died gives it back),
+    /// and its operation's key.
     pub probe_until: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub probe_key: Option<String>,
     /// The last probe's answer.
     pub last_probe: Option<String>,
     /// The pace in attempts a second; none: no pace.
@@ -80,6 +83,7 @@ impl Health {
             failed_probes: 0,
             probe_at: None,
             probe_until: None,
+            probe_key: None,
             last_probe: None,
             rate: None,
             tokens: 0.0,
@@ -108,6 +112,7 @@ impl Health {
         self.why = Some(why);
         self.probe_at = Some(now + delta(self.cooldown(p, unit)));
         self.probe_until = None;
+        self.probe_key = None;
         self.tokens = 0.0;
         self.clean_since = None;
     }
@@ -118,6 +123,7 @@ impl Health {
         self.failed_probes = 0;
         self.probe_at = None;
         self.probe_until = None;
+        self.probe_key = None;
         self.window_start = now;
         self.window_attempts = 0;
         self.window_failures = 0;
@@ -285,15 +291,23 @@ impl Health {
         }
     }
 
-    /// Takes `n` starts granted by [`Health::gate`]; for a probe, holds its place.
-    pub fn took(&mut self, n: usize, probe: bool, now: DateTime<Utc>) {
-        if probe {
-            self.probe_until = Some(now + delta(PROBE_LEASE));
-            return;
-        }
+    /// Takes `n` starts granted by [`Health::gate`].
+    pub fn took(&mut self, n: usize) {
         if self.state == BreakerState::Closed {
             self.tokens = (self.tokens - n as f64).max(0.0);
         }
+    }
+
+    /// The probe [`Health::gate`] granted was started: its place is held for the operation
+    /// `key`.
+    pub fn probing(&mut self, key: &str, now: DateTime<Utc>) {
+        self.probe_until = Some(now + delta(PROBE_LEASE));
+        self.probe_key = Some(key.to_string());
+    }
+
+    /// Whether `key`'s answer is the probe's.
+    pub fn is_probe(&self, key: &str) -> bool {
+        self.state == BreakerState::Probing && self.probe_key.as_deref() == Some(key)
     }
 
     /// A person opens it (`settle breaker open`): held open until a person closes it.
@@ -304,6 +318,7 @@ impl Health {
         self.why = Some(reason.to_string());
         self.probe_at = None;
         self.probe_until = None;
+        self.probe_key = None;
         self.by_hand = true;
         (was == BreakerState::Closed).then(|| Change::Opened {
             why: reason.to_string(),

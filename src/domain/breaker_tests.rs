@@ -90,7 +90,8 @@ fn after_its_cooldown_one_probe_then_a_close_at_the_starting_pace() {
     // jitter 0: half the cooldown
     assert_eq!(h.gate(&p, at(4_999)), Gate::Held(at(5_004)));
     assert_eq!(h.gate(&p, at(5_004)), Gate::Probe);
-    h.took(1, true, at(5_004));
+    h.probing("p-1", at(5_004));
+    assert!(h.is_probe("p-1") && !h.is_probe("p-2"));
     // one probe at a time
     assert!(matches!(h.gate(&p, at(5_100)), Gate::Held(_)));
     // it fails: open again, for twice as long
@@ -98,12 +99,12 @@ fn after_its_cooldown_one_probe_then_a_close_at_the_starting_pace() {
     assert_eq!(h.state, BreakerState::Open);
     assert_eq!(h.gate(&p, at(6_001)), Gate::Held(at(16_000)));
     assert_eq!(h.gate(&p, at(16_000)), Gate::Probe);
-    h.took(1, true, at(16_000));
+    h.probing("p-2", at(16_000));
     let closed = h.observe(Signal::Healthy, None, true, &p, at(16_100), 0.0);
     assert_eq!(closed, Some(Change::Closed));
     // the pace starts at 5/s: one now, then five a second
     assert_eq!(h.gate(&p, at(16_100)), Gate::Send(1));
-    h.took(1, false, at(16_100));
+    h.took(1);
     assert!(matches!(h.gate(&p, at(16_150)), Gate::Held(_)));
     assert_eq!(h.gate(&p, at(17_100)), Gate::Send(5));
 }

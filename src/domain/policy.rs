@@ -53,6 +53,8 @@ pub struct DestinationPolicy {
     /// `409` from a deduplicating destination the next attempt waits at least this long.
     pub timeout: Duration,
     pub retry: RetryPolicy,
+    /// Its breaker and pace (manual: Destinations and the dispatcher).
+    pub breaker: crate::domain::breaker::BreakerPolicy,
 }
 
 impl DestinationPolicy {

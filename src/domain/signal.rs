@@ -34,7 +34,8 @@ impl Default for BreakerPolicy {
 }
 
 /// The breaker's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BreakerState {
     Closed,
     Open,

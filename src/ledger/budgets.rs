@@ -6,16 +6,28 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use crate::domain::breaker::Health;
 use crate::domain::policy::RetryBudget;
 use crate::error::Result;
 use crate::store::Tx;
 
-/// A destination's budget inside one round.
+/// A destination's budget, and its health (its breaker and pace, kept on the same row), inside
+/// one round.
 pub(super) struct Budget {
     pub(super) bucket: RetryBudget,
     pub(super) since: DateTime<Utc>,
     pub(super) version: Option<i64>,
     pub(super) changed: bool,
+    /// Its health as stored: none, never troubled.
+    pub(super) health: Option<Health>,
+}
+
+impl Budget {
+    /// Its health to change: a destination never troubled starts closed.
+    pub(super) fn health_mut(&mut self, now: DateTime<Utc>) -> &mut Health {
+        self.changed = true;
+        self.health.get_or_insert_with(|| Health::new(now))
+    }
 }
 
 /// The budgets one transaction draws on, by destination: each loaded once, topped up for the
@@ -57,6 +69,11 @@ impl Budgets {
     ) -> Result<&mut Budget> {
         if !self.0.contains_key(destination) {
             let stored = conn.budget(destination).await?;
+            // a health this build cannot read is started again: closed, as never troubled
+            let health = stored
+                .as_ref()
+                .and_then(|r| r.health.as_deref())
+                .and_then(|h| serde_json::from_str(h).ok());
             let (bucket, since, version) = match stored {
                 Some(row) => (
                     RetryBudget { tokens: row.tokens },
@@ -73,6 +90,7 @@ impl Budgets {
                     since,
                     version,
                     changed: false,
+                    health,
                 },
             );
         }
@@ -96,8 +114,18 @@ impl Budgets {
     /// Saves the budgets drawn on. False when another writer changed one first.
     pub(super) async fn save(&self, conn: &mut Tx) -> Result<bool> {
         for (destination, b) in self.0.iter().filter(|(_, b)| b.changed) {
+            let health = b
+                .health
+                .as_ref()
+                .and_then(|h| serde_json::to_string(h).ok());
             if !conn
-                .save_budget(destination, b.bucket.tokens, b.since, b.version)
+                .save_budget(
+                    destination,
+                    b.bucket.tokens,
+                    b.since,
+                    health.as_deref(),
+                    b.version,
+                )
                 .await?
             {
                 return Ok(false);

@@ -120,10 +120,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0021_groups_and_order.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0021_groups_and_order.sql"),
     },
+    Migration {
+        version: 22,
+        sqlite: include_str!("../../assets/migrations/sqlite/0022_breakers.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0022_breakers.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 21;
+pub const SCHEMA_VERSION: i64 = 22;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

@@ -14,6 +14,8 @@ pub(crate) struct BudgetRow {
     pub tokens: u32,
     pub refilled_at: DateTime<Utc>,
     pub version: i64,
+    /// Its destination's health as JSON (schema 22); none: never troubled.
+    pub health: Option<String>,
 }
 
 /// Due `pending`/`retry_wait` operations of these destinations, oldest due first: not claimed,
@@ -91,7 +93,7 @@ async fn budget(conn: Db<'_>, destination: &str, hold: bool) -> Result<Option<Bu
     };
     let stmt = Stmt::new(
         format!(
-            "SELECT tokens, refilled_at, version FROM retry_budgets WHERE destination = $1{lock}"
+            "SELECT tokens, refilled_at, version, health FROM retry_budgets WHERE destination = $1{lock}"
         ),
         vec![Cell::Text(Some(destination))],
     );
@@ -100,6 +102,7 @@ async fn budget(conn: Db<'_>, destination: &str, hold: bool) -> Result<Option<Bu
             tokens: get::<i64>(r, "tokens")?.clamp(0, i64::from(u32::MAX)) as u32,
             refilled_at: time(get(r, "refilled_at")?),
             version: get(r, "version")?,
+            health: get(r, "health")?,
         })
     })
     .await
@@ -134,35 +137,32 @@ impl Tx {
         budget(self.db(), destination, true).await
     }
 
-    /// Stores a destination's budget; a compare-and-set on its version (`None` makes the row).
-    /// False when another writer changed it first.
+    /// Stores a destination's budget and health; a compare-and-set on its version (`None`
+    /// makes the row). False when another writer changed it first.
     pub(crate) async fn save_budget(
         &mut self,
         destination: &str,
         tokens: u32,
         refilled_at: DateTime<Utc>,
+        health: Option<&str>,
         expected_version: Option<i64>,
     ) -> Result<bool> {
-        let cells = vec![
+        let mut cells = vec![
             Cell::Text(Some(destination)),
             Cell::Int(Some(i64::from(tokens))),
             Cell::Int(Some(ms(refilled_at))),
-            Cell::Int(expected_version),
+            Cell::Text(health),
         ];
         let sql = match expected_version {
             None => {
-                "INSERT INTO retry_budgets (destination, tokens, refilled_at, version) \
-                 VALUES ($1, $2, $3, 1) ON CONFLICT (destination) DO NOTHING"
+                "INSERT INTO retry_budgets (destination, tokens, refilled_at, health, version) \
+                 VALUES ($1, $2, $3, $4, 1) ON CONFLICT (destination) DO NOTHING"
             }
             Some(_) => {
-                "UPDATE retry_budgets SET tokens = $2, refilled_at = $3, version = version + 1 \
-                 WHERE destination = $1 AND version = $4"
+                cells.push(Cell::Int(expected_version));
+                "UPDATE retry_budgets SET tokens = $2, refilled_at = $3, health = $4, \
+                 version = version + 1 WHERE destination = $1 AND version = $5"
             }
-        };
-        let cells = if expected_version.is_some() {
-            cells
-        } else {
-            cells[..3].to_vec()
         };
         let stmt = Stmt::new(sql, cells);
         Ok(stmt.execute(self.db()).await? == 1)

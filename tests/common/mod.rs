@@ -244,8 +244,11 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut ok: impl FnMut() -
 
 /// The destinations and workflows the tests lean on.
 pub fn config() -> Config {
-    Config::parse(
-        r#"
+    Config::parse(CONFIG, "test config").unwrap()
+}
+
+/// The text of [`config`].
+pub const CONFIG: &str = r#"
 lease = "30m"
 attempt_timeout = "5m"
 [destinations.projects]
@@ -261,11 +264,7 @@ pause_when = { unresolved = 3 }
 [[redaction.rules]]
 destination = "crm"
 fields = ["customer.name"]
-"#,
-        "test config",
-    )
-    .unwrap()
-}
+"#;
 
 /// Runs a test body against SQLite, and against PostgreSQL (ignored when no server is configured);
 /// after `pgbouncer:`, against PostgreSQL through PgBouncer in transaction mode as well.

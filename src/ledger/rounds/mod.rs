@@ -3,10 +3,13 @@
 //! audit event. The destinations' retry budgets (manual: Automatic retries) live in the database, so every
 //! dispatcher draws on the same ones.
 //!
-//! Rooms: `round.rs` the handle and a round, `steps.rs` its steps, `work.rs` what it decided so
-//! far, `types.rs` what it hands back, `dispatcher.rs` what a dispatcher asks between rounds.
+//! Rooms: `round.rs` the handle and a round, `steps.rs` its steps, `health.rs` what the
+//! destinations' breakers and paces let it start and what its answers tell them, `work.rs` what it
+//! decided so far, `types.rs` what it hands back, `dispatcher.rs` what a dispatcher asks between
+//! rounds.
 
 mod dispatcher;
+mod health;
 mod round;
 mod steps;
 mod types;

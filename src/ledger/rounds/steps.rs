@@ -96,6 +96,7 @@ impl Rounds<'_> {
             }
             let first_try = op.attempts == op.budget_start + 1;
             let result = self.record_one(conn, w, f, &op, actor, now).await?;
+            self.observe(conn, w, f, &op, now).await?;
             if first_try
                 && f.report.outcome == Some(Outcome::Accepted)
                 && result.as_ref().is_ok_and(|a| a.kind.is_some())
@@ -228,20 +229,12 @@ impl Rounds<'_> {
             .filter(|d| !w.pausing.iter().any(|(p, _)| p == *d))
             .cloned()
             .collect();
-        for (id, op) in conn.due_ops(&open, &starved, &full, now, limit).await? {
-            if w.guards
-                .get(&op.workflow)
-                .is_some_and(|g| g.paused_now.is_some() || g.room() <= 0)
-            {
-                continue;
-            }
-            self.start_one(conn, w, id, op, actor, now).await?;
-        }
-        Ok(())
+        self.start_allowed(conn, w, &open, (&starved, &full), limit, actor, now)
+            .await
     }
 
     /// One due operation started, if its budget pays for it (a retry) and the rules let it.
-    async fn start_one(
+    pub(super) async fn start_one(
         self,
         conn: &mut Tx,
         w: &mut RoundWork,

@@ -47,6 +47,8 @@ pub struct Round {
     pub started: Vec<StartedOp>,
     /// Due retries left in `retry_wait` because their destination's budget is empty.
     pub waiting_for_budget: Vec<String>,
+    /// Destinations whose breaker this round opened or closed.
+    pub breakers: Vec<(String, crate::domain::breaker::Change)>,
 }
 
 impl Round {

@@ -100,6 +100,8 @@ pub(super) async fn stats(State(sim): State<Arc<Sim>>) -> Response {
         json!({ "tasks": records.tasks.len(), "by_key": by_key, "ids_by_key": ids_by_key,
                 "requests": records.requests, "faults": records.faults,
                 "limited": records.health.get("limited").copied().unwrap_or(0),
-                "outage": records.health.get("outage").copied().unwrap_or(0) }),
+                "outage": records.health.get("outage").copied().unwrap_or(0),
+                "first_task_at": records.tasks.iter().map(|t| t.created_at).min(),
+                "last_task_at": records.tasks.iter().map(|t| t.created_at).max() }),
     )
 }
