@@ -310,6 +310,37 @@ impl Health {
         self.state == BreakerState::Probing && self.probe_key.as_deref() == Some(key)
     }
 
+    /// Whether this health, after answers were taken in, must be written (`before`: as stored).
+    /// The count of a window's attempts alone is not worth a write while the window holds no
+    /// failure: a healthy destination's round writes nothing more than it did before breakers;
+    /// its first failure is counted against the attempts written with it.
+    pub fn worth_keeping(&self, before: Option<&Health>) -> bool {
+        let plain = |h: &Health| Health {
+            window_attempts: 0,
+            window_start: h.since,
+            counted_at: h.since,
+            clean_since: None,
+            ..h.clone()
+        };
+        match before {
+            _ if self.window_failures > 0 => true,
+            Some(b) => plain(b) != plain(self),
+            None => {
+                self.state != BreakerState::Closed
+                    || self.rate.is_some()
+                    || self.hold_until.is_some()
+            }
+        }
+    }
+
+    /// Whether it lets everything through without keeping count: closed, unpaced, not held.
+    pub fn is_open_road(&self, p: &BreakerPolicy) -> bool {
+        self.state == BreakerState::Closed
+            && self.rate.is_none()
+            && p.pace_max.is_none()
+            && self.hold_until.is_none()
+    }
+
     /// A person opens it (`settle breaker open`): held open until a person closes it.
     pub fn open_by_hand(&mut self, reason: &str, now: DateTime<Utc>) -> Option<Change> {
         let was = self.state;

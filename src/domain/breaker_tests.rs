@@ -166,3 +166,26 @@ fn the_cooldown_doubles_to_its_cap() {
     h.failed_probes = 10;
     assert_eq!(h.cooldown(&p, 0.0), Duration::from_secs(150));
 }
+
+#[test]
+fn a_healthy_answer_alone_is_not_worth_a_write() {
+    let p = BreakerPolicy::default();
+    let mut h = Health::new(t0());
+    h.observe(Signal::Healthy, None, false, &p, at(1), 0.5);
+    assert!(!h.worth_keeping(None), "never troubled, still well");
+    let stored = h.clone();
+    h.observe(Signal::Healthy, None, false, &p, at(2), 0.5);
+    assert!(!h.worth_keeping(Some(&stored)));
+    // a failure is kept, with the attempts counted beside it
+    h.observe(TIMEOUT, None, false, &p, at(3), 0.5);
+    assert!(h.worth_keeping(Some(&stored)));
+    assert_eq!((h.window_attempts, h.window_failures), (3, 1));
+    // a pace that changed is kept
+    let mut paced = Health::new(t0());
+    paced.close_by_hand(&p, t0());
+    let stored = paced.clone();
+    paced.observe(Signal::Healthy, None, false, &p, at(2_000), 0.5);
+    assert!(paced.worth_keeping(Some(&stored)));
+    assert!(!paced.is_open_road(&p));
+    assert!(Health::new(t0()).is_open_road(&p));
+}

@@ -12,7 +12,7 @@ use super::Rounds;
 use super::types::Finished;
 use super::work::RoundWork;
 use crate::domain::Op;
-use crate::domain::breaker::{Gate, signal};
+use crate::domain::breaker::{Gate, Health, signal};
 use crate::error::Result;
 use crate::store::Tx;
 
@@ -43,11 +43,14 @@ impl Rounds<'_> {
         };
         let policy = self.0.config.breaker(&op.destination);
         let b = w.budgets.of(conn, &op.destination, now).await?;
-        let h = b.health_mut(now);
+        let before = b.health.clone();
+        let h = b.health.get_or_insert_with(|| Health::new(now));
         let probe = h.is_probe(&op.key);
         let s = signal(outcome, f.report.http_status);
         let unit = rand::random::<f64>();
-        if let Some(change) = h.observe(s, f.report.retry_after, probe, &policy, now, unit) {
+        let change = h.observe(s, f.report.retry_after, probe, &policy, now, unit);
+        b.changed |= h.worth_keeping(before.as_ref());
+        if let Some(change) = change {
             w.round.breakers.push((op.destination.clone(), change));
         }
         Ok(())
@@ -66,7 +69,9 @@ impl Rounds<'_> {
         for d in destinations {
             let policy = self.0.config.breaker(d);
             let b = w.budgets.of(conn, d, now).await?;
-            if b.health.is_none() && policy.pace_max.is_none() {
+            if b.health.as_ref().is_none_or(|h| h.is_open_road(&policy))
+                && policy.pace_max.is_none()
+            {
                 allowed.insert(d.clone(), Allowed::Any);
                 continue;
             }
