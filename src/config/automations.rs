@@ -73,7 +73,7 @@ pub fn parse_rate(text: &str) -> std::result::Result<f64, String> {
     Ok(rate)
 }
 
-fn rate<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+pub(super) fn rate<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Rate {

@@ -36,18 +36,7 @@ pub struct PaceConfig {
 }
 
 fn opt_rate<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Rate {
-        Number(f64),
-        Text(String),
-    }
-    match Rate::deserialize(d)? {
-        Rate::Number(n) => super::automations::parse_rate(&n.to_string()),
-        Rate::Text(t) => super::automations::parse_rate(&t),
-    }
-    .map(Some)
-    .map_err(serde::de::Error::custom)
+    super::automations::rate(d).map(Some)
 }
 
 /// The breaker's policy of a destination with these settings (defaults where unset); an error

@@ -116,46 +116,36 @@ pub fn channel_warnings(name: &str, c: &ChannelConfig) -> Vec<String> {
         ChannelKind::Webhook => "webhook",
         ChannelKind::Email => "email",
     };
-    let idle: Vec<&str> = match c.kind {
-        ChannelKind::Slack => [
-            ("secret_env", c.secret_env.is_some()),
-            ("smtp", c.smtp.is_some()),
-            ("from", c.from.is_some()),
-            ("to", !c.to.is_empty()),
-        ]
+    // each key and the kinds it means something for
+    let used: [(&str, bool, &[ChannelKind]); 5] = [
+        (
+            "url_env",
+            c.url_env.is_some(),
+            &[ChannelKind::Slack, ChannelKind::Webhook],
+        ),
+        (
+            "secret_env",
+            c.secret_env.is_some(),
+            &[ChannelKind::Webhook],
+        ),
+        ("smtp", c.smtp.is_some(), &[ChannelKind::Email]),
+        ("from", c.from.is_some(), &[ChannelKind::Email]),
+        ("to", !c.to.is_empty(), &[ChannelKind::Email]),
+    ];
+    let idle = used
         .iter()
-        .filter(|(_, set)| *set)
-        .map(|(k, _)| *k)
-        .collect(),
-        ChannelKind::Webhook => [
-            ("smtp", c.smtp.is_some()),
-            ("from", c.from.is_some()),
-            ("to", !c.to.is_empty()),
-        ]
-        .iter()
-        .filter(|(_, set)| *set)
-        .map(|(k, _)| *k)
-        .collect(),
-        ChannelKind::Email => [
-            ("url_env", c.url_env.is_some()),
-            ("secret_env", c.secret_env.is_some()),
-        ]
-        .iter()
-        .filter(|(_, set)| *set)
-        .map(|(k, _)| *k)
-        .collect(),
-    };
-    idle.into_iter()
-        .map(|key| {
-            let why = match key {
-                "secret_env" if c.kind == ChannelKind::Slack => {
-                    " (only a webhook's body is signed; Slack checks nothing)"
-                }
-                _ => "",
-            };
-            format!("channels.{name}.{key} does nothing for a {kind} channel{why}")
-        })
-        .collect()
+        .filter(|(_, set, kinds)| *set && !kinds.contains(&c.kind))
+        .map(|(k, _, _)| *k);
+    idle.map(|key| {
+        let why = match key {
+            "secret_env" if c.kind == ChannelKind::Slack => {
+                " (only a webhook's body is signed; Slack checks nothing)"
+            }
+            _ => "",
+        };
+        format!("channels.{name}.{key} does nothing for a {kind} channel{why}")
+    })
+    .collect()
 }
 
 pub(super) fn check_channel(name: &str, c: &ChannelConfig) -> std::result::Result<(), String> {
