@@ -61,8 +61,14 @@ pub const CONNECTIONS_REFUSED: Family = Family {
     labels: &["listener", "why"],
 };
 
+pub const BREAKER_TRANSITIONS: Family = Family {
+    name: "settle_breaker_transitions_total",
+    help: "Destinations' breakers this process opened or closed, by destination and the state it went to (open, closed).",
+    labels: &["destination", "to"],
+};
+
 /// The counter families every process writes (with no sample until something is counted).
-const COUNTERS: [Family; 8] = [
+const COUNTERS: [Family; 9] = [
     ATTEMPTS,
     EXCEPTIONS_OPENED,
     STAFF_ACTIONS,
@@ -71,6 +77,7 @@ const COUNTERS: [Family; 8] = [
     LOOKUPS,
     NOTIFICATIONS,
     CONNECTIONS_REFUSED,
+    BREAKER_TRANSITIONS,
 ];
 
 pub const ATTEMPT_SECONDS: Family = Family {

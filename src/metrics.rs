@@ -122,6 +122,7 @@ pub async fn render(ledger: &Ledger) -> Result<String> {
     }
     dispatcher_gauges(&mut out, &stats.dispatchers);
     channel_gauges(&mut out, &stats.notify_failing);
+    breaker_gauges(&mut out, config, &stats.breakers);
     Ok(out)
 }
 
@@ -147,6 +148,42 @@ fn channel_gauges(out: &mut String, failing: &[String]) {
             "settle_notify_channel_failing{{channel=\"{}\"}} 1",
             label(channel)
         );
+    }
+}
+
+/// Each destination's breaker (manual: Recovery that follows the destination): 1 for the state
+/// it is in, 0 for the others; a destination of the config never troubled is closed.
+fn breaker_gauges(
+    out: &mut String,
+    config: &crate::config::Config,
+    breakers: &[crate::ledger::BreakerView],
+) {
+    use crate::domain::breaker::BreakerState;
+    family(
+        out,
+        "settle_destination_state",
+        "Each destination's breaker: 1 for its state now (closed, open, probing), 0 for the others.",
+    );
+    let mut states: std::collections::BTreeMap<&str, BreakerState> = (config.destinations.keys())
+        .map(|d| (d.as_str(), BreakerState::Closed))
+        .collect();
+    for b in breakers {
+        states.insert(&b.destination, b.state);
+    }
+    for (destination, now) in states {
+        for state in [
+            BreakerState::Closed,
+            BreakerState::Open,
+            BreakerState::Probing,
+        ] {
+            let _ = writeln!(
+                out,
+                "settle_destination_state{{destination=\"{}\",state=\"{}\"}} {}",
+                label(destination),
+                state.as_str(),
+                u8::from(state == now)
+            );
+        }
     }
 }
 

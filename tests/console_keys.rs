@@ -616,6 +616,7 @@ fn every_refresh_recounts_the_tabs() {
         dispatchers: vec![],
         unowned_exceptions: None,
         notify_failing: vec![],
+        breakers: vec![],
     };
     app.update(Msg::Header(Ok(Header {
         stats: Some(stats(&[(State::Closed, 180), (State::Unknown, 7)], 23)),

@@ -463,6 +463,17 @@ group_window = "1s"
         told(&other_hook, "paused").is_empty(),
         "finance has no work at crm"
     );
+    // its breaker opened and closed: the same owners told, each once
+    d.run(&["breaker", "open", "crm", "--reason", "their maintenance"]);
+    d.run(&["breaker", "close", "crm", "--reason", "maintenance over"]);
+    common::wait_until("ops told of the breaker", Duration::from_secs(20), || {
+        !told(&ops_hook, "breaker_closed").is_empty()
+    });
+    let opened = told(&ops_hook, "breaker_open");
+    assert_eq!(opened.len(), 1, "{opened:#?}");
+    assert_eq!(opened[0]["destination"], "crm");
+    assert_eq!(opened[0]["reason"], "their maintenance");
+    assert!(told(&other_hook, "breaker_open").is_empty());
     // runs by owner
     let runs = json(&d, &["runs", "--where", "owner:ops", "--json"]);
     assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");

@@ -69,6 +69,10 @@ async fn the_gauges_equal_stats(db: &TestDb) {
         .pause_one(Pausable::Destination, "sms", "outage", "alice")
         .await
         .unwrap();
+    l.staff()
+        .set_breaker("sms", true, "their outage", "alice")
+        .await
+        .unwrap();
     l.rounds().heartbeat("dispatcher-1").await.unwrap();
     let base = serve(l.clone(), 3).await;
     let r = reqwest::get(format!("{base}/metrics")).await.unwrap();
@@ -97,7 +101,7 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             named.insert(name);
         }
     }
-    assert_eq!(named.len(), 10, "{named:?}");
+    assert_eq!(named.len(), 11, "{named:?}");
     for name in &named {
         assert!(
             text.contains(&format!("# TYPE {name} gauge"))
@@ -105,7 +109,7 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             "assets/alerts.yml names {name}, which settle does not serve"
         );
     }
-    assert_eq!(rules.matches("- alert: ").count(), 11);
+    assert_eq!(rules.matches("- alert: ").count(), 12);
     let sum = |name: &str| -> f64 {
         samples
             .iter()
@@ -151,6 +155,24 @@ async fn the_gauges_equal_stats(db: &TestDb) {
             ("workflow".to_string(), "crm-sync".to_string()),
             ("destination".to_string(), "sms".to_string())
         ]
+    );
+    // the breaker opened by hand: its state, and the transition this process made
+    let state = |s: &str| {
+        samples
+            .iter()
+            .find(|(n, l, _)| {
+                n == "settle_destination_state" && l["destination"] == "sms" && l["state"] == s
+            })
+            .map(|(_, _, v)| *v)
+    };
+    assert_eq!((state("open"), state("closed")), (Some(1.0), Some(0.0)));
+    assert!(
+        samples
+            .iter()
+            .any(|(n, l, v)| n == "settle_breaker_transitions_total"
+                && l["destination"] == "sms"
+                && l["to"] == "open"
+                && *v >= 1.0)
     );
     assert!(sum("settle_dispatcher_last_seen_seconds") < 5.0);
     assert_eq!(sum("settle_console_sessions"), 3.0);

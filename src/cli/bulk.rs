@@ -18,7 +18,7 @@ pub(super) async fn act_on(
     actor: &str,
     what: &str,
     verb: &str,
-    pace: Option<Duration>,
+    (pace, canary): (Option<Duration>, bool),
 ) -> Result<i32> {
     if let Some(key) = many.single() {
         let a = ledger.staff().act(key, actor, action).await?;
@@ -39,6 +39,7 @@ pub(super) async fn act_on(
         dry_run: many.dry_run,
         yes: many.yes,
         json: many.json,
+        canary,
     };
     confirm_and_apply(ledger, &preview, &items, actor, verb, how, pace).await
 }
@@ -71,6 +72,8 @@ pub(super) struct Confirm {
     pub(super) dry_run: bool,
     pub(super) yes: bool,
     pub(super) json: bool,
+    /// Send the first item alone and go on only when the destination accepts it (a retry).
+    pub(super) canary: bool,
 }
 
 /// After a preview: stop there (`--dry-run`), or ask (on a terminal; `--yes` otherwise), then
@@ -115,19 +118,37 @@ pub(super) async fn confirm_and_apply(
         });
     }
     let tty = std::io::stderr().is_terminal();
-    let report = ledger
-        .staff()
-        .bulk_apply_each(items, actor, &stop, pace, |i, n| {
-            if tty {
-                eprint!("\r{verb} {i}/{n}");
-            }
-        })
-        .await?;
+    let progress = |i, n| {
+        if tty {
+            eprint!("\r{verb} {i}/{n}");
+        }
+    };
+    let staff = ledger.staff();
+    let report = match how.canary {
+        true => {
+            let waiting = |key: &str, dest: &str, wait: Duration| {
+                crate::tell!(
+                    "canary {}: retried alone first; waiting for {}'s answer (up to {}s)",
+                    output::esc(key),
+                    output::esc(dest),
+                    wait.as_secs()
+                )
+            };
+            (staff.bulk_apply_canary_first(items, actor, &stop, pace, progress, waiting)).await?
+        }
+        false => {
+            staff
+                .bulk_apply_each(items, actor, &stop, pace, progress)
+                .await?
+        }
+    };
     if tty {
         eprintln!();
     }
     output::bulk_report(verb, &report, how.json);
-    let all = report.changed_meanwhile.is_empty() && report.not_reached.is_empty();
+    let all = report.changed_meanwhile.is_empty()
+        && report.not_reached.is_empty()
+        && report.not_sent.is_empty();
     Ok(if all && left_alone == 0 { 0 } else { 3 })
 }
 

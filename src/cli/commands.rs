@@ -54,6 +54,9 @@ pub enum Cmd {
     Pause(super::staff::PauseArgs),
     /// Resume a paused workflow (or with --destination a destination)
     Resume(super::staff::ResumeArgs),
+    /// Open a destination's breaker by hand (nothing is sent there, not even a probe, until it
+    /// is closed), or close it (sending resumes at its starting pace)
+    Breaker(super::staff::BreakerArgs),
     /// Look operations up at their destination now (KEY... or --where FILTER), then with your
     /// confirmation reconcile each found or absent one by what it answered
     Lookup(super::upkeep::LookupArgs),

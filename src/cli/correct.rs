@@ -86,6 +86,7 @@ pub(super) async fn correct(
         dry_run: args.many.dry_run,
         yes: args.many.yes,
         json: args.many.json,
+        canary: false,
     };
     confirm_and_apply(
         ledger,

@@ -35,6 +35,7 @@ pub(crate) async fn route(
         Cmd::Note(a) => staff::note(ledger, a, operator).await,
         Cmd::Pause(a) => staff::pause(ledger, a, operator).await,
         Cmd::Resume(a) => staff::resume(ledger, a, operator).await,
+        Cmd::Breaker(a) => staff::breaker(ledger, a, operator).await,
         Cmd::List(a) => reads::list(ledger, a, operator).await,
         Cmd::Show(a) => reads::show(ledger, a, operator).await,
         Cmd::Stats(a) => reads::stats(ledger, a).await,

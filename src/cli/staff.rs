@@ -26,7 +26,16 @@ pub(super) async fn claim(
     let what = format!("claimed by {}", output::esc(viewer));
     let action = StaffAction::Claim { force_reason };
     let actor = required(operator)?;
-    act_on(ledger, &args.many, action, actor, &what, "claim", None).await
+    act_on(
+        ledger,
+        &args.many,
+        action,
+        actor,
+        &what,
+        "claim",
+        (None, false),
+    )
+    .await
 }
 
 /// `settle release`: one or many.
@@ -43,7 +52,7 @@ pub(super) async fn release(
         actor,
         "released",
         "release",
-        None,
+        (None, false),
     )
     .await
 }
@@ -69,6 +78,7 @@ pub(super) async fn reconcile(
             dry_run: *dry_run,
             yes: *yes,
             json: *json,
+            canary: false,
         };
         return reconcile_from(ledger, file, how, required(operator)?).await;
     }
@@ -97,7 +107,17 @@ pub(super) async fn retry(
     let what = "will be retried with the same key";
     let pace = args.rate.as_deref().map(parse_rate).transpose()?;
     let actor = required(operator)?;
-    act_on(ledger, &args.many, action, actor, what, "retry", pace).await
+    let canary = !args.no_canary;
+    act_on(
+        ledger,
+        &args.many,
+        action,
+        actor,
+        what,
+        "retry",
+        (pace, canary),
+    )
+    .await
 }
 
 /// `settle close`: one or many, with a resolution and a note.
@@ -113,7 +133,16 @@ pub(super) async fn close(
         note: args.note.clone(),
     };
     let actor = required(operator)?;
-    act_on(ledger, &args.many, action, actor, "closed", "close", None).await
+    act_on(
+        ledger,
+        &args.many,
+        action,
+        actor,
+        "closed",
+        "close",
+        (None, false),
+    )
+    .await
 }
 
 /// `settle note KEY TEXT`.
@@ -171,6 +200,28 @@ pub(super) async fn resume(
         say!("{noun} {n} resumed");
     } else {
         say!("{noun} {n} was not paused; nothing changed");
+    }
+    Ok(0)
+}
+
+/// `settle breaker open|close DEST --reason TEXT`.
+pub(super) async fn breaker(
+    ledger: &Ledger,
+    args: &BreakerArgs,
+    operator: &Option<String>,
+) -> Result<i32> {
+    let open = args.verb == BreakerVerb::Open;
+    let d = output::esc(&args.destination);
+    let changed = (ledger.staff())
+        .set_breaker(&args.destination, open, &args.reason, required(operator)?)
+        .await?;
+    match (changed, open) {
+        (true, true) => say!(
+            "breaker of {d} opened: nothing is sent there, not even a probe, until `settle breaker close {d}`"
+        ),
+        (true, false) => say!("breaker of {d} closed: sending resumes at its starting pace"),
+        (false, true) => say!("breaker of {d} was already held open; nothing changed"),
+        (false, false) => say!("breaker of {d} was already closed; nothing changed"),
     }
     Ok(0)
 }
@@ -241,6 +292,10 @@ pub struct RetryArgs {
     /// Space the items' next attempts, e.g. 10/s (a recovering destination is not flooded)
     #[arg(long, value_name = "N/s")]
     pub rate: Option<String>,
+    /// Retry them all at once: without it, many are retried one first (the canary), and the
+    /// others only once the destination accepted it
+    #[arg(long)]
+    pub no_canary: bool,
 }
 
 /// The arguments of `settle close`.
@@ -277,6 +332,25 @@ pub struct PauseArgs {
     #[command(flatten)]
     pub what: PauseTarget,
     /// Why (shown in the console's header and the audit)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+}
+
+/// Open or close.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BreakerVerb {
+    Open,
+    Close,
+}
+
+/// The arguments of `settle breaker`.
+#[derive(Debug, clap::Args)]
+pub struct BreakerArgs {
+    /// `open` or `close`
+    pub verb: BreakerVerb,
+    /// The destination
+    pub destination: String,
+    /// Why (the audit, and the owners' message)
     #[arg(long, value_name = "TEXT")]
     pub reason: String,
 }

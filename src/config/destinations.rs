@@ -100,6 +100,10 @@ with_http_settings! {
         /// How fast attempts start after it recovers, and never faster.
         #[serde(default)]
         pub pace: Option<super::recovery::PaceConfig>,
+        /// A URL whose `GET` answers 2xx when the destination is well: its open breaker probes
+        /// it instead of sending a real attempt.
+        #[serde(default)]
+        pub probe_url: Option<String>,
     }
 }
 

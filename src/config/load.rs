@@ -48,8 +48,12 @@ impl Config {
                     "{origin}: key `destinations.{name}.max_attempts`: must be at least 1"
                 )));
             }
-            super::recovery::breaker_policy(d.breaker.as_ref(), d.pace.as_ref())
-                .map_err(|e| Error::Invalid(format!("{origin}: key `destinations.{name}.{e}")))?;
+            super::recovery::breaker_policy(
+                d.breaker.as_ref(),
+                d.pace.as_ref(),
+                d.probe_url.as_deref(),
+            )
+            .map_err(|e| Error::Invalid(format!("{origin}: key `destinations.{name}.{e}")))?;
             let at = format!("destinations.{name}");
             let base = d.http_settings();
             let checked = base.check(&at).and_then(|()| {
@@ -143,7 +147,14 @@ impl Config {
         // checked when the file was read
         self.destinations
             .get(name)
-            .and_then(|d| super::recovery::breaker_policy(d.breaker.as_ref(), d.pace.as_ref()).ok())
+            .and_then(|d| {
+                super::recovery::breaker_policy(
+                    d.breaker.as_ref(),
+                    d.pace.as_ref(),
+                    d.probe_url.as_deref(),
+                )
+                .ok()
+            })
             .unwrap_or_default()
     }
 

@@ -44,12 +44,22 @@ fn opt_rate<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>,
 pub(super) fn breaker_policy(
     breaker: Option<&BreakerConfig>,
     pace: Option<&PaceConfig>,
+    probe_url: Option<&str>,
 ) -> std::result::Result<BreakerPolicy, String> {
     let d = BreakerPolicy::default();
     let (b, p) = (
         breaker.cloned().unwrap_or_default(),
         pace.cloned().unwrap_or_default(),
     );
+    if let Some(url) = probe_url {
+        let parsed = reqwest::Url::parse(url).ok();
+        if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
+            return Err(format!(
+                "probe_url: `{}` is not an http(s) URL",
+                crate::domain::escape_text(&crate::domain::url::shown_url(url))
+            ));
+        }
+    }
     if b.failures == Some(0) {
         return Err("breaker.failures: must be at least 1".into());
     }
@@ -70,6 +80,7 @@ pub(super) fn breaker_policy(
         cooldown_max: d.cooldown_max.max(b.cooldown.unwrap_or(d.cooldown)),
         pace_start: start,
         pace_max: p.max,
+        by_url: probe_url.is_some(),
     })
 }
 
@@ -97,6 +108,9 @@ mod tests {
         // a start above the max is clamped only where the start was not given
         let slow = read("pace = { max = \"2/s\" }").unwrap();
         assert_eq!(slow.destination("crm").breaker.pace_start, 2.0);
+        let probed = read("probe_url = \"https://crm.internal/health\"").unwrap();
+        assert!(probed.destination("crm").breaker.by_url);
+        assert!(!c.destination("crm").breaker.by_url);
     }
 
     #[test]
@@ -107,6 +121,8 @@ mod tests {
             ("breaker = { opens = 3 }", "opens"),
             ("pace = { start = \"50/s\", max = \"40/s\" }", "pace.start"),
             ("pace = { max = \"fast\" }", "a rate is like"),
+            ("probe_url = \"ftp://crm.internal/health\"", "probe_url"),
+            ("probe_url = \"/health\"", "not an http(s) URL"),
         ] {
             let e = read(table).unwrap_err();
             assert!(e.contains(said), "{table}: {e}");

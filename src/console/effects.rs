@@ -266,14 +266,27 @@ async fn act(ledger: &Ledger, fx: Effect, operator: &str, progress: &(dyn Fn(Msg
         } => {
             // progress at most every 1% (a frame per item would flood the loop)
             let step = (keys.len() / 100).max(1);
-            let report = ledger
-                .staff()
-                .bulk_apply(&keys, &action, operator, &stop.0, pace, |done, total| {
-                    if done % step == 0 || done == total {
-                        progress(Msg::BulkProgress { done, total });
-                    }
-                })
-                .await;
+            let items: Vec<(String, crate::ledger::StaffAction)> =
+                keys.iter().map(|k| (k.clone(), action.clone())).collect();
+            let tick = |done, total| {
+                if done % step == 0 || done == total {
+                    progress(Msg::BulkProgress { done, total });
+                }
+            };
+            let staff = ledger.staff();
+            // a retry of many sends one first, and the others once the destination took it
+            let report = match action {
+                crate::ledger::StaffAction::Retry { .. } => {
+                    let waiting = |_: &str, _: &str, _| {};
+                    (staff.bulk_apply_canary_first(&items, operator, &stop.0, pace, tick, waiting))
+                        .await
+                }
+                _ => {
+                    staff
+                        .bulk_apply_each(&items, operator, &stop.0, pace, tick)
+                        .await
+                }
+            };
             Msg::BulkDone(report.map_err(s))
         }
         Effect::LookUp { keys, pace, stop } => Msg::LookedUp(

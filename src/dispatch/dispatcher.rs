@@ -37,6 +37,8 @@ pub(super) struct Dispatcher {
     pub(super) answered: Vec<Sent>,
     /// Lookups of interrupted attempts answered, to be recorded.
     pub(super) looked_up: Vec<(String, LookupAnswer)>,
+    /// Probes of destinations' health answered, to be recorded.
+    pub(super) probed: Vec<(String, crate::domain::breaker::Signal)>,
     /// Keys whose lookup is in flight.
     pub(super) looking: HashSet<String>,
     /// The attempts this dispatcher sent and has not recorded yet, as their rounds left their
@@ -90,6 +92,10 @@ impl Dispatcher {
         match done {
             Done::Attempt(s) => self.answered.push(s),
             Done::LookedUp { key, answer } => self.looked_up.push((key, answer)),
+            Done::Probed {
+                destination,
+                signal,
+            } => self.probed.push((destination, signal)),
         }
     }
 
@@ -118,6 +124,13 @@ impl Dispatcher {
                     self,
                     record_lookups(&self.ledger, &mut self.looked_up, &mut self.looking)
                 );
+            }
+            while let Some((destination, signal)) = self.probed.last().cloned() {
+                let change = db!(self, self.ledger.rounds().probed(&destination, signal));
+                if let Some(change) = change {
+                    told_breakers(&[(destination, change)]);
+                }
+                self.probed.pop();
             }
             let stopping = self.stopping();
             if !stopping
@@ -230,8 +243,23 @@ impl Dispatcher {
         if self.deferred.len() < 100_000 {
             self.deferred.extend(round.waiting_for_budget);
         }
-        let launched = round.started.len();
+        let launched = round.started.len() + round.probes.len();
         self.sending.extend(started_rows);
+        for destination in round.probes {
+            let Some(probe) = (self.destinations.get(&destination)).and_then(|d| d.probe.clone())
+            else {
+                continue;
+            };
+            let (client, done) = (self.client.clone(), self.done.clone());
+            self.in_flight += 1;
+            tokio::spawn(async move {
+                let signal = probe.ask(&client).await;
+                let _ = done.send(Done::Probed {
+                    destination,
+                    signal,
+                });
+            });
+        }
         for op in round.started {
             let Some(dest) = self.destinations.get(&op.destination).cloned() else {
                 continue;

@@ -101,6 +101,7 @@ pub async fn run(ledger: Ledger, options: Options) -> Result<Totals> {
         answered: Vec::new(),
         looked_up: Vec::new(),
         looking: HashSet::new(),
+        probed: Vec::new(),
         sending: crate::ledger::StartedRows::new(),
         cannot_look_up: HashSet::new(),
         totals: Totals::default(),

@@ -160,6 +160,11 @@ pub(super) enum Done {
     Attempt(Sent),
     /// An interrupted attempt looked up at its destination.
     LookedUp { key: String, answer: LookupAnswer },
+    /// A destination's `probe_url` asked while its breaker probes.
+    Probed {
+        destination: String,
+        signal: crate::domain::breaker::Signal,
+    },
 }
 
 /// One concise line per attempt. The error is the destination's answer as it was kept (scrubbed
@@ -193,6 +198,11 @@ pub(super) fn log_attempt(sent: &Sent, applied: &crate::error::Result<crate::led
 pub(super) fn told_breakers(changes: &[(String, crate::domain::breaker::Change)]) {
     for (destination, change) in changes {
         let d = crate::domain::escape_text(destination);
+        let to = match change {
+            crate::domain::breaker::Change::Opened { .. } => "open",
+            crate::domain::breaker::Change::Closed => "closed",
+        };
+        crate::counters::inc(crate::counters::BREAKER_TRANSITIONS, &[destination, to]);
         match change {
             crate::domain::breaker::Change::Opened { why } => {
                 tracing::warn!(destination = %destination, why = %why, "breaker open");

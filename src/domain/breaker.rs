@@ -272,7 +272,12 @@ impl Health {
                 _ => Gate::Probe,
             },
             BreakerState::Closed => {
-                let Some(rate) = self.rate.or(p.pace_max) else {
+                // never above the destination's documented limit, whatever was kept
+                let rate = match (self.rate, p.pace_max) {
+                    (Some(r), Some(max)) => Some(r.min(max)),
+                    (r, max) => r.or(max),
+                };
+                let Some(rate) = rate else {
                     return Gate::Send(usize::MAX);
                 };
                 let elapsed = (now - self.counted_at).num_milliseconds().max(0) as f64 / 1000.0;
@@ -341,9 +346,10 @@ impl Health {
             && self.hold_until.is_none()
     }
 
-    /// A person opens it (`settle breaker open`): held open until a person closes it.
+    /// A person opens it (`settle breaker open`): held open until a person closes it. The change,
+    /// unless a person held it open already.
     pub fn open_by_hand(&mut self, reason: &str, now: DateTime<Utc>) -> Option<Change> {
-        let was = self.state;
+        let was = (self.state, self.by_hand);
         self.state = BreakerState::Open;
         self.since = now;
         self.why = Some(reason.to_string());
@@ -351,7 +357,7 @@ impl Health {
         self.probe_until = None;
         self.probe_key = None;
         self.by_hand = true;
-        (was == BreakerState::Closed).then(|| Change::Opened {
+        (was != (BreakerState::Open, true)).then(|| Change::Opened {
             why: reason.to_string(),
         })
     }

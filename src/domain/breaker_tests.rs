@@ -151,6 +151,7 @@ fn a_breaker_opened_by_hand_stays_open_until_a_person_closes_it() {
     let p = BreakerPolicy::default();
     let mut h = Health::new(t0());
     assert!(h.open_by_hand("maintenance", t0()).is_some());
+    assert_eq!(h.open_by_hand("maintenance", t0()), None);
     assert!(matches!(h.gate(&p, at(3_600_000)), Gate::Held(_)));
     assert_eq!(h.close_by_hand(&p, at(3_600_000)), Some(Change::Closed));
     assert!(matches!(h.gate(&p, at(3_600_000)), Gate::Send(_)));
@@ -188,4 +189,18 @@ fn a_healthy_answer_alone_is_not_worth_a_write() {
     assert!(paced.worth_keeping(Some(&stored)));
     assert!(!paced.is_open_road(&p));
     assert!(Health::new(t0()).is_open_road(&p));
+}
+
+#[test]
+fn a_kept_pace_never_exceeds_a_limit_given_since() {
+    let unlimited = BreakerPolicy::default();
+    let mut h = Health::new(t0());
+    // slowed while no limit was known: halved from no pace at all
+    h.observe(TIMEOUT, None, false, &unlimited, t0(), 0.5);
+    assert!(h.rate.is_some_and(|r| r > 1e6));
+    let limited = BreakerPolicy {
+        pace_max: Some(20.0),
+        ..BreakerPolicy::default()
+    };
+    assert_eq!(h.gate(&limited, at(5_000)), Gate::Send(20));
 }

@@ -18,6 +18,8 @@ pub struct BreakerPolicy {
     pub pace_start: f64,
     /// The most attempts a second ever (the destination's documented limit), if known.
     pub pace_max: Option<f64>,
+    /// It probes with `GET probe_url` instead of a real attempt.
+    pub by_url: bool,
 }
 
 impl Default for BreakerPolicy {
@@ -29,6 +31,7 @@ impl Default for BreakerPolicy {
             cooldown_max: Duration::from_secs(300),
             pace_start: 5.0,
             pace_max: None,
+            by_url: false,
         }
     }
 }

@@ -7,7 +7,7 @@
 //! Rooms: `handle.rs` the handle, its clock and who acts; `faces.rs` its faces by who is served;
 //! `terms.rs` what the protocol is said in; `engine.rs` and `change.rs` the write engine and its
 //! judging; `single.rs` one change by one caller; `record.rs`, `start.rs` an automation's writes;
-//! `budgets.rs` the retry budgets, `guards.rs` a round's stopping thresholds, `workflows.rs`
+//! `budgets.rs` the retry budgets, `health.rs` the destinations' breakers outside a round, `guards.rs` a round's stopping thresholds, `workflows.rs`
 //! pauses, `run_rows.rs` the runs' rows, `rates.rs` a token's shared rate, `checks.rs` names, roles
 //! and scopes, `views.rs` what readers are handed, `scrubbers.rs` an operation's texts scrubbed;
 //! the folders `group/`, `ingest/`, `staff/`, `read/`, `rounds/`, `notices/`, `retention/`.
@@ -20,6 +20,7 @@ mod faces;
 mod group;
 mod guards;
 mod handle;
+mod health;
 mod ingest;
 mod notices;
 mod rates;
@@ -40,6 +41,7 @@ pub use crate::domain::StaffAction;
 pub use crate::store::{Cursor, Pausable};
 pub use group::{Answered, GROUP as WRITE_GROUP, Queued, Write, Writer, Written};
 pub use handle::Ledger;
+pub use health::BreakerView;
 pub use ingest::{IngestProblem, IngestReport};
 pub use notices::{Delivery, Medium, Message, Notices, Outgoing, Sent, shown_in};
 pub use read::{
@@ -50,7 +52,8 @@ pub use read::{
 pub use retention::{AUTO_PRUNE_EVERY, PRUNE_BATCH, PruneOptions, PruneReport, Retention};
 pub use rounds::{Background, Finished, Round, Rounds, StartedOp, StartedRows};
 pub use staff::{
-    BulkPreview, BulkReport, CorrectionLine, CorrectionPreview, FieldChange, Staff, redacted_paths,
+    BulkPreview, BulkReport, Canary, CorrectionLine, CorrectionPreview, FieldChange, Staff,
+    redacted_paths,
 };
 pub(crate) use terms::KnownAttempts;
 pub use terms::{AttemptReport, Intent, SYSTEM_ACTOR};

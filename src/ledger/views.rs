@@ -281,6 +281,8 @@ pub struct Stats {
     /// The channels whose last try failed while messages wait for them
     /// (manual: Owners and notifications).
     pub notify_failing: Vec<String>,
+    /// The destinations' breakers ever troubled (manual: Recovery that follows the destination).
+    pub breakers: Vec<super::BreakerView>,
 }
 
 /// A dispatcher and how long since it last said it was alive.
@@ -318,6 +320,10 @@ impl std::fmt::Display for Stats {
             writeln!(f, "notify      FAILING: {}", listed(&self.notify_failing))?;
         }
         writeln!(f, "due         {}", self.due)?;
+        // a destination sent to again at its own pace, or not at all
+        for b in (self.breakers.iter()).filter(|b| b.is_down() || b.pace.is_some()) {
+            writeln!(f, "breaker     {}", b.line())?;
+        }
         let heard: Vec<String> = self
             .dispatchers
             .iter()

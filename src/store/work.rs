@@ -181,6 +181,19 @@ impl Store {
 }
 
 impl Work<'_> {
+    /// Every destination's health as stored (JSON), by name: those never troubled have none.
+    pub(crate) async fn healths(&self) -> Result<Vec<(String, String)>> {
+        let stmt = Stmt::new(
+            "SELECT destination, health FROM retry_budgets WHERE health IS NOT NULL ORDER BY destination"
+                .to_string(),
+            vec![],
+        );
+        stmt.rows(self.0.conn().await?.db(), |r| {
+            Ok((get(r, "destination")?, get(r, "health")?))
+        })
+        .await
+    }
+
     /// A destination's retry budget as stored (for reading, not full).
     pub(crate) async fn budget(&self, destination: &str) -> Result<Option<BudgetRow>> {
         budget(self.0.conn().await?.db(), destination, false).await

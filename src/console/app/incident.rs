@@ -135,8 +135,14 @@ impl App {
             total: preview.eligible.len(),
             stop: stop.clone(),
         });
+        let canary = matches!(action, StaffAction::Retry { .. }) && preview.eligible.len() > 1;
+        let first = if canary {
+            " · one first, the rest once it is taken"
+        } else {
+            ""
+        };
         self.status.set(
-            format!("{} · Esc stops", preview.summary(verb)),
+            format!("{}{first} · Esc stops", preview.summary(verb)),
             false,
             self.now,
         );
@@ -158,7 +164,8 @@ impl App {
                 if !self.marks.is_empty() {
                     text.push_str(&format!(" · {} still marked", self.marks.len()));
                 }
-                self.status.set(text, !r.not_reached.is_empty(), self.now);
+                let short = !r.not_reached.is_empty() || !r.not_sent.is_empty();
+                self.status.set(text, short, self.now);
             }
             Err(e) => self
                 .status

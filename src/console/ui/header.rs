@@ -11,6 +11,7 @@ use crate::console::theme::SPINNER;
 use crate::console::theme::{Meaning, Theme};
 use crate::console::ui::cells::{age_style, cut_text, esc};
 use crate::console::ui::list::sorted_column;
+use crate::domain::breaker::BreakerState;
 use crate::domain::{State, format_age};
 
 /// A replica's lag the header names, beyond this many seconds.
@@ -138,6 +139,36 @@ pub(super) fn stats_spans<'a>(
         };
         right.push(Span::raw(sep));
         right.push(Span::styled(paused, theme.style(Meaning::Warning)));
+    }
+    // a destination whose breaker is open: nothing is sent there but probes
+    let down: Vec<String> = (s.breakers.iter())
+        .filter(|b| b.is_down())
+        .map(|b| {
+            let name = esc(&b.destination);
+            let since = app.header.at.map_or(0, |at| (app.now - at).num_seconds());
+            let when = match (b.state, b.probe_in_seconds) {
+                (_, Some(secs)) if secs - since > 0 => Some(secs - since),
+                _ => None,
+            };
+            match (level, when, b.state) {
+                (2.., _, _) => name,
+                (0, Some(s), _) => format!("{name}, probing in {s}s"),
+                (0, None, BreakerState::Open) => format!("{name}, held by hand"),
+                (0, None, _) => format!("{name}, probing"),
+                (_, Some(s), _) => format!("{name} probe {s}s"),
+                (_, None, BreakerState::Open) => format!("{name} held"),
+                (_, None, _) => format!("{name} probing"),
+            }
+        })
+        .collect();
+    if !down.is_empty() {
+        let down = if level < 3 {
+            format!("DOWN: {}", down.join(if level < 2 { "; " } else { "," }))
+        } else {
+            format!("DOWN {}", down.len())
+        };
+        right.push(Span::raw(sep));
+        right.push(Span::styled(down, theme.style(Meaning::Warning)));
     }
     // a channel that cannot be reached: nobody is told until it answers
     if !s.notify_failing.is_empty() {

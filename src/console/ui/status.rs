@@ -82,11 +82,32 @@ pub(super) fn draw_status(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     f.render_widget(line, area);
 }
 
+/// Why a retry of the selected item would not be sent now: its destination's breaker is open.
+fn held_retry(app: &App) -> Option<String> {
+    let row = app.selected_row()?;
+    let stats = app.header.stats.as_ref()?;
+    (stats.breakers.iter())
+        .find(|b| b.destination == row.destination && b.is_down())
+        .map(|b| {
+            format!(
+                "held: {} down",
+                crate::console::ui::cells::esc(&b.destination)
+            )
+        })
+}
+
 pub(super) fn draw_footer(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     // The keys that apply now, in the keymap's order, as many as fit; `? help` and `q quit`
     // always keep their place at the end.
+    // a retry there would wait for the destination's breaker: the footer says so
+    let held = held_retry(app);
     let item = |b: &crate::console::keymap::Binding| {
-        (b.keys, b.label, b.keys.chars().count() + b.label.len() + 3)
+        let label = match (&held, b.keys) {
+            (Some(why), "R") => format!("{} ({why})", b.label),
+            _ => b.label.to_string(),
+        };
+        let width = b.keys.chars().count() + label.chars().count() + 3;
+        (b.keys, label, width)
     };
     let applicable: Vec<_> = KEYMAP
         .iter()

@@ -3,7 +3,7 @@
 //! the answer classified by a pure function, and the lookup of a key.
 //!
 //! Rooms: `endpoint.rs` a destination's resolved settings, `answers.rs` an answer classified
-//! (redirects never followed), `template.rs` the URL and body templates; the request and the lookup
+//! (redirects never followed), `template.rs` the URL and body templates, `probe.rs` a destination's health asked directly; the request and the lookup
 //! in `mod.rs`.
 
 use std::collections::HashMap;
@@ -20,6 +20,7 @@ use crate::ledger::StartedOp;
 
 mod answers;
 mod endpoint;
+mod probe;
 mod template;
 
 use crate::dispatch::http::answers::{pointed, read_capped, transport_failure};
@@ -29,6 +30,7 @@ use crate::dispatch::http::template::{
 pub use answers::{Answer, Observed, Raw, classify, is_redirect};
 pub use endpoint::Endpoint;
 use endpoint::Lookup;
+pub use probe::Probe;
 
 /// A destination as the dispatcher reaches it: its own endpoint and its actions' overrides.
 #[derive(Debug)]
@@ -36,6 +38,8 @@ pub struct HttpDestination {
     pub name: String,
     default: Option<Arc<Endpoint>>,
     actions: HashMap<String, Arc<Endpoint>>,
+    /// Its `probe_url`, asked while its breaker probes.
+    pub probe: Option<Arc<Probe>>,
 }
 
 impl HttpDestination {
@@ -62,10 +66,21 @@ impl HttpDestination {
                 actions.insert(action.clone(), Arc::new(e));
             }
         }
+        let probe = config.probe_url.as_ref().map(|url| {
+            Arc::new(Probe {
+                url: url.clone(),
+                headers: default
+                    .as_ref()
+                    .map(|e| e.headers.clone())
+                    .unwrap_or_default(),
+                timeout: base.timeout.unwrap_or(crate::config::DEFAULT_HTTP_TIMEOUT),
+            })
+        });
         Ok(HttpDestination {
             name: name.to_string(),
             default,
             actions,
+            probe,
         })
     }
 

@@ -58,8 +58,8 @@ impl Notices<'_> {
         Ok(())
     }
 
-    /// A pause or a resume, to the teams told of the workflow; a destination's, to the teams
-    /// whose workflows have work not yet settled there.
+    /// A pause or a resume, to the teams told of the workflow; a destination's (or its breaker
+    /// opening or closing), to the teams whose workflows have work not yet settled there.
     pub(super) async fn pause_messages(
         &self,
         tx: &mut Tx,
@@ -80,12 +80,16 @@ impl Notices<'_> {
         };
         teams.sort();
         teams.dedup();
-        let paused = n.kind == "paused";
+        let paused = matches!(n.kind.as_str(), "paused" | "breaker_open");
         let reason = n
             .reason
             .as_deref()
             .map(|r| told_reason(&redact_text(r), None));
-        let next_step = if paused {
+        let next_step = if n.kind == "breaker_open" {
+            "Nothing to do: settle sends nothing there but probes, and resumes at a slow pace when one is answered".to_string()
+        } else if n.kind == "breaker_closed" {
+            "Nothing to do: sends resume at the destination's pace".to_string()
+        } else if paused {
             match (&n.workflow, &n.destination) {
                 (Some(w), _) => format!("Find why, then: settle resume {w}"),
                 (_, Some(d)) => format!("Find why, then: settle resume --destination {d}"),

@@ -14,7 +14,8 @@ pub struct Message {
     /// order (0: a test message, in no order).
     #[serde(default)]
     pub seq: i64,
-    /// `queue` (automatic recovery stopped), `aging`, `paused`, `resumed` or `test`.
+    /// `queue` (automatic recovery stopped), `aging`, `paused`, `resumed`, `breaker_open`,
+    /// `breaker_closed` or `test`.
     pub kind: String,
     /// `info`, `warning` or `critical`.
     pub level: String,
@@ -157,6 +158,10 @@ impl Message {
                 "[settle] {what}: {} {state} still open ({})",
                 self.count, self.level
             ),
+            "breaker_open" => format!(
+                "[settle] {what} is struggling: nothing is sent there until it answers again"
+            ),
+            "breaker_closed" => format!("[settle] {what} answers again: sending resumes"),
             "paused" | "resumed" => match &self.by {
                 Some(by) => format!("[settle] {what} {} by {by}", self.kind),
                 None => format!("[settle] {what} {}", self.kind),

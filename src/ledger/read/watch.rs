@@ -104,6 +104,7 @@ impl Reader<'_> {
         };
         Ok(Stats {
             notify_failing,
+            breakers: self.breakers().await?,
             by_state,
             exceptions,
             stalled_runs,
@@ -115,6 +116,19 @@ impl Reader<'_> {
             dispatchers,
             unowned_exceptions,
         })
+    }
+
+    /// Every destination's breaker that was ever troubled, by name.
+    pub async fn breakers(self) -> Result<Vec<crate::ledger::BreakerView>> {
+        let now = self.0.now();
+        let rows = self.0.store.work().healths().await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(d, json)| {
+                let health = serde_json::from_str(&json).ok()?;
+                Some(crate::ledger::BreakerView::of(d, health, now))
+            })
+            .collect())
     }
 
     /// Workflows paused now, with who paused them and why.

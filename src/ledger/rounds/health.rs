@@ -12,7 +12,7 @@ use super::Rounds;
 use super::types::Finished;
 use super::work::RoundWork;
 use crate::domain::Op;
-use crate::domain::breaker::{Gate, Health, signal};
+use crate::domain::breaker::{Change, Gate, Health, Signal, signal};
 use crate::error::Result;
 use crate::store::Tx;
 
@@ -121,6 +121,22 @@ impl Rounds<'_> {
         }
     }
 
+    /// Takes in the answer of a `GET probe_url` this round's dispatcher was granted (see
+    /// [`super::Round::probes`]): healthy closes the breaker, failing opens it again. An answer
+    /// whose place was given up meanwhile (a person, or another process after the lease) changes
+    /// nothing.
+    pub async fn probed(self, destination: &str, signal: Signal) -> Result<Option<Change>> {
+        let policy = self.0.config.breaker(destination);
+        let actor = crate::ledger::SYSTEM_ACTOR;
+        crate::ledger::health::change_health_now(self.0, destination, actor, |h, now| {
+            if !h.is_probe(BY_URL) {
+                return None;
+            }
+            h.observe(signal, None, true, &policy, now, rand::random::<f64>())
+        })
+        .await
+    }
+
     /// Starts up to `limit` due operations of the `open` destinations as their breakers and
     /// paces let through (`starved`, `full`: see [`crate::store::Tx::due_ops`]): the paced and the
     /// probing are asked for their share alone, the rest together.
@@ -148,6 +164,12 @@ impl Rounds<'_> {
                 _ => PROBE_CHOICE,
             };
             if left == 0 || share == 0 {
+                continue;
+            }
+            if *a == Allowed::Probe && self.0.config.breaker(d).by_url {
+                // its probe asks the destination's health, not a real attempt
+                self.took(w, d, 0, Some(BY_URL), now);
+                w.round.probes.push(d.clone());
                 continue;
             }
             let mut due = conn
@@ -196,6 +218,9 @@ impl Rounds<'_> {
         self.start_one(conn, w, id, op, actor, now).await
     }
 }
+
+/// The probe's place held for a `GET probe_url` (no operation has an empty key).
+pub(crate) const BY_URL: &str = "";
 
 /// How many due operations of a probing destination are weighed for its probe.
 const PROBE_CHOICE: usize = 50;

@@ -341,6 +341,12 @@ impl Rounds<'_> {
         if !w.budgets.save(conn).await? {
             return Ok(Tried::Raced);
         }
+        if crate::ledger::health::destinations_told(self.0) {
+            let notices: Vec<store::Notice> = (w.round.breakers.iter())
+                .map(|(d, c)| crate::ledger::health::breaker_notice(d, c, SYSTEM_ACTOR, now))
+                .collect();
+            conn.add_notices(&notices).await?;
+        }
         Ok(Tried::Done(()))
     }
 }

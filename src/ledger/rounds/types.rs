@@ -49,6 +49,9 @@ pub struct Round {
     pub waiting_for_budget: Vec<String>,
     /// Destinations whose breaker this round opened or closed.
     pub breakers: Vec<(String, crate::domain::breaker::Change)>,
+    /// Destinations whose probe this round granted, to be asked with `GET probe_url`
+    /// ([`super::Rounds::probed`] records the answer).
+    pub probes: Vec<String>,
 }
 
 impl Round {

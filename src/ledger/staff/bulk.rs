@@ -45,6 +45,22 @@ pub struct BulkReport {
     pub changed_meanwhile: BTreeMap<String, Vec<String>>,
     /// Not reached: the action was stopped first.
     pub not_reached: Vec<String>,
+    /// A retry's canary (manual: Recovery that follows the destination): sent alone first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary: Option<Canary>,
+    /// Not sent because the canary failed: left as they were.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_sent: Vec<String>,
+}
+
+/// A bulk retry's canary: the one item sent first, and what came of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Canary {
+    pub key: String,
+    /// The destination accepted it, so the others followed.
+    pub went: bool,
+    /// What it came to where it did not go: the destination's answer, or why none came.
+    pub said: Option<String>,
 }
 
 impl BulkPreview {
@@ -66,6 +82,14 @@ impl BulkPreview {
 impl BulkReport {
     /// The summary line: done, changed meanwhile, not reached (manual: Many at once).
     pub fn summary(&self, verb: &str) -> String {
+        if let Some(c) = self.canary.as_ref().filter(|c| !c.went) {
+            return format!(
+                "canary {}: {}; {} not sent",
+                c.key,
+                c.said.as_deref().unwrap_or("failed"),
+                self.not_sent.len()
+            );
+        }
         let mut line = format!("{verb}: {} done (batch {})", self.done.len(), self.batch);
         let changed: usize = self.changed_meanwhile.values().map(Vec::len).sum();
         if changed > 0 {

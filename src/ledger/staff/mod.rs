@@ -3,17 +3,19 @@
 //! role, their texts) and written through the write engine like every other write.
 //!
 //! Rooms: `one.rs` the handle and one action, `bulk.rs` many at once with a frozen preview,
+//! `canary.rs` a bulk retry's one item first,
 //! `correct.rs` what a correction would change, `pauses.rs`, `runs.rs` a run as a whole,
 //! `reveal.rs` a lead's audited reveal.
 
 mod bulk;
+mod canary;
 mod correct;
 mod one;
 mod pauses;
 pub(super) mod reveal;
 mod runs;
 
-pub use bulk::{BulkPreview, BulkReport};
+pub use bulk::{BulkPreview, BulkReport, Canary};
 pub use correct::{CorrectionLine, CorrectionPreview, FieldChange};
 pub use one::Staff;
 pub use reveal::redacted_paths;

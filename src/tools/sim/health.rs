@@ -27,9 +27,15 @@ pub(super) async fn guard(State(sim): State<Arc<Sim>>, req: Request, next: Next)
         .outages
         .iter()
         .any(|o| o.kind == OutageKind::Refuse);
+    // a probe of its health is counted apart: the outage's and the limit's counts are the
+    // requests of the work
+    let probe = req.uri().path() == "/health";
+    if probe {
+        count(&sim, "probes");
+    }
     let stood = match outage_at(&sim.profile.outages, since) {
-        Some(o) => Some(down(&sim, o, since).await),
-        None => limited(&sim),
+        Some(o) => Some(down(&sim, o, since, !probe).await),
+        None => limited(&sim, !probe),
     };
     let mut response = match stood {
         Some(r) => {
@@ -54,8 +60,10 @@ pub(super) async fn guard(State(sim): State<Arc<Sim>>, req: Request, next: Next)
 }
 
 /// The answer of a destination that is down, counted as such.
-async fn down(sim: &Sim, o: Outage, since: Duration) -> Response {
-    count(sim, "outage");
+async fn down(sim: &Sim, o: Outage, since: Duration, counted: bool) -> Response {
+    if counted {
+        count(sim, "outage");
+    }
     match o.kind {
         // taken and held: the client gives up first (its future is dropped with the connection);
         // a client that waits past the window and an hour more gets a 504, nothing made
@@ -74,7 +82,7 @@ async fn down(sim: &Sim, o: Outage, since: Duration) -> Response {
 }
 
 /// A 429 when the rate limit stands in the way.
-fn limited(sim: &Sim) -> Option<Response> {
+fn limited(sim: &Sim, counted: bool) -> Option<Response> {
     let limit = sim.limit.as_ref()?;
     let taken = limit
         .lock()
@@ -83,7 +91,9 @@ fn limited(sim: &Sim) -> Option<Response> {
     if taken {
         return None;
     }
-    count(sim, "limited");
+    if counted {
+        count(sim, "limited");
+    }
     let mut r = answer(
         StatusCode::TOO_MANY_REQUESTS,
         json!({ "error": "rate limit exceeded" }),

@@ -101,6 +101,8 @@ pub(super) async fn stats(State(sim): State<Arc<Sim>>) -> Response {
                 "requests": records.requests, "faults": records.faults,
                 "limited": records.health.get("limited").copied().unwrap_or(0),
                 "outage": records.health.get("outage").copied().unwrap_or(0),
+                "probes": records.health.get("probes").copied().unwrap_or(0),
+                "in_outage": crate::tools::sim::state::outage_at(&sim.profile.outages, sim.started.elapsed()).is_some(),
                 "first_task_at": records.tasks.iter().map(|t| t.created_at).min(),
                 "last_task_at": records.tasks.iter().map(|t| t.created_at).max() }),
     )
