@@ -201,14 +201,20 @@ impl Drop for Running {
     }
 }
 
+/// A dispatcher, once it said it is alive.
 fn running(d: &common::Drill) -> Running {
-    Running(
+    let r = Running(
         d.cmd(&["dispatch"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
-    )
+    );
+    common::wait_until("a dispatcher alive", Duration::from_secs(20), || {
+        let stats: serde_json::Value = serde_json::from_str(&d.run(&["stats", "--json"])).unwrap();
+        stats["dispatchers"].as_array().is_some_and(|a| !a.is_empty())
+    });
+    r
 }
 
 /// A person's bulk retry of 50 failed operations while the destination answers 503: one goes
@@ -299,6 +305,11 @@ async fn a_lead_holds_it_open_by_hand(db: &TestDb) {
         stats.contains("tasks open") && stats.contains("held open by a person"),
         "{stats}"
     );
+    // a script's own start is held too
+    let start = d.cmd(&["start", "--key", "b-0000"]).output().unwrap();
+    let err = String::from_utf8_lossy(&start.stderr);
+    assert!(!start.status.success(), "{err}");
+    assert!(err.contains("held by its breaker"), "{err}");
     let again = d.run(&["breaker", "open", "tasks", "--reason", "still"]);
     assert!(again.contains("already held open"), "{again}");
     d.run(&["breaker", "close", "tasks", "--reason", "maintenance over"]);

@@ -16,7 +16,15 @@ fn short(postgres: bool) {
     assert!(outcome.tally.served > 0, "{}", outcome.summary());
     // the run did what it says: faults of every kind, kills, and (on PostgreSQL) the outages
     let t = &outcome.tally;
-    for kind in ["reject", "drop", "late", "unavailable", "error"] {
+    for kind in [
+        "reject",
+        "drop",
+        "late",
+        "unavailable",
+        "error",
+        "outage",
+        "limited",
+    ] {
         assert!(
             outcome.faults.get(kind).copied().unwrap_or(0) > 0,
             "no {kind}: {}",

@@ -682,6 +682,12 @@ fn bulk_actions_through_the_cli() {
         r.stdout
     );
     assert!(r.stdout.contains("retry: 2 done (batch b-"), "{}", r.stdout);
+    // with no dispatcher to send a canary, none is waited for, and the answer says so
+    assert!(
+        r.stdout.contains("no canary: no dispatcher is running"),
+        "{}",
+        r.stdout
+    );
     let after = snapshot(url, d);
     let states: Vec<(String, String)> = after["operations"]
         .as_array()

@@ -3,7 +3,8 @@
 //!
 //! Random sequences of record (the same or changed contents), start, attempt outcomes (accepted,
 //! rejected, transient, unknown), claim, take-over, release, reconcile found/absent, retry,
-//! close, note, pause/resume, sweep and clock advances, over three keys (one per destination
+//! close, note, pause/resume, a lead's breaker held open or closed (while open no start goes;
+//! after a close, starts go at the starting pace), sweep and clock advances, over three keys (one per destination
 //! kind: `projects` deduplicates for 24 h and has a lookup, `crm` has a lookup, `sms` neither and
 //! allows 3 attempts) and two operators, are applied to the ledger and to the model. After every
 //! step the answer (done or refused) and, per key, the state, version, attempt count, live claim
@@ -99,6 +100,12 @@ enum Cmd {
     },
     Pause,
     Resume,
+    /// A lead holds destination `d`'s breaker open, or closes it (manual: Recovery that follows
+    /// the destination): while open no start goes; after a close, starts go at its starting pace.
+    Breaker {
+        d: usize,
+        open: bool,
+    },
     Sweep,
     Tick {
         minutes: i64,
@@ -174,13 +181,22 @@ struct Op {
     interrupted: bool,
 }
 
-/// The whole model: three operations, the workflow's pause, the clock.
+/// The whole model: three operations, the workflow's pause, the destinations' breakers, the
+/// clock.
 #[derive(Clone, Debug)]
 struct Model {
     ops: [Op; 3],
     paused: bool,
+    /// Each destination's breaker held open by a lead.
+    down: [bool; 3],
+    /// Each destination's pace once a lead closed its breaker: starts that may go now, and
+    /// when they were counted (5 a second, at most 5 at once).
+    pace: [Option<(f64, DateTime<Utc>)>; 3],
     now: DateTime<Utc>,
 }
+
+/// The pace a breaker closed by hand starts at, a second.
+const PACE_START: f64 = 5.0;
 
 /// What the model says of a command: done (whether it changed the operation) or refused.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -215,6 +231,8 @@ impl Model {
         Model {
             ops: Default::default(),
             paused: false,
+            down: [false; 3],
+            pace: [None; 3],
             now,
         }
     }
@@ -229,6 +247,13 @@ impl Model {
             }
             Cmd::Resume => {
                 self.paused = false;
+                Said::Done
+            }
+            Cmd::Breaker { d, open } => {
+                if !open && self.down[d] {
+                    self.pace[d] = Some((1.0, now));
+                }
+                self.down[d] = open;
                 Said::Done
             }
             Cmd::Tick { minutes } => {
@@ -288,8 +313,17 @@ impl Model {
             && op.live_claim(now).is_none()
             && !paused
             && op.drawn.or(op.scheduled).is_some_and(|t| t <= now);
-        if !ok {
+        if !ok || self.down[k] {
             return Said::Refused;
+        }
+        if let Some((tokens, counted)) = &mut self.pace[k] {
+            let elapsed = (now - *counted).num_milliseconds().max(0) as f64 / 1000.0;
+            *tokens = (*tokens + elapsed * PACE_START).min(PACE_START);
+            *counted = now;
+            if *tokens < 1.0 {
+                return Said::Refused;
+            }
+            *tokens -= 1.0;
         }
         op.attempts += 1;
         op.state = Some(State::InFlight);
@@ -697,6 +731,11 @@ impl Real {
                 .await
                 .map(|_| ()),
             Cmd::Resume => l.staff().resume("onboarding", "alice").await.map(|_| ()),
+            Cmd::Breaker { d, open } => l
+                .staff()
+                .set_breaker(DESTS[d].0, open, "model", "alice")
+                .await
+                .map(|_| ()),
             Cmd::Sweep => l.rounds().sweep().await.map(|_| ()),
             Cmd::Tick { minutes } => {
                 *self.clock.lock().unwrap() += TimeDelta::minutes(minutes);
@@ -773,6 +812,25 @@ async fn run(
         .await
         .unwrap();
     let mut model = Model::new(start);
+    // a breaker an earlier sequence held open is closed: its pace starts now; one paced since
+    // has its whole second's worth after the two days between sequences
+    for b in real.ledger.read().breakers().await.unwrap() {
+        let Some(d) = DESTS.iter().position(|(name, ..)| *name == b.destination) else {
+            continue;
+        };
+        let tokens = match b.state {
+            settle::domain::breaker::BreakerState::Closed => PACE_START,
+            _ => 1.0,
+        };
+        model.pace[d] = b.pace.map(|_| (tokens, start));
+        if b.is_down() {
+            model.pace[d] = Some((1.0, start));
+        }
+        (real.ledger.staff())
+            .set_breaker(&b.destination, false, "next sequence", "alice")
+            .await
+            .unwrap();
+    }
     for (i, &cmd) in cmds.iter().enumerate() {
         let said = model.apply(cmd);
         let name = format!("{cmd:?}");
@@ -882,6 +940,18 @@ async fn ledger_and_model_agree(db: &TestDb) {
         let len = rng.random_range(1..=60);
         let focus = rng.random_range(0..DESTS.len());
         let cmds: Vec<Cmd> = (0..len).map(|_| random_cmd(&mut rng, focus)).collect();
+        // a lead's breaker now and then, drawn apart so that the other steps stay as they were
+        let mut hands = StdRng::seed_from_u64(seed ^ 0xb4ea_ce4e ^ n as u64);
+        let cmds: Vec<Cmd> = cmds
+            .into_iter()
+            .flat_map(|c| {
+                let hand = hands.random_bool(0.015).then(|| Cmd::Breaker {
+                    d: hands.random_range(0..DESTS.len()),
+                    open: hands.random_bool(0.4),
+                });
+                hand.into_iter().chain(std::iter::once(c))
+            })
+            .collect();
         steps += cmds.len();
         start += TimeDelta::days(2);
         // each sequence through one path in turn: the single calls, the group writer, ingest
@@ -932,6 +1002,12 @@ async fn ledger_and_model_agree(db: &TestDb) {
                 );
             }
         }
+        // the leads' breakers were among the steps
+        assert!(
+            real.coverage.get("Breaker Done").is_some_and(|n| *n > 0),
+            "{:?}",
+            real.coverage
+        );
     }
 }
 

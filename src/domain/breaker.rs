@@ -362,9 +362,15 @@ impl Health {
         })
     }
 
-    /// A person closes it (`settle breaker close`): sends again, at the starting pace.
+    /// A person closes it (`settle breaker close`): sends again, at the starting pace. A closed
+    /// one is left as it is.
     pub fn close_by_hand(&mut self, p: &BreakerPolicy, now: DateTime<Utc>) -> Option<Change> {
         let was = self.state;
+        if was == BreakerState::Closed {
+            // closed already: its pace is left as it is
+            self.by_hand = false;
+            return None;
+        }
         self.by_hand = false;
         self.close(p, now);
         (was != BreakerState::Closed).then_some(Change::Closed)

@@ -116,6 +116,7 @@ fn the_pace_rises_on_clean_seconds_halves_on_429_and_never_passes_its_max() {
         ..BreakerPolicy::default()
     };
     let mut h = Health::new(t0());
+    h.open_by_hand("drill", t0());
     h.close_by_hand(&p, t0());
     assert_eq!(h.rate, Some(5.0));
     for s in 1..=20 {
@@ -138,6 +139,9 @@ fn the_pace_rises_on_clean_seconds_halves_on_429_and_never_passes_its_max() {
     // with no max known, the pace is lifted after a window without trouble
     let free = BreakerPolicy::default();
     let mut h = Health::new(t0());
+    assert_eq!(h.close_by_hand(&free, t0()), None);
+    assert_eq!(h.rate, None, "closing a closed breaker sets no pace");
+    h.open_by_hand("drill", t0());
     h.close_by_hand(&free, t0());
     h.observe(Signal::Healthy, None, false, &free, at(10_000), 0.5);
     assert_eq!(h.rate, Some(55.0));
@@ -183,6 +187,7 @@ fn a_healthy_answer_alone_is_not_worth_a_write() {
     assert_eq!((h.window_attempts, h.window_failures), (3, 1));
     // a pace that changed is kept
     let mut paced = Health::new(t0());
+    paced.open_by_hand("drill", t0());
     paced.close_by_hand(&p, t0());
     let stored = paced.clone();
     paced.observe(Signal::Healthy, None, false, &p, at(2_000), 0.5);

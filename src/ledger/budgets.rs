@@ -33,7 +33,7 @@ impl Budget {
 /// The budgets one transaction draws on, by destination: each loaded once, topped up for the
 /// time since, saved at the end with a compare-and-set on its version.
 #[derive(Default)]
-pub(super) struct Budgets(BTreeMap<String, Budget>);
+pub(super) struct Budgets(BTreeMap<String, Budget>, std::collections::BTreeSet<String>);
 
 impl Budgets {
     /// A caller's start of `op` (manual: The protocol) paying for its retry from its destination's
@@ -95,6 +95,54 @@ impl Budgets {
             );
         }
         Ok(self.0.get_mut(destination).expect("inserted above"))
+    }
+
+    /// Whether `destination`'s breaker and pace let a caller's start go now (manual: Recovery
+    /// that follows the destination): `None` when they do (it takes its share of the pace), else
+    /// why not and until when.
+    pub(super) async fn let_through(
+        &mut self,
+        conn: &mut Tx,
+        destination: &str,
+        policy: &crate::domain::breaker::BreakerPolicy,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(String, DateTime<Utc>)>> {
+        use crate::domain::breaker::Gate;
+        if policy.pace_max.is_none() && !self.0.contains_key(destination) {
+            // a look first, holding nothing: a destination on an open road is not held for it
+            if self.1.contains(destination) {
+                return Ok(None);
+            }
+            let row = conn.budget_unheld(destination).await?;
+            let health: Option<Health> =
+                (row.and_then(|r| r.health)).and_then(|h| serde_json::from_str(&h).ok());
+            if health.is_none_or(|h| h.is_open_road(policy)) {
+                self.1.insert(destination.to_string());
+                return Ok(None);
+            }
+        }
+        let b = self.of(conn, destination, now).await?;
+        if b.health.as_ref().is_none_or(|h| h.is_open_road(policy)) && policy.pace_max.is_none() {
+            return Ok(None);
+        }
+        let h = b.health_mut(now);
+        let why = h.why.clone().unwrap_or_default();
+        let state = h.state;
+        Ok(match h.gate(policy, now) {
+            Gate::Send(_) => {
+                h.took(1);
+                None
+            }
+            // the dispatcher's probe is the one to find it well: a caller waits for it
+            Gate::Probe => Some((
+                format!("it is down ({why}); a probe finds when it is back"),
+                now,
+            )),
+            Gate::Held(until) if state == crate::domain::breaker::BreakerState::Closed => {
+                Some(("its pace holds this start".into(), until))
+            }
+            Gate::Held(until) => Some((format!("it is down ({why})"), until)),
+        })
     }
 
     /// A budget loaded before in this transaction.

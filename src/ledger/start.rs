@@ -56,19 +56,27 @@ impl Ledger {
             Decided::Unchanged(a) => return Ok(Tried::Done((a, op.attempts))),
             Decided::Change(c) => c,
         };
-        if let Some(p) = tx
-            .pause_row(store::Pausable::Destination, &op.destination)
-            .await?
-            .filter(|p| p.paused)
-        {
-            let why = p.paused_reason.unwrap_or_default();
-            let d = &op.destination;
+        // its pause and its health in one read: a destination never troubled costs nothing more
+        let (paused, health) = tx.destination_now(&op.destination).await?;
+        let d = &op.destination;
+        if let Some(why) = paused {
             return Err(Error::Refused(format!(
                 "{key}: destination {d} is paused ({why}): `settle resume --destination {d}` lifts it"
             )));
         }
         self.threshold_room(tx, key, &op.workflow, now).await?;
         let mut budgets = Budgets::default();
+        let policy = self.config.breaker(d);
+        let open_road = health
+            .and_then(|h| serde_json::from_str::<crate::domain::breaker::Health>(&h).ok())
+            .is_none_or(|h| h.is_open_road(&policy));
+        let held = match open_road && policy.pace_max.is_none() {
+            true => None,
+            false => budgets.let_through(tx, d, &policy, now).await?,
+        };
+        if let Some((why, until)) = held {
+            return Err(held_by_breaker(key, d, &why, until, now));
+        }
         budgets.pay_for_retry(tx, &op, now).await?;
         let done = (change.applied.clone(), change.op.attempts);
         batch.take(change);
@@ -111,4 +119,19 @@ pub(super) async fn not_there_to_start(
         Some(p) => Error::Refused(format!("{key} is {} (pruned): nothing to send", p.state)),
         None => Error::NotFound(format!("no operation with key {key}")),
     })
+}
+
+/// A start its destination's breaker or pace holds (manual: Recovery that follows the
+/// destination): refused, saying why and when to try again.
+pub(super) fn held_by_breaker(
+    key: &str,
+    destination: &str,
+    why: &str,
+    until: chrono::DateTime<chrono::Utc>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Error {
+    let wait = (until - now).num_milliseconds().max(0) as f64 / 1000.0;
+    Error::Refused(format!(
+        "{key}: destination {destination} is held by its breaker: {why}: not sent; try again in {wait:.1}s"
+    ))
 }

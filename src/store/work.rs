@@ -137,6 +137,11 @@ impl Tx {
         budget(self.db(), destination, true).await
     }
 
+    /// [`Tx::budget`] without holding the row (on PostgreSQL): a look at its health.
+    pub(crate) async fn budget_unheld(&mut self, destination: &str) -> Result<Option<BudgetRow>> {
+        budget(self.db(), destination, false).await
+    }
+
     /// Stores a destination's budget and health; a compare-and-set on its version (`None`
     /// makes the row). False when another writer changed it first.
     pub(crate) async fn save_budget(

@@ -153,6 +153,24 @@ impl Tx {
         pause_row(self.db(), Pausable::Workflow, name, false).await
     }
 
+    /// A destination as a caller's start reads it, in one statement: why it is paused (if it
+    /// is), and its health as stored (JSON; none: never troubled).
+    pub(crate) async fn destination_now(
+        &mut self,
+        name: &str,
+    ) -> Result<(Option<String>, Option<String>)> {
+        let stmt = Stmt::new(
+            "SELECT (SELECT COALESCE(paused_reason, '') FROM destinations WHERE name = $1 AND paused = 1) AS paused, \
+             (SELECT health FROM retry_budgets WHERE destination = $1) AS health"
+                .to_string(),
+            vec![Cell::Text(Some(name))],
+        );
+        let row = stmt
+            .row(self.db(), |r| Ok((get(r, "paused")?, get(r, "health")?)))
+            .await?;
+        Ok(row.unwrap_or((None, None)))
+    }
+
     /// A workflow's or destination's pause row, as it stands.
     pub(crate) async fn pause_row(
         &mut self,

@@ -2,7 +2,9 @@
 //!
 //! Three `settle sim` destinations, each with seeded faults on 20% of its requests (reject, drop,
 //! late, unavailable, error) and 5-50 ms of latency: `crm` deduplicates, `projects` does not but
-//! can be looked up, `sms` neither. Against them, all at once:
+//! can be looked up, `sms` neither. Each has its bad hour too: `crm` hangs from 4 s to 8 s,
+//! `projects` answers 503 from 6 s to 10 s, `sms` is limited to 15 requests a second (429) and
+//! hangs from 11 s to 12 s; their breakers and paces are in play. Against them, all at once:
 //!
 //! - the automation, in chunks at a steady pace: every other chunk through `settle ingest`, the
 //!   others over the HTTP API, each operation recorded through two `settle serve --http` at once
@@ -305,6 +307,15 @@ pub fn run(plan: &Plan) -> Outcome {
             if !dedupes {
                 args.push("--no-dedupe");
             }
+            // a bad hour of each: crm hangs, projects answers 503, sms is rate limited (not in
+            // the failover drill, which times how soon each process carries on)
+            if !plan.failover {
+                args.extend(match i {
+                    0 => ["--outage", "4s..8s", "--outage-kind", "hang"],
+                    1 => ["--outage", "6s..10s", "--outage-kind", "503"],
+                    _ => ["--rate-limit", "15/s", "--outage", "11s..12s"],
+                });
+            }
             Sim::start(&args)
         })
         .collect();
@@ -424,6 +435,9 @@ pub fn run(plan: &Plan) -> Outcome {
             *faults.entry(kind.clone()).or_default() += n.as_u64().unwrap_or(0);
         }
         requests += stats["requests"].as_u64().unwrap_or(0);
+        for kind in ["outage", "limited"] {
+            *faults.entry(kind.to_string()).or_default() += stats[kind].as_u64().unwrap_or(0);
+        }
         tasks += stats["tasks"].as_u64().unwrap_or(0);
     }
     let (code, out, err) = env.run("ops", &["stats", "--json"]);

@@ -234,6 +234,19 @@ impl Group<'_> {
                         "{key}: destination {d} is paused: `settle resume --destination {d}` lifts it"
                     )));
                 }
+                let policy = self.0.config.breaker(&op.destination);
+                if let Some((why, until)) = budgets
+                    .let_through(tx, &op.destination, &policy, now)
+                    .await?
+                {
+                    return Err(crate::ledger::start::held_by_breaker(
+                        key,
+                        &op.destination,
+                        &why,
+                        until,
+                        now,
+                    ));
+                }
                 budgets.pay_for_retry(tx, &op, now).await?;
                 Written::Started(c.applied.clone(), c.op.attempts)
             }

@@ -51,6 +51,9 @@ pub struct BulkReport {
     /// Not sent because the canary failed: left as they were.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub not_sent: Vec<String>,
+    /// Why a retry of many went without a canary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canary_skipped: Option<String>,
 }
 
 /// A bulk retry's canary: the one item sent first, and what came of it.
@@ -100,6 +103,9 @@ impl BulkReport {
                 "; stopped: {} not reached, untouched",
                 self.not_reached.len()
             ));
+        }
+        if let Some(why) = &self.canary_skipped {
+            line.push_str(&format!("; no canary: {why}"));
         }
         line
     }

@@ -12,6 +12,9 @@ use crate::State;
 use crate::domain::StaffAction;
 use crate::error::Result;
 
+/// A dispatcher heard from within this many seconds is running.
+const DISPATCHER_ALIVE: i64 = 30;
+
 /// How long a canary's answer is awaited beyond its destination's timeout.
 const CANARY_WAIT: Duration = Duration::from_secs(60);
 
@@ -36,6 +39,17 @@ impl Staff<'_> {
             return self
                 .bulk_apply_each(items, actor, stop, pace, progress)
                 .await;
+        }
+        // a canary is sent by a dispatcher: with none running there is nothing to wait for
+        let now = self.0.now();
+        let running = (self.0.read().dispatchers().await?)
+            .iter()
+            .any(|(_, seen)| now - *seen <= chrono::TimeDelta::seconds(DISPATCHER_ALIVE));
+        if !running {
+            let mut report = (self.bulk_apply_each(items, actor, stop, pace, progress)).await?;
+            report.canary_skipped =
+                Some("no dispatcher is running to send one first; they wait for one".into());
+            return Ok(report);
         }
         let (sent, said) = self.canary(first, actor, stop, waiting).await?;
         if let Some(said) = said {
