@@ -212,7 +212,9 @@ fn running(d: &common::Drill) -> Running {
     );
     common::wait_until("a dispatcher alive", Duration::from_secs(20), || {
         let stats: serde_json::Value = serde_json::from_str(&d.run(&["stats", "--json"])).unwrap();
-        stats["dispatchers"].as_array().is_some_and(|a| !a.is_empty())
+        stats["dispatchers"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
     });
     r
 }

@@ -51,6 +51,28 @@ impl Staff<'_> {
                 Some("no dispatcher is running to send one first; they wait for one".into());
             return Ok(report);
         }
+        // a destination whose breaker is open takes nothing: not even the canary is retried
+        let dest = self.0.read().show(&first.0, actor).await?.op.destination;
+        let breakers = self.0.read().breakers().await?;
+        if let Some(b) = breakers
+            .iter()
+            .find(|b| b.destination == dest && b.is_down())
+        {
+            let when = b
+                .probe_in_seconds
+                .map_or(String::new(), |s| format!(", probing in {s}s"));
+            return Ok(BulkReport {
+                canary: Some(Canary {
+                    key: first.0.clone(),
+                    went: false,
+                    said: Some(format!(
+                        "not retried: {dest} is down (its breaker is open{when})"
+                    )),
+                }),
+                not_sent: rest.iter().map(|(k, _)| k.clone()).collect(),
+                ..BulkReport::default()
+            });
+        }
         let (sent, said) = self.canary(first, actor, stop, waiting).await?;
         if let Some(said) = said {
             return Ok(BulkReport {
