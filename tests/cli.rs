@@ -684,7 +684,8 @@ fn bulk_actions_through_the_cli() {
     assert!(r.stdout.contains("retry: 2 done (batch b-"), "{}", r.stdout);
     // with no dispatcher to send a canary, none is waited for, and the answer says so
     assert!(
-        r.stdout.contains("no canary: no dispatcher is running"),
+        r.stdout
+            .contains("no canary: no dispatcher is running to send one first"),
         "{}",
         r.stdout
     );

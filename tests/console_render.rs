@@ -667,6 +667,23 @@ async fn a_paused_destination_shows_in_the_header_and_the_activity() {
     );
 }
 
+/// A destination whose breaker is open shows in the header
+/// (manual: Recovery that follows the destination), at 80 columns as wider; held by a person, it says so rather than a probe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_down_shows_in_the_header() {
+    let f = incident().await;
+    (f.ledger.staff())
+        .set_breaker("crm", true, "their maintenance", "bob")
+        .await
+        .unwrap();
+    let app = console(&f, "alice").await;
+    let header = render(&app, 160, 48).lines().next().unwrap().to_string();
+    assert!(header.contains("DOWN: crm, held by hand"), "{header}");
+    let narrow = render(&app, 80, 24).lines().next().unwrap().to_string();
+    assert!(narrow.contains("DOWN"), "{narrow}");
+    assert!(narrow.chars().count() <= 80, "{narrow}");
+}
+
 /// Read from a replica that lags more than five seconds, the header says by how much, at 80
 /// columns as wider, and keeps the rest; five seconds or less, it says nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,8 +100,8 @@ enum Cmd {
     },
     Pause,
     Resume,
-    /// A lead holds destination `d`'s breaker open, or closes it (manual: Recovery that follows
-    /// the destination): while open no start goes; after a close, starts go at its starting pace.
+    /// A lead holds destination `d`'s breaker open, or closes it
+    /// (manual: Recovery that follows the destination): while open no start goes; after a close, starts go at its starting pace.
     Breaker {
         d: usize,
         open: bool,

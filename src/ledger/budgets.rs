@@ -97,8 +97,8 @@ impl Budgets {
         Ok(self.0.get_mut(destination).expect("inserted above"))
     }
 
-    /// Whether `destination`'s breaker and pace let a caller's start go now (manual: Recovery
-    /// that follows the destination): `None` when they do (it takes its share of the pace), else
+    /// Whether `destination`'s breaker and pace let a caller's start go now
+    /// (manual: Recovery that follows the destination): `None` when they do (it takes its share of the pace), else
     /// why not and until when.
     pub(super) async fn let_through(
         &mut self,

@@ -75,6 +75,8 @@ impl BreakerView {
             line.push_str(&format!(" ({})", esc(why)));
         }
         match (self.state, self.probe_in_seconds) {
+            // past its time: the next dispatcher's round probes it
+            (_, Some(0)) => line.push_str(", a probe is due"),
             (_, Some(s)) => line.push_str(&format!(", probes in {s}s")),
             (BreakerState::Open, None) => line.push_str(", held open by a person"),
             (BreakerState::Probing, _) => line.push_str(", one probe in flight"),

@@ -121,8 +121,8 @@ pub(super) async fn not_there_to_start(
     })
 }
 
-/// A start its destination's breaker or pace holds (manual: Recovery that follows the
-/// destination): refused, saying why and when to try again.
+/// A start its destination's breaker or pace holds
+/// (manual: Recovery that follows the destination): refused, saying why and when to try again.
 pub(super) fn held_by_breaker(
     key: &str,
     destination: &str,

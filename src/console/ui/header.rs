@@ -150,14 +150,19 @@ pub(super) fn stats_spans<'a>(
                 (_, Some(secs)) if secs - since > 0 => Some(secs - since),
                 _ => None,
             };
-            match (level, when, b.state) {
-                (2.., _, _) => name,
-                (0, Some(s), _) => format!("{name}, probing in {s}s"),
-                (0, None, BreakerState::Open) => format!("{name}, held by hand"),
-                (0, None, _) => format!("{name}, probing"),
-                (_, Some(s), _) => format!("{name} probe {s}s"),
-                (_, None, BreakerState::Open) => format!("{name} held"),
-                (_, None, _) => format!("{name} probing"),
+            // held by a person; or a probe in some seconds, due (past its time: the next
+            // dispatcher's round takes it), or under way
+            let due = b.state == BreakerState::Open && !b.by_hand;
+            match (level, when, b.by_hand, due) {
+                (2.., ..) => name,
+                (0, _, true, _) => format!("{name}, held by hand"),
+                (0, Some(s), ..) => format!("{name}, probing in {s}s"),
+                (0, None, _, true) => format!("{name}, probe due"),
+                (0, None, ..) => format!("{name}, probing"),
+                (_, _, true, _) => format!("{name} held"),
+                (_, Some(s), ..) => format!("{name} probe {s}s"),
+                (_, None, _, true) => format!("{name} probe due"),
+                (_, None, ..) => format!("{name} probing"),
             }
         })
         .collect();

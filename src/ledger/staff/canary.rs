@@ -40,17 +40,6 @@ impl Staff<'_> {
                 .bulk_apply_each(items, actor, stop, pace, progress)
                 .await;
         }
-        // a canary is sent by a dispatcher: with none running there is nothing to wait for
-        let now = self.0.now();
-        let running = (self.0.read().dispatchers().await?)
-            .iter()
-            .any(|(_, seen)| now - *seen <= chrono::TimeDelta::seconds(DISPATCHER_ALIVE));
-        if !running {
-            let mut report = (self.bulk_apply_each(items, actor, stop, pace, progress)).await?;
-            report.canary_skipped =
-                Some("no dispatcher is running to send one first; they wait for one".into());
-            return Ok(report);
-        }
         // a destination whose breaker is open takes nothing: not even the canary is retried
         let dest = self.0.read().show(&first.0, actor).await?.op.destination;
         let breakers = self.0.read().breakers().await?;
@@ -72,6 +61,16 @@ impl Staff<'_> {
                 not_sent: rest.iter().map(|(k, _)| k.clone()).collect(),
                 ..BulkReport::default()
             });
+        }
+        // a canary is sent by a dispatcher: with none running there is nothing to wait for
+        let now = self.0.now();
+        let running = (self.0.read().dispatchers().await?)
+            .iter()
+            .any(|(_, seen)| now - *seen <= chrono::TimeDelta::seconds(DISPATCHER_ALIVE));
+        if !running {
+            let mut report = (self.bulk_apply_each(items, actor, stop, pace, progress)).await?;
+            report.canary_skipped = Some("no dispatcher is running to send one first".into());
+            return Ok(report);
         }
         let (sent, said) = self.canary(first, actor, stop, waiting).await?;
         if let Some(said) = said {
