@@ -41,7 +41,9 @@ impl Staff<'_> {
                 .await;
         }
         // a destination whose breaker is open takes nothing: not even the canary is retried
-        let dest = self.0.read().show(&first.0, actor).await?.op.destination;
+        // the canary as it stands: its destination, and its attempts before it is retried
+        let before = self.0.read().show(&first.0, actor).await?;
+        let dest = before.op.destination.clone();
         let breakers = self.0.read().breakers().await?;
         if let Some(b) = breakers
             .iter()
@@ -72,7 +74,7 @@ impl Staff<'_> {
             report.canary_skipped = Some("no dispatcher is running to send one first".into());
             return Ok(report);
         }
-        let (sent, said) = self.canary(first, actor, stop, waiting).await?;
+        let (sent, said) = self.canary(first, &before, actor, stop, waiting).await?;
         if let Some(said) = said {
             return Ok(BulkReport {
                 canary: Some(Canary {
@@ -101,12 +103,12 @@ impl Staff<'_> {
     async fn canary(
         self,
         item: &(String, StaffAction),
+        before: &crate::ledger::OperationDetail,
         actor: &str,
         stop: &AtomicBool,
         waiting: impl FnOnce(&str, &str, Duration),
     ) -> Result<(BulkReport, Option<String>)> {
         let key = &item.0;
-        let before = self.0.read().show(key, actor).await?;
         let sent = self
             .bulk_apply_each(std::slice::from_ref(item), actor, stop, None, |_, _| {})
             .await?;
