@@ -80,6 +80,10 @@ impl Store {
                     }
                     false => (each.remove(0), PgPoolOptions::new(), None),
                 };
+                let pool = match bouncer {
+                    true => pool.after_release(|conn, _| Box::pin(ended_alone(conn))),
+                    false => pool,
+                };
                 let pool = pool
                     .max_connections(max)
                     .idle_timeout(profile.idle_timeout())
@@ -106,4 +110,16 @@ impl Store {
         migrate::migrate(&store).await?;
         Ok(store)
     }
+}
+
+/// Through PgBouncer in transaction pooling mode, a connection going back to the pool first sends
+/// what its dropped transaction left queued (the `ROLLBACK` a read's pinning transaction or a
+/// refused write leaves unsent) and waits for its answer, before the pool's own check sends
+/// its `Sync`. Sent together, PgBouncer 1.18 hands the server connection back at the first
+/// answer and the second reaches whichever client takes that server next ("expected
+/// ParseComplete, got CommandComplete" there, seen once under a loaded test run).
+async fn ended_alone(conn: &mut sqlx::PgConnection) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::Connection;
+    conn.flush().await?;
+    Ok(true)
 }
