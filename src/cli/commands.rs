@@ -50,6 +50,9 @@ pub enum Cmd {
     Correct(super::correct::CorrectArgs),
     /// Add a note to an operation's history
     Note(super::staff::NoteArgs),
+    /// Take back an action of yours (its id, or --last) within the undo window: each item it
+    /// changed that nothing has changed since is as it was before
+    Undo(super::undo::UndoArgs),
     /// Pause a workflow (or with --destination a destination): no attempt of it starts
     Pause(super::staff::PauseArgs),
     /// Resume a paused workflow (or with --destination a destination)

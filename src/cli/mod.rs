@@ -3,7 +3,7 @@
 //! Rooms: `args.rs` the global options and which command takes them, `commands.rs` the commands,
 //! `targets.rs` one key or many, `common.rs` what handlers share, `route.rs` a thin router from
 //! command to handler; the handlers by group: `writes.rs` the protocol, `staff.rs`, `bulk.rs` many
-//! operations, `correct.rs`, `reads.rs`, `groups.rs`, `notices.rs` (`notify test`,
+//! operations, `correct.rs`, `undo.rs` an action taken back, `reads.rs`, `groups.rs`, `notices.rs` (`notify test`,
 //! `notifications`), `upkeep.rs` (init, dispatch, sweep, prune), `lookup.rs`, `serving.rs`
 //! (`serve`, `token`), `tools.rs` sim's options, `docs.rs` completions and the man page;
 //! `remote.rs` the entry over SSH; `output/` what is printed.
@@ -30,6 +30,7 @@ mod serving;
 mod staff;
 mod targets;
 mod tools;
+mod undo;
 mod upkeep;
 mod writes;
 

@@ -2,7 +2,7 @@
 
 use super::args::Cmd;
 use super::common::required;
-use super::{correct, groups, notices, reads, staff, upkeep, writes};
+use super::{correct, groups, notices, reads, staff, undo, upkeep, writes};
 use crate::error::Result;
 use crate::ledger::Ledger;
 
@@ -33,6 +33,7 @@ pub(crate) async fn route(
         Cmd::Close(a) => staff::close(ledger, a, operator).await,
         Cmd::Correct(a) => correct::correct(ledger, a, operator).await,
         Cmd::Note(a) => staff::note(ledger, a, operator).await,
+        Cmd::Undo(a) => undo::undo(ledger, a, operator).await,
         Cmd::Pause(a) => staff::pause(ledger, a, operator).await,
         Cmd::Resume(a) => staff::resume(ledger, a, operator).await,
         Cmd::Breaker(a) => staff::breaker(ledger, a, operator).await,

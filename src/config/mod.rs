@@ -74,6 +74,9 @@ pub struct Config {
     pub workflows: BTreeMap<String, WorkflowConfig>,
     #[serde(default)]
     pub redaction: RedactionConfig,
+    /// How long a person's action can be taken back (manual: Taking an action back; default 15m).
+    #[serde(default = "default_undo_window", deserialize_with = "lease_or_timeout")]
+    pub undo_window: Duration,
     /// The most items an `operator` acts on in one bulk action (manual: Running settle for a team; a lead has no limit).
     #[serde(default = "default_bulk_limit")]
     pub bulk_limit: usize,
@@ -134,6 +137,10 @@ fn default_max_payload() -> usize {
     crate::domain::payload::DEFAULT_MAX_PAYLOAD
 }
 
+fn default_undo_window() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+
 fn default_lease() -> Duration {
     Duration::from_secs(30 * 60)
 }
@@ -164,6 +171,7 @@ impl Default for Config {
             destinations: BTreeMap::new(),
             workflows: BTreeMap::new(),
             redaction: RedactionConfig::default(),
+            undo_window: default_undo_window(),
             bulk_limit: default_bulk_limit(),
             max_payload: default_max_payload(),
             operators: BTreeMap::new(),

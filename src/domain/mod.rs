@@ -55,6 +55,6 @@ pub use role::{Identity, Role};
 pub use state::{Outcome, Resolution, State};
 pub use time::{format_age, parse_duration};
 pub use transition::{
-    AttemptEffect, Claim, Command, Ctx, Offer, Offers, Op, Refusal, StaffAction, Transition, Why,
-    apply, offered, staff_check,
+    AttemptEffect, Claim, Command, Ctx, Offer, Offers, Op, Refusal, Restore, StaffAction,
+    Transition, Why, apply, offered, staff_check,
 };

@@ -58,19 +58,35 @@ pub(super) struct Change {
     /// A new operation the change makes (a correction, manual: Correcting a request), written
     /// with the batch.
     pub(super) made: Option<Box<Op>>,
+    /// The id of the person's action (manual: Taking an action back): its own for one action,
+    /// the batch's for each item of a bulk action, the action taken back for an undo.
+    pub(super) action: Option<String>,
+    /// What taking the action back restores (JSON), for a person's action.
+    pub(super) restore: Option<String>,
 }
 
 impl Change {
     pub(super) fn event(&self) -> NewEvent<'_> {
-        NewEvent::on_operation(
-            self.id,
-            self.at,
-            &self.actor,
-            self.kind,
-            Some(self.from),
-            self.op.state,
-            &self.detail,
-        )
+        NewEvent {
+            action: self.action.as_deref(),
+            restore: self.restore.as_deref(),
+            ..NewEvent::on_operation(
+                self.id,
+                self.at,
+                &self.actor,
+                self.kind,
+                Some(self.from),
+                self.op.state,
+                &self.detail,
+            )
+        }
+    }
+
+    /// This change is an item of the person's action `id` (a bulk action's batch, an undo's
+    /// action taken back): its event and its answer say so.
+    pub(super) fn of_action(&mut self, id: &str) {
+        self.action = Some(id.to_string());
+        self.applied.action = Some(id.to_string());
     }
 
     pub(super) fn attempt_write(&self) -> Option<(AttemptWrite<'_>, bool)> {
@@ -146,16 +162,6 @@ pub(super) async fn decide(
     })?;
     let now = ledger.now();
     let key = op.key.as_str();
-    let unchanged = |op: &Op| {
-        Decided::Unchanged(Applied {
-            key: key.into(),
-            workflow: op.workflow.clone(),
-            from: op.state,
-            to: op.state,
-            kind: None,
-            warning: None,
-        })
-    };
     let cmd = match ask {
         Ask::Cmd(c) => c.clone(),
         Ask::Attempt(r) => match attempt_command(conn, id, op, r, known).await? {
@@ -197,6 +203,7 @@ pub(super) async fn decide(
     ledger.sign(&mut detail);
     let detail = detail.to_string();
     let tally = tally(&cmd, op, &t.op, &t.attempt);
+    let (action, restore) = person_action(&cmd, op, &t.op);
     let notice = !matches!(cmd, Command::Staff(_))
         && t.op.state.is_exception()
         && !op.state.is_exception()
@@ -216,6 +223,7 @@ pub(super) async fn decide(
             to: t.op.state,
             kind: Some(t.kind),
             warning: t.warning.map(|w| redaction.text(&w)),
+            action: action.clone(),
         },
         attempt: t.attempt,
         op: t.op,
@@ -223,7 +231,38 @@ pub(super) async fn decide(
         tally,
         notice,
         made: t.made,
+        action,
+        restore,
     })))
+}
+
+/// Nothing to change: the operation as it stands.
+fn unchanged(op: &Op) -> Decided {
+    Decided::Unchanged(Applied {
+        key: op.key.clone(),
+        workflow: op.workflow.clone(),
+        from: op.state,
+        to: op.state,
+        kind: None,
+        warning: None,
+        action: None,
+    })
+}
+
+/// A person's action: an id of its own and what taking it back restores (manual: Taking an
+/// action back); none for anything else.
+fn person_action(cmd: &Command, before: &Op, after: &Op) -> (Option<String>, Option<String>) {
+    let Command::Staff(a) = cmd else {
+        return (None, None);
+    };
+    let note = matches!(a, StaffAction::Note { .. });
+    let restore = crate::domain::Restore::of(before, after, note);
+    (Some(new_action_id()), serde_json::to_string(&restore).ok())
+}
+
+/// A new id for one person's action: `a-` and 40 random bits, short enough to type.
+pub(crate) fn new_action_id() -> String {
+    format!("a-{:010x}", rand::random::<u64>() >> 24)
 }
 
 /// What a change counts (manual: Metrics): the attempt it finishes, by outcome; the lookup it

@@ -20,7 +20,7 @@ pub(super) fn check_operator(name: &str) -> Result<()> {
 }
 
 /// A text given to settle must be storable as it is on both databases (no NUL).
-pub(super) fn check_text(what: &str, text: Option<&str>) -> Result<()> {
+pub(crate) fn check_text(what: &str, text: Option<&str>) -> Result<()> {
     text.map_or(Ok(()), |t| {
         crate::domain::payload::check_text(what, t).map_err(Error::Invalid)
     })

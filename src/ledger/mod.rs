@@ -52,8 +52,8 @@ pub use read::{
 pub use retention::{AUTO_PRUNE_EVERY, PRUNE_BATCH, PruneOptions, PruneReport, Retention};
 pub use rounds::{Background, Finished, Round, Rounds, StartedOp, StartedRows};
 pub use staff::{
-    BulkPreview, BulkReport, Canary, CorrectionLine, CorrectionPreview, FieldChange, Staff,
-    redacted_paths,
+    BulkPreview, BulkReport, Canary, CorrectionLine, CorrectionPreview, FieldChange, Staff, UndoOf,
+    UndoReport, redacted_paths,
 };
 pub(crate) use terms::KnownAttempts;
 pub use terms::{AttemptReport, Intent, SYSTEM_ACTOR};

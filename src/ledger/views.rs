@@ -157,6 +157,10 @@ pub struct EventView {
     pub from_state: Option<String>,
     pub to_state: Option<String>,
     pub detail: Value,
+    /// The id of the person's action it was, or that this undo took back
+    /// (manual: Taking an action back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
     /// The operation's key (activity feed), or the workflow for pause/resume.
     pub subject: Option<String>,
     /// The operation's key, when the event is an operation's (Activity's `Enter` opens it).
@@ -362,6 +366,8 @@ pub struct Applied {
     /// The audit event's kind; `None` when nothing needed to change.
     pub kind: Option<&'static str>,
     pub warning: Option<String>,
+    /// The id of the person's action it was (manual: Taking an action back), to take it back by.
+    pub action: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -55,6 +55,8 @@ impl Ledger {
             from_state: None,
             to_state: None,
             detail: &detail,
+            action: None,
+            restore: None,
         };
         tx.insert_events(&[event]).await?;
         let told = match what {

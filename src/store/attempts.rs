@@ -23,6 +23,11 @@ pub(crate) struct NewEvent<'a> {
     pub from_state: Option<State>,
     pub to_state: Option<State>,
     pub detail: &'a str,
+    /// The id of the person's action that wrote it (manual: Taking an action back), or that an
+    /// undo took back.
+    pub action: Option<&'a str>,
+    /// What taking the action back restores (JSON), on the action's own events.
+    pub restore: Option<&'a str>,
 }
 
 impl<'a> NewEvent<'a> {
@@ -45,10 +50,12 @@ impl<'a> NewEvent<'a> {
             from_state,
             to_state: Some(to_state),
             detail,
+            action: None,
+            restore: None,
         }
     }
 
-    pub(super) fn cells(&self) -> [Cell<'a>; 8] {
+    pub(super) fn cells(&self) -> [Cell<'a>; 10] {
         [
             Cell::Int(self.operation_id),
             Cell::Text(self.workflow),
@@ -58,6 +65,8 @@ impl<'a> NewEvent<'a> {
             Cell::Text(self.from_state.map(|s| s.as_str())),
             Cell::Text(self.to_state.map(|s| s.as_str())),
             Cell::Text(Some(self.detail)),
+            Cell::Text(self.action),
+            Cell::Text(self.restore),
         ]
     }
 }
@@ -127,25 +136,26 @@ pub(crate) fn attempt_from_row(row: &dyn super::sql::Cells) -> Result<AttemptRow
     })
 }
 
-const EVENT_KINDS: [Kind; 8] = [
+const EVENT_KINDS: [Kind; 10] = [
     Kind::Int,
     Kind::Text,
     Kind::Int,
+    Kind::Text,
+    Kind::Text,
     Kind::Text,
     Kind::Text,
     Kind::Text,
     Kind::Text,
     Kind::Text,
 ];
-const EVENT_INSERT: &str =
-    "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail)";
+const EVENT_INSERT: &str = "INSERT INTO events (operation_id, workflow, at, actor, kind, from_state, to_state, detail, action, restore)";
 
 /// PostgreSQL: the events of [`EVENT_KINDS`] arrays from parameter `$first` on, appended in the
 /// arrays' order.
 pub(super) fn pg_event_insert(first: usize) -> String {
     format!(
-        "{EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail \
-         FROM UNNEST({}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, i) \
+        "{EVENT_INSERT} SELECT operation_id, workflow, at, actor, kind, from_state, to_state, detail, action, restore \
+         FROM UNNEST({}) WITH ORDINALITY AS v(operation_id, workflow, at, actor, kind, from_state, to_state, detail, action, restore, i) \
          ORDER BY i",
         array_marks(first, &EVENT_KINDS)
     )
@@ -249,13 +259,13 @@ const RUN: usize = 128;
 
 fn sqlite_events<'a>(events: &[NewEvent<'a>]) -> Stmt<'a> {
     Stmt::new(
-        format!("{EVENT_INSERT} VALUES {}", rows_of_marks(events.len(), 8)),
+        format!("{EVENT_INSERT} VALUES {}", rows_of_marks(events.len(), 10)),
         events.iter().flat_map(|e| e.cells()).collect(),
     )
 }
 
 pub(super) fn event_arrays<'a>(events: &[NewEvent<'a>]) -> Vec<Array<'a>> {
-    let rows: Vec<[Cell<'a>; 8]> = events.iter().map(NewEvent::cells).collect();
+    let rows: Vec<[Cell<'a>; 10]> = events.iter().map(NewEvent::cells).collect();
     EVENT_KINDS
         .iter()
         .enumerate()

@@ -21,6 +21,8 @@ pub(crate) struct EventRow {
     pub from_state: Option<String>,
     pub to_state: Option<String>,
     pub detail: String,
+    /// The id of the person's action that wrote it, or that this undo took back.
+    pub action: Option<String>,
 }
 
 fn event_from_row(row: &dyn Cells) -> Result<EventRow> {
@@ -34,11 +36,12 @@ fn event_from_row(row: &dyn Cells) -> Result<EventRow> {
         from_state: get(row, "from_state")?,
         to_state: get(row, "to_state")?,
         detail: get(row, "detail")?,
+        action: get(row, "action")?,
     })
 }
 
 const EVENT_COLUMNS: &str =
-    "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail";
+    "id, operation_id, workflow, at, actor, kind, from_state, to_state, detail, action";
 
 /// An event's operation, as the activity feed needs it: its key, and what redacts the detail
 /// (destination, action, payload and any conflicting payload).
@@ -116,7 +119,7 @@ impl Store {
         let limit = mark(&mut args, Arg::Int(limit));
         let sql = format!(
             "SELECT e.id, e.operation_id, e.workflow, e.at, e.actor, e.kind, e.from_state, e.to_state, e.detail, \
-             o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
+             e.action, o.key AS op_key, o.destination AS op_destination, o.action AS op_action, o.payload AS op_payload, \
              o.conflicting_payload AS op_conflicting_payload \
              FROM (SELECT * FROM events{} ORDER BY id DESC LIMIT {limit}) e \
              LEFT JOIN operations o ON o.id = e.operation_id ORDER BY e.id DESC",

@@ -125,10 +125,15 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../../assets/migrations/sqlite/0022_breakers.sql"),
         postgres: include_str!("../../assets/migrations/postgres/0022_breakers.sql"),
     },
+    Migration {
+        version: 23,
+        sqlite: include_str!("../../assets/migrations/sqlite/0023_undo.sql"),
+        postgres: include_str!("../../assets/migrations/postgres/0023_undo.sql"),
+    },
 ];
 
 /// The schema this build of settle reads and writes.
-pub const SCHEMA_VERSION: i64 = 22;
+pub const SCHEMA_VERSION: i64 = 23;
 const _: () = assert!(MIGRATIONS[MIGRATIONS.len() - 1].version == SCHEMA_VERSION);
 
 pub(super) async fn migrate(store: &Store) -> Result<()> {

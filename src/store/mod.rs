@@ -28,7 +28,7 @@
 //! `run_writes.rs`, `run_review.rs`, `prune.rs`, `rates.rs`, `notify.rs` the notices' inbox, groups
 //! and lease, `outbox.rs` the messages, `pg.rs` what only PostgreSQL has, `plans.rs` how a write is
 //! planned, `group_load.rs` the group writer's reads; `migrate.rs` the migrations, `group_ids.rs`
-//! schema 21's own step.
+//! schema 21's own step, `undo.rs` a person's actions found again to take them back.
 
 mod arrays;
 mod attempts;
@@ -61,6 +61,7 @@ mod runs;
 mod sql;
 mod sqlite;
 mod terms;
+mod undo;
 mod words;
 mod work;
 mod workflows;
@@ -80,6 +81,7 @@ pub(crate) use runs::{RunKept, RunOpRow, RunWrite, StoredRun};
 pub(crate) use sql::ms;
 pub use terms::Cursor;
 pub(crate) use terms::{ListQuery, Order};
+pub(crate) use undo::{ActionEvent, action_events, changed_after, last_action};
 pub use workflows::Pausable;
 pub(crate) use workflows::WorkflowRow;
 

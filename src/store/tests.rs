@@ -302,6 +302,8 @@ async fn events_keep_their_order(f: &Fresh) {
             from_state: None,
             to_state: None,
             detail: "{}",
+            action: None,
+            restore: None,
         })
         .collect();
     let mut tx = f.store.begin().await.unwrap();

@@ -20,10 +20,15 @@ pub use text::esc;
 
 pub fn applied(a: &Applied, what: &str) {
     let key = esc(&a.key);
+    // a person's action is named, to take it back by (manual: Taking an action back)
+    let id = a
+        .action
+        .as_ref()
+        .map_or(String::new(), |id| format!(" (action {})", esc(id)));
     match a.kind {
         None => say!("{key}: nothing to change ({})", a.to),
-        Some(_) if a.from == a.to => say!("{key}: {what} ({})", a.to),
-        Some(_) => say!("{key}: {what}: {} -> {}", a.from, a.to),
+        Some(_) if a.from == a.to => say!("{key}: {what} ({}){id}", a.to),
+        Some(_) => say!("{key}: {what}: {} -> {}{id}", a.from, a.to),
     }
     if let Some(w) = &a.warning {
         crate::tell!("warning: {}", esc(w));

@@ -142,8 +142,12 @@ fn attempts_and_history(d: &OperationDetail) {
             serde_json::Value::Object(m) if m.is_empty() => String::new(),
             other => format!(" {}", esc(&other.to_string())),
         };
+        let id = e
+            .action
+            .as_ref()
+            .map_or(String::new(), |id| format!(" [{}]", esc(id)));
         say!(
-            "  {} {} {}{states}{detail}",
+            "  {} {} {}{id}{states}{detail}",
             when(e.at),
             esc(&e.actor),
             esc(&e.kind)

@@ -11,8 +11,8 @@
 //! they share are `terms.rs` and `op.rs`; this file holds the order in which a command is judged
 //! and the bookkeeping every change shares.
 //!
-//! Rooms: `correct.rs` what a correction makes of a request and its key; `test_support.rs`
-//! the table tests' shared helpers.
+//! Rooms: `correct.rs` what a correction makes of a request and its key; `undo.rs` a person's
+//! action taken back; `test_support.rs` the table tests' shared helpers.
 
 mod attempts;
 mod correct;
@@ -27,6 +27,10 @@ mod table_tests;
 mod terms;
 #[cfg(test)]
 pub(crate) mod test_support;
+mod undo;
+#[cfg(test)]
+#[path = "undo_tests.rs"]
+mod undo_tests;
 
 use serde_json::json;
 
@@ -35,7 +39,7 @@ use super::time::after;
 
 pub use correct::{correction_key, may_correct};
 pub use offers::{Offer, Offers, offered};
-pub use op::{Claim, Op};
+pub use op::{Claim, Op, Restore};
 pub use rules::{Reason, Why, staff_check};
 pub use terms::{AttemptEffect, Command, Ctx, Refusal, StaffAction, Transition};
 use terms::{fmt_time, refuse, renewed};
@@ -55,6 +59,14 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
                 op.key
             ),
         });
+    }
+    if let Command::Undo {
+        action,
+        undid,
+        restore,
+    } = cmd
+    {
+        return undo::undo(op, action, undid, restore, ctx).map(Some);
     }
     if op.state.is_terminal() {
         return staff::on_terminal(op, cmd, ctx);
@@ -85,6 +97,7 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         Command::Lookup { answer } => Some(sweep::lookup(op, next, answer)?),
         Command::Resend => Some(attempts::resend(op, next, ctx)?),
         Command::Staff(action) => Some(staff::act(op, next, action, ctx)?),
+        Command::Undo { .. } => unreachable!("an undo is taken above"),
     };
     let Some(mut made) = made else {
         return Ok(None);

@@ -4,12 +4,13 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::domain::state::{Resolution, State};
 use crate::domain::time::after;
 
 /// A lease naming the operator working an item.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Claim {
     pub by: String,
     pub since: DateTime<Utc>,
@@ -128,5 +129,51 @@ impl Op {
         self.claim
             .as_ref()
             .filter(|c| c.is_live(now) && c.by != actor)
+    }
+}
+
+/// An item as a person's action found it, kept on the action's event: what taking it back
+/// restores. Nothing of the payload is kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Restore {
+    /// The version the action left: the item is restored only while it still has it.
+    pub v: i64,
+    pub state: State,
+    pub reason: Option<String>,
+    pub claim: Option<Claim>,
+    pub reference: Option<String>,
+    pub resolution: Option<Resolution>,
+    pub superseded_by: Option<String>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub exception_since: Option<DateTime<Utc>>,
+    pub budget_start: u32,
+    pub ambiguous: bool,
+    /// The action ended an attempt that was under way: no undo reopens it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_attempt: bool,
+    /// A note: taking it back withdraws it, whatever happened to the item since.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub note: bool,
+}
+
+impl Restore {
+    /// What taking back the change from `before` to `after` restores.
+    pub fn of(before: &Op, after: &Op, note: bool) -> Restore {
+        Restore {
+            v: after.version,
+            state: before.state,
+            reason: before.reason.clone(),
+            claim: before.claim.clone(),
+            reference: before.reference.clone(),
+            resolution: before.resolution,
+            superseded_by: before.superseded_by.clone(),
+            next_attempt_at: before.next_attempt_at,
+            exception_since: before.exception_since,
+            budget_start: before.budget_start,
+            ambiguous: before.ambiguous,
+            ended_attempt: before.attempt_started_at.is_some()
+                && after.attempt_started_at.is_none(),
+            note,
+        }
     }
 }

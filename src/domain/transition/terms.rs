@@ -43,6 +43,13 @@ pub enum Command {
     Resend,
     /// A person works the item (manual: Staff actions).
     Staff(StaffAction),
+    /// A person takes back the action `action`, whose event on this item was of kind `undid`
+    /// (manual: Taking an action back).
+    Undo {
+        action: String,
+        undid: String,
+        restore: Box<super::op::Restore>,
+    },
 }
 
 impl Command {

@@ -31,6 +31,7 @@ pub(super) fn event_view(
             Some(format!("dest:{d}"))
         }),
         detail: redact(&detail),
+        action: e.action,
         op_key: None,
     }
 }

@@ -272,6 +272,8 @@ impl Retention<'_> {
                 from_state: None,
                 to_state: None,
                 detail: &detail,
+                action: None,
+                restore: None,
             };
             tx.insert_events(&[event]).await?;
             Ok(store::Tried::Done(freed))

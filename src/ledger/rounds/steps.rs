@@ -317,6 +317,8 @@ impl Rounds<'_> {
                     from_state: None,
                     to_state: None,
                     detail: &detail,
+                    action: None,
+                    restore: None,
                 }])
                 .await?;
             }

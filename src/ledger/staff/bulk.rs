@@ -297,6 +297,7 @@ impl Staff<'_> {
             match batch.judge(self.0, tx, key, actor, &ask, None).await {
                 Ok(Decided::Unchanged(_)) => outcomes.push(Ok(())),
                 Ok(Decided::Change(mut c)) => {
+                    c.of_action(batch_id);
                     let mut detail: serde_json::Value =
                         serde_json::from_str(&c.detail).unwrap_or_default();
                     if let Some(d) = detail.as_object_mut() {

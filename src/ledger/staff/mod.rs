@@ -5,7 +5,7 @@
 //! Rooms: `one.rs` the handle and one action, `bulk.rs` many at once with a frozen preview,
 //! `canary.rs` a bulk retry's one item first,
 //! `correct.rs` what a correction would change, `pauses.rs`, `runs.rs` a run as a whole,
-//! `reveal.rs` a lead's audited reveal.
+//! `reveal.rs` a lead's audited reveal, `undo.rs` a person's action taken back.
 
 mod bulk;
 mod canary;
@@ -14,8 +14,10 @@ mod one;
 mod pauses;
 pub(super) mod reveal;
 mod runs;
+mod undo;
 
 pub use bulk::{BulkPreview, BulkReport, Canary};
 pub use correct::{CorrectionLine, CorrectionPreview, FieldChange};
 pub use one::Staff;
 pub use reveal::redacted_paths;
+pub use undo::{UndoOf, UndoReport};

@@ -107,6 +107,8 @@ impl Staff<'_> {
                     from_state: None,
                     to_state: None,
                     detail: &detail,
+                    action: None,
+                    restore: None,
                 }])
                 .await?;
             }

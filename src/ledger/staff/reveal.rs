@@ -101,6 +101,8 @@ impl Staff<'_> {
                 from_state: Some(op.state),
                 to_state: Some(op.state),
                 detail: &detail,
+                action: None,
+                restore: None,
             };
             tx.insert_events(&[event]).await.map(Tried::Done)
         })?;

@@ -93,6 +93,8 @@ impl Staff<'_> {
             from_state: None,
             to_state: None,
             detail: &detail,
+            action: None,
+            restore: None,
         }])
         .await?;
         Ok(Tried::Done(()))

@@ -1,0 +1,279 @@
+//! Taking a person's action back (manual: Taking an action back): found by its id (or one's own
+//! last), within `undo_window`, one's own unless a lead; each item it changed restored by a new
+//! `undone` event through the write engine, `CHUNK` items to a transaction, exactly while
+//! nothing has touched it since. What cannot be taken back is listed, each with who or what
+//! touched it.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::Staff;
+use crate::domain::{Command, Restore, format_age};
+use crate::error::{Error, Result};
+use crate::ledger::change::{Ask, Decided};
+use crate::ledger::engine::Batch;
+use crate::store::{self, ActionEvent, Tried, Tx};
+
+/// Items per transaction of an undo, as of a bulk action.
+const CHUNK: usize = 200;
+
+/// Which action to take back.
+#[derive(Clone, Copy, Debug)]
+pub enum UndoOf<'a> {
+    /// The action with this id.
+    Id(&'a str),
+    /// The person's own newest action.
+    Last,
+}
+
+/// What taking an action back did (or, previewed, would do).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UndoReport {
+    /// The action's id.
+    pub action: String,
+    /// What it was (its events' kind: `closed`, `claimed`, ...).
+    pub was: String,
+    /// Who took it.
+    pub by: String,
+    pub at: DateTime<Utc>,
+    /// The keys taken back (previewed: to be taken back).
+    pub taken_back: Vec<String>,
+    /// The keys an earlier undo took back already.
+    pub already: Vec<String>,
+    /// The keys left as they are, each with why (who or what changed it since).
+    pub refused: Vec<(String, String)>,
+}
+
+impl UndoReport {
+    /// One line: what was taken back, of what.
+    pub fn summary(&self, done: bool) -> String {
+        let verb = if done {
+            "taken back"
+        } else {
+            "can be taken back"
+        };
+        let mut line = format!(
+            "{} ({} by {}, {} ago): {} of {} {verb}",
+            self.action,
+            self.was,
+            self.by,
+            format_age(Utc::now() - self.at),
+            self.taken_back.len(),
+            self.taken_back.len() + self.refused.len() + self.already.len(),
+        );
+        if !self.already.is_empty() {
+            line.push_str(&format!(", {} already", self.already.len()));
+        }
+        if !self.refused.is_empty() {
+            line.push_str(&format!(", {} left as they are", self.refused.len()));
+        }
+        line
+    }
+}
+
+/// An item of the action still to take back: its event and what it keeps.
+struct Item {
+    event: ActionEvent,
+    restore: Restore,
+}
+
+impl Staff<'_> {
+    /// What taking back `which` would do, changing nothing: the items it would restore now and
+    /// those it would leave, each with why.
+    pub async fn undo_preview(self, which: UndoOf<'_>, actor: &str) -> Result<UndoReport> {
+        let (mut report, items) = self.undo_items(which, actor).await?;
+        let now = self.0.now();
+        for item in items {
+            let held = self.0.store.load_op(&item.event.key).await?;
+            match held {
+                Some((_, op)) if op.version == item.restore.v || item.restore.note => {
+                    if item.restore.ended_attempt && !item.restore.note {
+                        report
+                            .refused
+                            .push((item.event.key.clone(), ended(&item.event.key)));
+                    } else {
+                        report.taken_back.push(item.event.key.clone());
+                    }
+                }
+                _ => {
+                    let why = self.why_changed(&item.event, &report.was, now).await?;
+                    report.refused.push((item.event.key.clone(), why));
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Takes back `which` (manual: Taking an action back): every item it changed that nothing
+    /// has changed since returns to exactly the state, claim and next step it had before, by a
+    /// new `undone` event naming the action and `actor` (and `note`); the rest is listed.
+    pub async fn undo(
+        self,
+        which: UndoOf<'_>,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<UndoReport> {
+        if let Some(n) = note {
+            crate::ledger::checks::check_text("the note", Some(n))?;
+        }
+        let (mut report, items) = self.undo_items(which, actor).await?;
+        let now = self.0.now();
+        for chunk in items.chunks(CHUNK) {
+            let answers = crate::store::in_tx!(self.0.store, |tx| self
+                .undo_chunk(tx, chunk, &report.action, actor, note)
+                .await)?;
+            for (item, answer) in chunk.iter().zip(answers) {
+                match answer {
+                    Ok(()) => report.taken_back.push(item.event.key.clone()),
+                    Err(why) if why.ends_with("changed since") => {
+                        let why = self.why_changed(&item.event, &report.was, now).await?;
+                        report.refused.push((item.event.key.clone(), why));
+                    }
+                    Err(why) => report.refused.push((item.event.key.clone(), why)),
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// The action's items still to take back, once the person may take it back at all.
+    async fn undo_items(self, which: UndoOf<'_>, actor: &str) -> Result<(UndoReport, Vec<Item>)> {
+        self.0.check_acting(actor)?;
+        let id = match which {
+            UndoOf::Id(id) => id.to_string(),
+            UndoOf::Last => store::last_action(self.0.store.conn().await?.db(), actor)
+                .await?
+                .ok_or_else(|| {
+                    Error::NotFound(format!("{actor} has taken no action to take back"))
+                })?,
+        };
+        let events = store::action_events(self.0.store.conn().await?.db(), &id).await?;
+        let Some(first) = events.iter().find(|e| e.kind != "undone") else {
+            return Err(Error::NotFound(format!("no action {id}")));
+        };
+        let by = first.actor.clone();
+        if by != actor && !self.0.role().leads() {
+            return Err(Error::Refused(format!(
+                "{id} is {by}'s action: one takes back one's own; a lead takes back anyone's"
+            )));
+        }
+        let age = self.0.now() - first.at;
+        let window = self.0.config.undo_window;
+        if age.to_std().unwrap_or_default() > window {
+            return Err(Error::Refused(format!(
+                "{id} was taken {} ago: an action can be taken back for {} after it",
+                format_age(age),
+                crate::domain::time::format_duration(window)
+            )));
+        }
+        let mut report = UndoReport {
+            action: id.clone(),
+            was: first.kind.clone(),
+            by,
+            at: first.at,
+            ..Default::default()
+        };
+        let undone: std::collections::HashSet<i64> = events
+            .iter()
+            .filter(|e| e.kind == "undone")
+            .map(|e| e.op_id)
+            .collect();
+        let mut items = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for event in events.into_iter().filter(|e| e.kind != "undone") {
+            if undone.contains(&event.op_id) {
+                report.already.push(event.key);
+                continue;
+            }
+            // a key the action met twice (a file repeating it): taken back from its first
+            // state, which only its last event's version can still allow
+            if !seen.insert(event.op_id) {
+                continue;
+            }
+            let restore = event
+                .restore
+                .as_deref()
+                .and_then(|r| serde_json::from_str::<Restore>(r).ok());
+            match restore {
+                Some(restore) => items.push(Item { event, restore }),
+                None => report.refused.push((
+                    event.key,
+                    "its event keeps nothing to restore (written by an older settle)".into(),
+                )),
+            }
+        }
+        Ok((report, items))
+    }
+
+    /// One chunk of an undo in one transaction: each item judged by the rules and written with
+    /// the others; an item refused is that item's answer.
+    async fn undo_chunk(
+        self,
+        tx: &mut Tx,
+        chunk: &[Item],
+        action: &str,
+        actor: &str,
+        note: Option<&str>,
+    ) -> Result<Tried<Vec<std::result::Result<(), String>>>> {
+        let keys: Vec<&str> = chunk.iter().map(|i| i.event.key.as_str()).collect();
+        let mut batch = Batch::hold(tx, &keys).await?;
+        let mut answers = Vec::with_capacity(chunk.len());
+        for item in chunk {
+            let ask = Ask::Cmd(Command::Undo {
+                action: action.to_string(),
+                undid: item.event.kind.clone(),
+                restore: Box::new(item.restore.clone()),
+            });
+            match batch
+                .judge(self.0, tx, &item.event.key, actor, &ask, None)
+                .await
+            {
+                Ok(Decided::Change(mut c)) => {
+                    c.of_action(action);
+                    if let Some(n) = note
+                        && let Ok(mut d) = serde_json::from_str::<serde_json::Value>(&c.detail)
+                    {
+                        d["note"] = n.into();
+                        c.detail = d.to_string();
+                    }
+                    batch.take(c);
+                    answers.push(Ok(()));
+                }
+                Ok(Decided::Unchanged(_)) => answers.push(Ok(())),
+                Err(Error::Refused(why) | Error::NotFound(why)) => answers.push(Err(why)),
+                Err(e) => return Err(e),
+            }
+        }
+        if batch.write(self.0, tx, actor).await?.is_none() {
+            return Ok(Tried::Raced);
+        }
+        Ok(Tried::Done(answers))
+    }
+
+    /// Why an item of the action cannot be taken back: who or what changed it first since.
+    async fn why_changed(
+        self,
+        event: &ActionEvent,
+        was: &str,
+        now: DateTime<Utc>,
+    ) -> Result<String> {
+        let key = &event.key;
+        let mut conn = self.0.store.conn().await?;
+        let changed = store::changed_after(conn.db(), event.op_id, event.event_id).await?;
+        let Some(c) = changed else {
+            return Ok(format!("{key} changed since"));
+        };
+        let ago = format_age(now - c.at);
+        Ok(match (was, c.kind.as_str()) {
+            ("retry_requested", "attempt_started") => format!(
+                "{key}: its retry was sent ({} started it {ago} ago): a request once sent is not taken back",
+                c.actor
+            ),
+            _ => format!("{key} changed since: {} by {}, {ago} ago", c.kind, c.actor),
+        })
+    }
+}
+
+fn ended(key: &str) -> String {
+    format!("{key}: the action ended an attempt that was under way, and no undo reopens an attempt")
+}

@@ -1,0 +1,213 @@
+//! Taking an action back (manual: Taking an action back), through the binary on both backends, as
+//! a person who has just made a mistake meets it: a bulk close under the wrong filter taken back
+//! whole; a bulk claim of which one item was taken over since; a reconcile as found that was not;
+//! a retry whose request was sent, refused; one operator's `--last` never another's; the window.
+
+mod common;
+
+use common::{Drill, Sim, TestDb, drill};
+use serde_json::Value;
+
+/// `n` operations whose outcome is unknown, keys `{prefix}-00`...
+fn unknowns(d: &Drill, prefix: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let key = format!("{prefix}-{i:02}");
+            d.record(&key);
+            d.run(&["start", "--key", &key]);
+            d.run(&["attempt", "--key", &key, "--outcome", "unknown"]);
+            key
+        })
+        .collect()
+}
+
+/// The action id an answer names: `(action a-...)`.
+fn action_of(answer: &str) -> String {
+    let at = answer.find("(action ").expect(answer) + "(action ".len();
+    answer[at..].split(')').next().unwrap().to_string()
+}
+
+fn as_op(d: &Drill, operator: &str, args: &[&str]) -> (i32, String, String) {
+    let out = d
+        .cmd(args)
+        .env("SETTLE_OPERATOR", operator)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn a_bulk_close_taken_back_whole(db: &TestDb) {
+    let sim = Sim::start(&[]);
+    let d = drill(db, &sim, false, false, "");
+    d.run(&["init"]);
+    let keys = unknowns(&d, "wrong", 30);
+    let closed = d.run(&[
+        "close",
+        "--where",
+        "state:unknown",
+        "--resolution",
+        "abandoned",
+        "--note",
+        "cleanup",
+        "--yes",
+    ]);
+    assert!(closed.contains("30 done"), "{closed}");
+    assert_eq!(d.show(&keys[7])["state"], "closed");
+    let (code, out, err) = d.output(&["undo", "--last", "--note", "wrong filter"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("30 of 30 taken back"), "{out}");
+    for key in &keys {
+        let v = d.show(key);
+        assert_eq!(v["state"], "unknown", "{v}");
+        assert!(v["claimed_by"].is_null(), "unclaimed as before: {v}");
+        assert!(v["resolution"].is_null(), "{v}");
+    }
+    // the history holds the close and its undo, each naming who, under one action id
+    let v = d.show(&keys[0]);
+    let history = v["history"].as_array().unwrap();
+    let close = history.iter().find(|e| e["kind"] == "closed").unwrap();
+    let undo = history.iter().find(|e| e["kind"] == "undone").unwrap();
+    assert_eq!(close["actor"], "alice");
+    assert_eq!(undo["actor"], "alice");
+    assert_eq!(undo["action"], close["action"], "{v}");
+    assert_eq!(undo["detail"]["note"], "wrong filter");
+    let text = d.run(&["show", &keys[0]]);
+    let id = close["action"].as_str().unwrap();
+    assert!(text.contains(&format!("closed [{id}]")), "{text}");
+    // taken back once: again, nothing is left to take back
+    let (_, again, _) = d.output(&["undo", id]);
+    assert!(again.contains("0 of 30 taken back, 30 already"), "{again}");
+}
+
+async fn a_bulk_claim_with_one_taken_over_since(db: &TestDb) {
+    let sim = Sim::start(&[]);
+    let d = drill(db, &sim, false, false, "");
+    d.run(&["init"]);
+    let keys = unknowns(&d, "claim", 4);
+    let mut args = vec!["claim"];
+    args.extend(keys.iter().map(String::as_str));
+    args.push("--yes");
+    d.run(&args);
+    let (code, out, err) = as_op(
+        &d,
+        "bob",
+        &[
+            "claim",
+            &keys[2],
+            "--force",
+            "--reason",
+            "I have the ticket",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = d.output(&["undo", "--last"]);
+    assert_eq!(code, 3, "one was left as it is: {out}");
+    assert!(
+        out.contains("3 of 4 taken back, 1 left as they are"),
+        "{out}"
+    );
+    assert!(
+        out.contains(keys[2].as_str()) && out.contains("by bob"),
+        "the item and who changed it are named: {out}"
+    );
+    for (i, key) in keys.iter().enumerate() {
+        let claim = &d.show(key)["claimed_by"];
+        match i {
+            2 => assert_eq!(claim, "bob", "left to its new holder"),
+            _ => assert!(claim.is_null(), "{key}: {claim}"),
+        }
+    }
+}
+
+async fn a_reconcile_as_found_taken_back(db: &TestDb) {
+    let sim = Sim::start(&[]);
+    let d = drill(db, &sim, false, false, "");
+    d.run(&["init"]);
+    let key = &unknowns(&d, "found", 1)[0];
+    let said = d.run(&["reconcile", key, "--found", "T-77"]);
+    let id = action_of(&said);
+    assert_eq!(d.show(key)["state"], "succeeded");
+    let out = d.run(&["undo", &id]);
+    assert!(out.contains("1 of 1 taken back"), "{out}");
+    let v = d.show(key);
+    assert_eq!(v["state"], "unknown", "{v}");
+    assert!(v["reference"].is_null(), "no reference: {v}");
+    assert!(v["claimed_by"].is_null(), "{v}");
+    // what it says to do next is what it said before
+    assert!(
+        v["next_step"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reconcile"),
+        "{v}"
+    );
+}
+
+async fn a_retry_once_sent_is_not_taken_back(db: &TestDb) {
+    let sim = Sim::start(&[]);
+    let d = drill(db, &sim, false, false, "");
+    d.run(&["init"]);
+    let key = &unknowns(&d, "sent", 1)[0];
+    d.run(&["reconcile", key, "--absent"]);
+    let id = action_of(&d.run(&["retry", key]));
+    d.dispatch_until_settled();
+    assert_eq!(d.show(key)["state"], "succeeded");
+    let (code, out, _) = d.output(&["undo", &id]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("0 of 1 taken back"), "{out}");
+    assert!(out.contains("its retry was sent"), "{out}");
+    assert_eq!(d.show(key)["state"], "succeeded", "left as it is");
+}
+
+async fn last_is_ones_own_and_the_window_closes(db: &TestDb) {
+    let sim = Sim::start(&[]);
+    let d = common::drill_with(
+        &db.url,
+        &format!(
+            "undo_window = \"2s\"\n[destinations.tasks]\nurl = \"{}/tasks\"\ndedupes = false\n",
+            sim.base
+        ),
+    );
+    d.run(&["init"]);
+    let keys = unknowns(&d, "own", 2);
+    d.run(&["claim", &keys[0]]);
+    let (code, ..) = as_op(&d, "bob", &["claim", &keys[1]]);
+    assert_eq!(code, 0);
+    // alice's last is alice's: bob's claim stays
+    let out = d.run(&["undo", "--last"]);
+    assert!(out.contains("claimed by alice"), "{out}");
+    assert!(d.show(&keys[0])["claimed_by"].is_null());
+    assert_eq!(d.show(&keys[1])["claimed_by"], "bob");
+    let (code, _, err) = as_op(&d, "carol", &["undo", "--last"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("carol has taken no action"), "{err}");
+    // past the window
+    let said = d.run(&["note", &keys[0], "looked at it"]);
+    let id = action_of(&said);
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    let (code, _, err) = d.output(&["undo", &id]);
+    assert_ne!(code, 0);
+    assert!(err.contains("can be taken back for 2s"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    let v: Value = d.show(&keys[0]);
+    assert!(
+        !v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "undone" && e["detail"]["undid"] == "note"),
+        "{v}"
+    );
+}
+
+both_backends!(
+    a_bulk_close_taken_back_whole,
+    a_bulk_claim_with_one_taken_over_since,
+    a_reconcile_as_found_taken_back,
+    a_retry_once_sent_is_not_taken_back,
+    last_is_ones_own_and_the_window_closes,
+);
