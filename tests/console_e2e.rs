@@ -1385,3 +1385,93 @@ async fn a_leads_first_day_at_80x24_on_postgres() {
         .await
         .unwrap();
 }
+
+/// `U` at 80x24 (manual: Taking an action back): `c` `y` then `U` leaves the item unclaimed;
+/// a bulk claim from `A`, one of whose items bob takes over meanwhile, taken back with a
+/// one-screen preview of what will and will not be taken back.
+fn a_slip_taken_back(db: &TestDb) {
+    assert!(
+        have_tmux(),
+        "tmux is needed for the end-to-end console tests"
+    );
+    let url = db.url.as_str();
+    seed(url);
+    let t = Tmux::new("undo");
+    t.open_sized("a", url, "alice", (80, 24));
+    t.wait("a", "the first data frame", |s| s.contains("e2e-"));
+    let first = || {
+        ["e2e-1", "e2e-2", "e2e-3", "other-4"]
+            .into_iter()
+            .find(|k| json(url, k)["claimed_by"] == "alice")
+    };
+    t.keys("a", &["c"]);
+    t.wait("a", "the claim's confirmation", |s| s.contains("Claim"));
+    t.keys("a", &["y"]);
+    t.wait("a", "the offer to take it back", |s| {
+        s.contains("U takes it back (15m left)")
+    });
+    let claimed = first().expect("one item claimed by alice");
+    t.keys("a", &["U"]);
+    t.wait("a", "the claim taken back", |s| {
+        s.contains("1 of 1 taken back")
+    });
+    assert!(
+        json(url, claimed)["claimed_by"].is_null(),
+        "{claimed} unclaimed"
+    );
+    // every item, claimed at once; bob takes one over meanwhile
+    t.keys("a", &["A"]);
+    t.wait("a", "every item marked", |s| s.contains("4 marked"));
+    t.keys("a", &["c"]);
+    t.wait("a", "the bulk claim's preview", |s| {
+        s.contains("will be done")
+    });
+    t.keys("a", &["y"]);
+    t.wait("a", "the bulk claim", |s| s.contains("claim: 4 done"));
+    let (code, _) = settle_code(
+        url,
+        "bob",
+        &[
+            "claim",
+            "e2e-2",
+            "--force",
+            "--reason",
+            "on the phone with them",
+        ],
+    );
+    assert_eq!(code, 0);
+    t.keys("a", &["U"]);
+    t.wait("a", "the preview of the undo", |s| {
+        s.contains("3 will be taken back") && s.contains("1 will be left as they are")
+    });
+    let screen = t.screen("a");
+    assert!(
+        screen.contains("e2e-2 changed since: claim_taken by bob"),
+        "{screen}"
+    );
+    assert!(screen.contains("y/Enter takes it back"), "{screen}");
+    t.keys("a", &["y"]);
+    t.wait("a", "the bulk claim taken back", |s| {
+        s.contains("3 of 4 taken back")
+    });
+    t.keys("a", &["q"]);
+    t.wait("a", "a clean exit", |s| s.contains("SETTLE-EXITED-0"));
+    for key in ["e2e-1", "e2e-3", "other-4"] {
+        assert!(json(url, key)["claimed_by"].is_null(), "{key}");
+    }
+    assert_eq!(json(url, "e2e-2")["claimed_by"], "bob");
+}
+
+#[test]
+fn a_slip_taken_back_on_sqlite() {
+    a_slip_taken_back(&common::sqlite());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(settle_pg), ignore = "needs SETTLE_TEST_POSTGRES_URL")]
+async fn a_slip_taken_back_on_postgres() {
+    let db = common::postgres().await;
+    tokio::task::spawn_blocking(move || a_slip_taken_back(&db))
+        .await
+        .unwrap();
+}

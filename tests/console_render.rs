@@ -434,7 +434,7 @@ async fn snapshots_of_the_help_and_a_confirmation() {
             b.help
         );
     }
-    assert!(help.contains("Any key closes this help."), "{help}");
+    assert!(help.contains("any key closes this help"), "{help}");
     insta::assert_snapshot!("help_80x24", help);
     insta::assert_snapshot!("help_160x48", render(&app, 160, 48));
     // Activity's help: its own keys, none of the lists' actions
@@ -449,7 +449,7 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     app.role = settle::domain::Role::Viewer;
     press(&mut app, &f, key('?')).await;
     let help = render(&app, 80, 24);
-    assert!(help.contains("You are a viewer"), "{help}");
+    assert!(help.contains("a viewer reads, and acts on nothing"), "{help}");
     for gone in ["claim the item", "close:", "Space", "pause", "reveal"] {
         assert!(!help.contains(gone), "{gone} offered to a viewer:\n{help}");
     }

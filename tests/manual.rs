@@ -402,6 +402,7 @@ fn when(w: settle::console::keymap::When) -> &'static str {
         When::Reveal => "the detail pane on a redacted field, for a lead",
         When::Run => "a stalled run selected (view 1)",
         When::Groups => "view 1 (Exceptions)",
+        When::Acts => "always, for a person who acts (not a viewer)",
     }
 }
 

@@ -57,6 +57,9 @@ async fn a_bulk_close_taken_back_whole(db: &TestDb) {
     ]);
     assert!(closed.contains("30 done"), "{closed}");
     assert_eq!(d.show(&keys[7])["state"], "closed");
+    // a note since is not a change: that item is taken back too, the note kept
+    let (code, ..) = as_op(&d, "bob", &["note", &keys[3], "saw this close"]);
+    assert_eq!(code, 0);
     let (code, out, err) = d.output(&["undo", "--last", "--note", "wrong filter"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("30 of 30 taken back"), "{out}");
@@ -75,6 +78,15 @@ async fn a_bulk_close_taken_back_whole(db: &TestDb) {
     assert_eq!(undo["actor"], "alice");
     assert_eq!(undo["action"], close["action"], "{v}");
     assert_eq!(undo["detail"]["note"], "wrong filter");
+    let noted = d.show(&keys[3]);
+    assert!(
+        noted["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "note" && e["actor"] == "bob"),
+        "{noted}"
+    );
     let text = d.run(&["show", &keys[0]]);
     let id = close["action"].as_str().unwrap();
     assert!(text.contains(&format!("closed [{id}]")), "{text}");

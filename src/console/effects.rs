@@ -128,6 +128,14 @@ async fn run_effect_with(
                 .map_err(s),
         },
         Effect::Poll => Msg::Polled(ledger.read().latest_event_id().await.map_err(s)),
+        Effect::UndoPreview => Msg::UndoPreviewed(
+            ledger
+                .staff()
+                .undo_preview(crate::ledger::UndoOf::Last, operator)
+                .await
+                .map_err(s),
+        ),
+        Effect::Undo { action } => taken_back(ledger, &action, operator).await,
         Effect::Quit => return None,
     })
 }
@@ -193,9 +201,29 @@ async fn one_action(
             if let Some(w) = a.warning {
                 text.push_str(&format!(" (warning: {w})"));
             }
+            if a.action.is_some() {
+                text.push_str(&app::undo::offer(ledger.config().undo_window));
+            }
             Ok(text)
         }
         Err(e) => Err(format!("refused: {}", keys_to_press(&e.to_string()))),
+    })
+}
+
+/// `U` confirmed: the action taken back, and what was left as it is (the first, with why).
+async fn taken_back(ledger: &Ledger, action: &str, operator: &str) -> Msg {
+    let undo = ledger
+        .staff()
+        .undo(crate::ledger::UndoOf::Id(action), operator, None);
+    Msg::Acted(match undo.await {
+        Ok(r) => {
+            let text = r.summary(true);
+            match r.refused.first() {
+                None => Ok(text),
+                Some((_, why)) => Err(format!("{text} · {why}")),
+            }
+        }
+        Err(e) => Err(format!("refused: {e}")),
     })
 }
 

@@ -28,6 +28,8 @@ pub enum When {
     Run,
     /// View 1 (its items or their groups).
     Groups,
+    /// Any view, for a person who acts (not a viewer), while no bulk action is under way.
+    Acts,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -213,6 +215,15 @@ pub const KEYMAP: &[Binding] = &[
         help: "reveal a redacted field (a lead; asks a reason; audited)",
         when: When::Reveal,
         footer: true,
+        offers: &[],
+        bulk: false,
+    },
+    Binding {
+        keys: "U",
+        label: "undo",
+        help: "take back your newest action (a bulk one shows what first)",
+        when: When::Acts,
+        footer: false,
         offers: &[],
         bulk: false,
     },

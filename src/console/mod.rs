@@ -116,6 +116,7 @@ pub async fn drive<B: Backend>(
         c.warn_after.as_secs() as i64,
         c.critical_after.as_secs() as i64,
     );
+    app.undo_window = c.undo_window;
     let size = terminal.size().map_err(|e| Error::Invalid(e.to_string()))?;
     app.update(Msg::Resized {
         rows: list_rows(size.height),

@@ -249,8 +249,8 @@ fn unchanged(op: &Op) -> Decided {
     })
 }
 
-/// A person's action: an id of its own and what taking it back restores (manual: Taking an
-/// action back); none for anything else.
+/// A person's action: an id of its own and what taking it back restores; none for anything
+/// else (manual: Taking an action back).
 fn person_action(cmd: &Command, before: &Op, after: &Op) -> (Option<String>, Option<String>) {
     let Command::Staff(a) = cmd else {
         return (None, None);

@@ -81,7 +81,7 @@ pub(crate) use runs::{RunKept, RunOpRow, RunWrite, StoredRun};
 pub(crate) use sql::ms;
 pub use terms::Cursor;
 pub(crate) use terms::{ListQuery, Order};
-pub(crate) use undo::{ActionEvent, action_events, changed_after, last_action};
+pub(crate) use undo::{ActionEvent, action_events, changes_after, last_action};
 pub use workflows::Pausable;
 pub(crate) use workflows::WorkflowRow;
 

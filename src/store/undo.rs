@@ -61,19 +61,16 @@ pub(crate) async fn last_action(db: Db<'_>, actor: &str) -> Result<Option<String
     stmt.row(db, |r| get(r, "action")).await
 }
 
-/// The first event on an operation after `event_id`: who or what changed it since.
-pub(crate) async fn changed_after(
-    db: Db<'_>,
-    op_id: i64,
-    event_id: i64,
-) -> Result<Option<ChangedBy>> {
+/// The events on an operation after `event_id`, in order (the first hundred): who or what
+/// changed it since.
+pub(crate) async fn changes_after(db: Db<'_>, op_id: i64, event_id: i64) -> Result<Vec<ChangedBy>> {
     let stmt = Stmt::new(
         "SELECT actor, kind, at FROM events WHERE operation_id = $1 AND id > $2 \
-             ORDER BY id LIMIT 1"
+             ORDER BY id LIMIT 100"
             .to_string(),
         vec![Cell::Int(Some(op_id)), Cell::Int(Some(event_id))],
     );
-    stmt.row(db, |r| {
+    stmt.rows(db, |r| {
         Ok(ChangedBy {
             actor: get(r, "actor")?,
             kind: get(r, "kind")?,

@@ -161,6 +161,9 @@ impl App {
                 // what was done is unmarked; what was left alone stays marked to look at
                 self.marks.unmark(&r.done);
                 let mut text = r.summary(verb);
+                if !r.done.is_empty() {
+                    text.push_str(&super::undo::offer(self.undo_window));
+                }
                 if !self.marks.is_empty() {
                     text.push_str(&format!(" · {} still marked", self.marks.len()));
                 }

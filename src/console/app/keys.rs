@@ -23,6 +23,7 @@ impl App {
             Mode::Help => Vec::new(), // any key closes the help
             Mode::Filter => self.on_filter_key(key),
             Mode::Form(form) => self.on_form_key(*form, key),
+            Mode::Undo(r) => super::undo::on_key(self, *r, key),
             Mode::Normal => self.on_normal_key(key),
         }
     }
@@ -125,6 +126,7 @@ impl App {
             }
             KeyCode::Char(' ') => self.toggle_mark(),
             KeyCode::Char('A') => self.mark_all(),
+            KeyCode::Char('U') => super::undo::begin(self),
             KeyCode::Char(c @ ('c' | 'C' | 'u' | 'r' | 'R' | 'x' | 'n' | 'P' | 'L' | 'e')) => {
                 if self.marks.is_empty() {
                     self.begin_action(c)
@@ -312,7 +314,7 @@ impl App {
         match b.when {
             When::Activity => self.view == View::Activity,
             When::Review => self.view == View::Review,
-            When::Always => true,
+            When::Always | When::Acts => true,
             _ => self.view.lists(),
         }
     }
@@ -326,6 +328,7 @@ impl App {
             When::Offered if b.offers.iter().all(|o| *o == Offer::TakeOver) => self.role.leads(),
             When::Offered | When::Marks | When::Run => self.role.acts(),
             When::Lead | When::Reveal => self.role.leads(),
+            When::Acts => self.role.acts(),
             When::Always | When::Row | When::Activity | When::Review | When::Groups => true,
         }
     }
@@ -340,13 +343,14 @@ impl App {
         // on view 1's groups only the keys of every view and the groups' own
         if self.view == View::Exceptions
             && self.groups.shown
-            && !matches!(b.when, When::Always | When::Groups)
+            && !matches!(b.when, When::Always | When::Groups | When::Acts)
         {
             return false;
         }
         let row = self.selected_row().filter(|_| self.online);
         match b.when {
             When::Always => true,
+            When::Acts => self.online && self.bulk.is_none(),
             When::Review => self.view == View::Review,
             When::Row => row.is_some(),
             // with items marked, the keys that act on many, where one of the marked items on

@@ -83,6 +83,12 @@ pub enum Effect {
         items: Vec<(String, StaffAction)>,
         stop: StopFlag,
     },
+    /// What taking back the person's newest action would do (`U`), changing nothing.
+    UndoPreview,
+    /// Take back the action with this id.
+    Undo {
+        action: String,
+    },
     /// A lead's reveal of one redacted field (manual: Redaction): the event is written, the value returned.
     Reveal {
         key: String,
@@ -179,6 +185,8 @@ pub enum Msg {
         total: usize,
     },
     BulkDone(Result<BulkReport, String>),
+    /// What taking back the person's newest action would do (`U`).
+    UndoPreviewed(Result<crate::ledger::UndoReport, String>),
     /// What the destinations' lookups answered: (key, destination, answer).
     LookedUp(Result<Vec<(String, String, crate::domain::LookupAnswer)>, String>),
     /// The revealed value of `path` of `key` (shown on the detail pane only).

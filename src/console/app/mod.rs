@@ -7,7 +7,7 @@
 //! `lookup.rs` a look-up at the destination; `loads.rs` pages asked for; the components, each with
 //! its state and keys: `review.rs` view 6, `stalled.rs` view 1's stalled runs (their keys in
 //! `runs.rs`), `groups.rs` view 1's groups, `marks.rs` the marked keys (what acts on them in
-//! `incident.rs`), `status.rs` the status line.
+//! `incident.rs`), `undo.rs` `U` taking an action back, `status.rs` the status line.
 
 use chrono::{DateTime, Utc};
 use tui_input::Input;
@@ -26,6 +26,7 @@ mod review;
 mod runs;
 mod stalled;
 mod status;
+pub(crate) mod undo;
 mod update;
 
 pub use correct::summary as correction_summary;
@@ -112,6 +113,8 @@ pub enum Mode {
     Filter,
     Help,
     Form(Box<Form>),
+    /// What taking back one's newest action would do, waiting for `y` (`U`).
+    Undo(Box<crate::ledger::UndoReport>),
 }
 
 /// How long a row another writer changed stays highlighted.
@@ -184,6 +187,8 @@ pub struct App {
     pub now: DateTime<Utc>,
     /// Ages turn warning-coloured past this many seconds, critical past the second.
     pub age_thresholds: (i64, i64),
+    /// How long an action can be taken back (`U`; the config's `undo_window`).
+    pub undo_window: std::time::Duration,
     seq: u64,
     last_event: Option<i64>,
     pub quit: bool,
@@ -235,6 +240,7 @@ impl App {
             viewport: 10,
             now: Utc::now(),
             age_thresholds: (3_600, 86_400),
+            undo_window: std::time::Duration::from_secs(15 * 60),
             seq: 0,
             last_event: None,
             quit: false,

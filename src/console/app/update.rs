@@ -87,6 +87,7 @@ impl App {
                 Vec::new()
             }
             Msg::BulkDone(report) => self.on_bulk_done(report),
+            Msg::UndoPreviewed(report) => super::undo::on_previewed(self, report),
             Msg::LookedUp(answers) => self.on_looked_up(answers),
             Msg::Revealed { key, path, value } => self.on_revealed(key, path, value),
             Msg::Counted { seq, count } => {

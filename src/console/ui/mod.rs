@@ -3,7 +3,7 @@
 //!
 //! Rooms: One room per part of the screen: `header.rs`, `list.rs`, `groups.rs`, `detail.rs`,
 //! `run_detail.rs`, `pane.rs` what the two detail panes share, `activity.rs`, `review.rs`,
-//! `form.rs`, `status.rs`; `cells.rs` what every part draws with.
+//! `form.rs`, `undo.rs` `U`'s preview, `status.rs`; `cells.rs` what every part draws with.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
@@ -29,6 +29,7 @@ mod pane;
 mod review;
 mod run_detail;
 mod status;
+mod undo;
 
 pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     let area = f.area();
@@ -77,6 +78,7 @@ pub fn draw(f: &mut Frame, app: &App, theme: &Theme) {
     match &app.mode {
         Mode::Help => draw_help(f, app, theme, area),
         Mode::Form(_) => draw_form(f, app, theme, area),
+        Mode::Undo(_) => undo::draw_undo(f, app, theme, area),
         _ => {}
     }
 }

@@ -138,7 +138,6 @@ pub(super) fn draw_footer(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
 }
 
 pub(super) fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
-    // the box's title names it: every row of 24 is a key's
     let mut lines = Vec::new();
     for b in KEYMAP.iter().filter(|b| app.in_view(b)) {
         let applies = app.applies(b);
@@ -153,22 +152,21 @@ pub(super) fn draw_help(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
         ]));
     }
     let last = if app.role.acts() {
-        "Every action asks first (y/Enter confirms). Any key closes this help."
+        "every action asks first (y/Enter) · any key closes this help"
     } else {
-        "You are a viewer: you read, and act on nothing. Any key closes this help."
+        "a viewer reads, and acts on nothing · any key closes this help"
     };
-    // in the bottom border: every row inside is a key's
-    let r = centered(area, 76, lines.len() as u16 + 2);
+    // no bottom border: every row of 24 but the title's is a key's
+    let r = centered(area, 76, lines.len() as u16 + 1);
     f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).block(
             Block::default()
-                .borders(Borders::ALL)
-                .title(Span::styled(" keys ", theme.style(Meaning::Title)))
-                .title_bottom(Span::styled(
-                    format!(" {last} "),
-                    theme.style(Meaning::Muted),
-                )),
+                .borders(Borders::TOP | Borders::LEFT | Borders::RIGHT)
+                .title(vec![
+                    Span::styled(" keys ", theme.style(Meaning::Title)),
+                    Span::styled(format!("· {last} "), theme.style(Meaning::Muted)),
+                ]),
         ),
         r,
     );

@@ -17,6 +17,9 @@ use crate::store::{self, ActionEvent, Tried, Tx};
 /// Items per transaction of an undo, as of a bulk action.
 const CHUNK: usize = 200;
 
+/// Operations read per statement by a preview.
+const PREVIEW_CHUNK: usize = 2000;
+
 /// Which action to take back.
 #[derive(Clone, Copy, Debug)]
 pub enum UndoOf<'a> {
@@ -83,21 +86,22 @@ impl Staff<'_> {
     pub async fn undo_preview(self, which: UndoOf<'_>, actor: &str) -> Result<UndoReport> {
         let (mut report, items) = self.undo_items(which, actor).await?;
         let now = self.0.now();
-        for item in items {
-            let held = self.0.store.load_op(&item.event.key).await?;
-            match held {
-                Some((_, op)) if op.version == item.restore.v || item.restore.note => {
-                    if item.restore.ended_attempt && !item.restore.note {
-                        report
-                            .refused
-                            .push((item.event.key.clone(), ended(&item.event.key)));
-                    } else {
-                        report.taken_back.push(item.event.key.clone());
+        for chunk in items.chunks(PREVIEW_CHUNK) {
+            let keys: Vec<&str> = chunk.iter().map(|i| i.event.key.as_str()).collect();
+            let held = self.0.store.load_ops(&keys).await?;
+            for item in chunk {
+                let key = item.event.key.clone();
+                let version = held.get(&key).map(|(_, op)| op.version);
+                if item.restore.note || version == Some(item.restore.v) {
+                    match item.restore.ended_attempt && !item.restore.note {
+                        true => report.refused.push((key.clone(), ended(&key))),
+                        false => report.taken_back.push(key),
                     }
+                    continue;
                 }
-                _ => {
-                    let why = self.why_changed(&item.event, &report.was, now).await?;
-                    report.refused.push((item.event.key.clone(), why));
+                match self.since(&item.event, &report.was, now).await? {
+                    Since::Notes => report.taken_back.push(key),
+                    Since::Changed(why) => report.refused.push((key, why)),
                 }
             }
         }
@@ -105,8 +109,9 @@ impl Staff<'_> {
     }
 
     /// Takes back `which` (manual: Taking an action back): every item it changed that nothing
-    /// has changed since returns to exactly the state, claim and next step it had before, by a
-    /// new `undone` event naming the action and `actor` (and `note`); the rest is listed.
+    /// has changed since (but notes) returns to exactly the state, claim and next step it had
+    /// before, by a new `undone` event naming the action and `actor` (and `note`); the rest is
+    /// listed.
     pub async fn undo(
         self,
         which: UndoOf<'_>,
@@ -118,18 +123,51 @@ impl Staff<'_> {
         }
         let (mut report, items) = self.undo_items(which, actor).await?;
         let now = self.0.now();
+        // an item only noted on since is taken back on a second pass, from where the notes left it
+        let mut noted = Vec::new();
         for chunk in items.chunks(CHUNK) {
+            let answers = crate::store::in_tx!(self.0.store, |tx| self
+                .undo_chunk(tx, chunk, &report.action, actor, note)
+                .await)?;
+            for (item, answer) in chunk.iter().zip(answers) {
+                let key = item.event.key.clone();
+                match answer {
+                    Ok(()) => report.taken_back.push(key),
+                    Err(why) if why.ends_with("changed since") => {
+                        match self.since(&item.event, &report.was, now).await? {
+                            Since::Notes => noted.push(item),
+                            Since::Changed(why) => report.refused.push((key, why)),
+                        }
+                    }
+                    Err(why) => report.refused.push((key, why)),
+                }
+            }
+        }
+        let mut again = Vec::new();
+        for item in noted {
+            if let Some((_, op)) = self.0.store.load_op(&item.event.key).await? {
+                let mut restore = item.restore.clone();
+                restore.v = op.version;
+                again.push(Item {
+                    event: item.event.clone(),
+                    restore,
+                });
+            }
+        }
+        for chunk in again.chunks(CHUNK) {
             let answers = crate::store::in_tx!(self.0.store, |tx| self
                 .undo_chunk(tx, chunk, &report.action, actor, note)
                 .await)?;
             for (item, answer) in chunk.iter().zip(answers) {
                 match answer {
                     Ok(()) => report.taken_back.push(item.event.key.clone()),
-                    Err(why) if why.ends_with("changed since") => {
-                        let why = self.why_changed(&item.event, &report.was, now).await?;
+                    Err(_) => {
+                        let why = match self.since(&item.event, &report.was, now).await? {
+                            Since::Changed(why) => why,
+                            Since::Notes => format!("{} changed since", item.event.key),
+                        };
                         report.refused.push((item.event.key.clone(), why));
                     }
-                    Err(why) => report.refused.push((item.event.key.clone(), why)),
                 }
             }
         }
@@ -250,28 +288,36 @@ impl Staff<'_> {
         Ok(Tried::Done(answers))
     }
 
-    /// Why an item of the action cannot be taken back: who or what changed it first since.
-    async fn why_changed(
-        self,
-        event: &ActionEvent,
-        was: &str,
-        now: DateTime<Utc>,
-    ) -> Result<String> {
+    /// What happened to an item of the action since it: only notes (taken back all the same),
+    /// or a change, in words: who or what changed it first, and when.
+    async fn since(self, event: &ActionEvent, was: &str, now: DateTime<Utc>) -> Result<Since> {
         let key = &event.key;
         let mut conn = self.0.store.conn().await?;
-        let changed = store::changed_after(conn.db(), event.op_id, event.event_id).await?;
-        let Some(c) = changed else {
-            return Ok(format!("{key} changed since"));
+        let changes = store::changes_after(conn.db(), event.op_id, event.event_id).await?;
+        let Some(c) = changes.first() else {
+            return Ok(Since::Changed(format!("{key} changed since")));
         };
+        if changes.iter().all(|c| c.kind == "note") {
+            return Ok(Since::Notes);
+        }
+        let c = changes.iter().find(|c| c.kind != "note").unwrap_or(c);
         let ago = format_age(now - c.at);
-        Ok(match (was, c.kind.as_str()) {
+        Ok(Since::Changed(match (was, c.kind.as_str()) {
             ("retry_requested", "attempt_started") => format!(
                 "{key}: its retry was sent ({} started it {ago} ago): a request once sent is not taken back",
                 c.actor
             ),
             _ => format!("{key} changed since: {} by {}, {ago} ago", c.kind, c.actor),
-        })
+        }))
     }
+}
+
+/// What happened to an item since the action.
+enum Since {
+    /// Nothing but notes: it is taken back all the same.
+    Notes,
+    /// Changed, in words.
+    Changed(String),
 }
 
 fn ended(key: &str) -> String {
