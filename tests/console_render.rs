@@ -449,7 +449,10 @@ async fn snapshots_of_the_help_and_a_confirmation() {
     app.role = settle::domain::Role::Viewer;
     press(&mut app, &f, key('?')).await;
     let help = render(&app, 80, 24);
-    assert!(help.contains("a viewer reads, and acts on nothing"), "{help}");
+    assert!(
+        help.contains("a viewer reads, and acts on nothing"),
+        "{help}"
+    );
     for gone in ["claim the item", "close:", "Space", "pause", "reveal"] {
         assert!(!help.contains(gone), "{gone} offered to a viewer:\n{help}");
     }

@@ -110,6 +110,11 @@ enum Cmd {
     Tick {
         minutes: i64,
     },
+    /// `who` takes back their newest action (manual: Taking an action back): restored exactly
+    /// when nothing but notes touched the item since, within the window; else nothing changes.
+    Undo {
+        who: usize,
+    },
 }
 
 /// A random step; most of a sequence's steps go to its `focus` key, so that one operation goes a
@@ -179,7 +184,28 @@ struct Op {
     /// Recorded with the changed contents first.
     changed: bool,
     interrupted: bool,
+    /// Changes to it other than notes, so far: an action is taken back only while none came
+    /// after it.
+    touches: u64,
 }
+
+/// A person's newest action, as taking it back needs it.
+#[derive(Clone, Debug)]
+struct Taken {
+    k: usize,
+    /// The operation before it.
+    before: Op,
+    /// Its changes other than notes, the action's own included.
+    touches: u64,
+    at: DateTime<Utc>,
+    note: bool,
+    /// It ended an attempt under way (never taken back).
+    ended: bool,
+    undone: bool,
+}
+
+/// How long an action can be taken back (the config's default `undo_window`).
+const UNDO_WINDOW: i64 = 15; // minutes
 
 /// The whole model: three operations, the workflow's pause, the destinations' breakers, the
 /// clock.
@@ -193,6 +219,8 @@ struct Model {
     /// when they were counted (5 a second, at most 5 at once).
     pace: [Option<(f64, DateTime<Utc>)>; 3],
     now: DateTime<Utc>,
+    /// Each person's newest action.
+    last: [Option<Taken>; 2],
 }
 
 /// The pace a breaker closed by hand starts at, a second.
@@ -234,11 +262,71 @@ impl Model {
             down: [false; 3],
             pace: [None; 3],
             now,
+            last: [None, None],
         }
     }
 
-    /// Applies `cmd` to the model (manual: States, The stopping threshold): what it says of it.
+    /// Applies `cmd`, keeping what taking it back needs: each operation's changes other than
+    /// notes, and each person's newest action.
     fn apply(&mut self, cmd: Cmd) -> Said {
+        let before = self.ops.clone();
+        let said = match cmd {
+            Cmd::Undo { who } => self.undo(who),
+            _ => self.apply_one(cmd),
+        };
+        let noted = match cmd {
+            Cmd::Note { k, .. } => Some(k),
+            _ => None,
+        };
+        for k in 0..3 {
+            if self.ops[k].version != before[k].version && noted != Some(k) {
+                self.ops[k].touches += 1;
+            }
+        }
+        if let (Said::Done, Some((k, who))) = (said, staff_of(cmd)) {
+            let was = &before[k];
+            self.last[who] = Some(Taken {
+                k,
+                before: was.clone(),
+                touches: self.ops[k].touches,
+                at: self.now,
+                note: noted.is_some(),
+                ended: was.started.is_some() && self.ops[k].started.is_none(),
+                undone: false,
+            });
+        }
+        said
+    }
+
+    /// `who`'s newest action taken back: the operation as it was before it, where nothing but
+    /// notes came since; a note withdrawn whatever came since.
+    fn undo(&mut self, who: usize) -> Said {
+        let now = self.now;
+        let Some(t) = self.last[who].as_mut() else {
+            return Said::Refused;
+        };
+        // a correction's new operation is never sent here: it is withdrawn with it
+        if t.undone || now - t.at > TimeDelta::minutes(UNDO_WINDOW) {
+            return Said::Refused;
+        }
+        let op = &mut self.ops[t.k];
+        if t.note {
+            op.version += 1;
+        } else if t.ended || op.touches != t.touches {
+            return Said::Refused;
+        } else {
+            *op = Op {
+                version: op.version + 1,
+                touches: op.touches,
+                ..t.before.clone()
+            };
+        }
+        t.undone = true;
+        Said::Done
+    }
+
+    /// Applies `cmd` to the model (manual: States, The stopping threshold): what it says of it.
+    fn apply_one(&mut self, cmd: Cmd) -> Said {
         let now = self.now;
         match cmd {
             Cmd::Pause => {
@@ -361,16 +449,8 @@ impl Model {
 
     fn staff(&mut self, cmd: Cmd) -> Said {
         let now = self.now;
-        let (k, who) = match cmd {
-            Cmd::Claim { k, who, .. }
-            | Cmd::Release { k, who }
-            | Cmd::Found { k, who }
-            | Cmd::Absent { k, who }
-            | Cmd::Retry { k, who }
-            | Cmd::Close { k, who }
-            | Cmd::Correct { k, who }
-            | Cmd::Note { k, who } => (k, who),
-            _ => unreachable!("staff actions only"),
+        let Some((k, who)) = staff_of(cmd) else {
+            unreachable!("staff actions only")
         };
         let op = &mut self.ops[k];
         let Some(state) = op.state else {
@@ -486,6 +566,21 @@ impl Model {
             _ if self.paused => StepKind::Paused,
             _ => StepKind::Automatic,
         })
+    }
+}
+
+/// The operation and the person of a person's action on one operation.
+fn staff_of(cmd: Cmd) -> Option<(usize, usize)> {
+    match cmd {
+        Cmd::Claim { k, who, .. }
+        | Cmd::Release { k, who }
+        | Cmd::Found { k, who }
+        | Cmd::Absent { k, who }
+        | Cmd::Retry { k, who }
+        | Cmd::Close { k, who }
+        | Cmd::Correct { k, who }
+        | Cmd::Note { k, who } => Some((k, who)),
+        _ => None,
     }
 }
 
@@ -699,9 +794,18 @@ impl Real {
                 staff(k, who, close).await
             }
             Cmd::Correct { k, who } => {
-                let key = format!("{}:c2", self.keys[k]);
+                // the chain's next key (a correction taken back keeps its key: then the next)
+                let chain = |n: usize| match n {
+                    0 => self.keys[k].clone(),
+                    n => format!("{}:c{}", self.keys[k], n + 1),
+                };
+                let mut n = 1;
+                while l.read().show(&chain(n), "alice").await.is_ok() {
+                    n += 1;
+                }
+                let key = chain(n);
                 let correct = StaffAction::Correct {
-                    corrected_as: key.clone(),
+                    corrected_as: format!("{}:c2", self.keys[k]),
                     edits: vec![settle::domain::edit::Edit::set("fixed=true").unwrap()],
                     note: "corrected".into(),
                 };
@@ -740,6 +844,17 @@ impl Real {
             Cmd::Tick { minutes } => {
                 *self.clock.lock().unwrap() += TimeDelta::minutes(minutes);
                 Ok(())
+            }
+            Cmd::Undo { who: w } => {
+                match l
+                    .staff()
+                    .undo(settle::ledger::UndoOf::Last, who(w), None)
+                    .await
+                {
+                    Ok(r) if r.taken_back.is_empty() => Err(Error::Refused(format!("{r:?}"))),
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                }
             }
         };
         match result {
@@ -898,7 +1013,7 @@ async fn shrink(
             let mut shorter = cmds.clone();
             shorter.drain(i..i + chunk);
             trial += 1;
-            *next_start += TimeDelta::days(2);
+            *next_start = (*next_start).max(*real.clock.lock().unwrap()) + TimeDelta::days(2);
             let tag = format!("shrink-{trial}");
             match run(real, *next_start, &tag, &shorter).await {
                 Some((at, failed)) => {
@@ -952,15 +1067,31 @@ async fn ledger_and_model_agree(db: &TestDb) {
                 hand.into_iter().chain(std::iter::once(c))
             })
             .collect();
+        // a person's undo now and then, after their own action or anyone's step, drawn apart too
+        let mut undos = StdRng::seed_from_u64(seed ^ 0x0d0b_ac4e ^ n as u64);
+        let cmds: Vec<Cmd> = cmds
+            .into_iter()
+            .flat_map(|c| {
+                let who = match staff_of(c) {
+                    Some((_, who)) if undos.random_bool(0.15) => Some(who),
+                    _ => undos
+                        .random_bool(0.02)
+                        .then(|| undos.random_range(0..WHO.len())),
+                };
+                std::iter::once(c).chain(who.map(|who| Cmd::Undo { who }))
+            })
+            .collect();
         steps += cmds.len();
-        start += TimeDelta::days(2);
+        // two days after the last sequence's clock, wherever its ticks took it: nothing of it
+        // is within any window (a person's last action, a lease) of this one
+        start = start.max(*real.clock.lock().unwrap()) + TimeDelta::days(2);
         // each sequence through one path in turn: the single calls, the group writer, ingest
         real.path = PATHS[n % PATHS.len()];
         let Some((at, why)) = run(&mut real, start, &format!("s{n}"), &cmds).await else {
             continue;
         };
         let (short, why) = shrink(&mut real, &mut start, cmds[..=at].to_vec(), why).await;
-        start += TimeDelta::days(2);
+        start = start.max(*real.clock.lock().unwrap()) + TimeDelta::days(2);
         let again = run(&mut real, start, "shrunk", &short).await.is_some();
         panic!(
             "{}: sequence {n} of seed {seed} (SETTLE_MODEL_SEED={seed}), through {:?}, fails; \
@@ -1002,12 +1133,14 @@ async fn ledger_and_model_agree(db: &TestDb) {
                 );
             }
         }
-        // the leads' breakers were among the steps
-        assert!(
-            real.coverage.get("Breaker Done").is_some_and(|n| *n > 0),
-            "{:?}",
-            real.coverage
-        );
+        // the leads' breakers were among the steps, and undos both taken and refused
+        for reached in ["Breaker Done", "Undo Done", "Undo Refused"] {
+            assert!(
+                real.coverage.get(reached).is_some_and(|n| *n > 0),
+                "{reached}: {:?}",
+                real.coverage
+            );
+        }
     }
 }
 

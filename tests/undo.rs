@@ -216,7 +216,42 @@ async fn last_is_ones_own_and_the_window_closes(db: &TestDb) {
     );
 }
 
+async fn a_correction_not_yet_sent_is_withdrawn(db: &TestDb) {
+    let sim = Sim::start(&[]);
+    let d = drill(db, &sim, false, false, "");
+    d.run(&["init"]);
+    for key in ["fix-1", "fix-2"] {
+        d.record(key);
+        d.run(&["start", "--key", key]);
+        d.run(&["attempt", "--key", key, "--outcome", "rejected", "--error", "422"]);
+    }
+    // not sent yet: the original is rejected again, its correction closed withdrawn
+    let said = d.run(&["correct", "fix-1", "--set", "title=\"Kickoff\"", "--note", "typo", "--yes"]);
+    assert_eq!(d.show("fix-1:c2")["state"], "pending");
+    let out = d.run(&["undo", &action_of(&said)]);
+    assert!(out.contains("1 of 1 taken back"), "{out}");
+    let v = d.show("fix-1");
+    assert_eq!(v["state"], "rejected", "{v}");
+    assert!(v["superseded_by"].is_null(), "{v}");
+    let made = d.show("fix-1:c2");
+    assert_eq!(made["state"], "closed", "{made}");
+    assert_eq!(made["resolution"], "withdrawn", "{made}");
+    // corrected again, it goes under the next key of the chain
+    d.run(&["correct", "fix-1", "--set", "title=\"Kickoff meeting\"", "--note", "again", "--yes"]);
+    assert_eq!(d.show("fix-1:c3")["state"], "pending");
+    // sent: the correction is not taken back, nor the original
+    let said = d.run(&["correct", "fix-2", "--set", "title=\"Kickoff\"", "--note", "typo", "--yes"]);
+    d.dispatch_until_settled();
+    assert_eq!(d.show("fix-2:c2")["state"], "succeeded");
+    let (code, out, _) = d.output(&["undo", &action_of(&said)]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("0 of 1 taken back"), "{out}");
+    assert_eq!(d.show("fix-2")["state"], "closed");
+    assert_eq!(d.show("fix-2:c2")["state"], "succeeded");
+}
+
 both_backends!(
+    a_correction_not_yet_sent_is_withdrawn,
     a_bulk_close_taken_back_whole,
     a_bulk_claim_with_one_taken_over_since,
     a_reconcile_as_found_taken_back,

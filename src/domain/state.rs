@@ -150,14 +150,18 @@ pub enum Resolution {
     Superseded,
     Abandoned,
     DuplicateCleanedUp,
+    /// A correction taken back before it was sent (manual: Taking an action back): settle's own,
+    /// never a person's choice.
+    Withdrawn,
 }
 
 impl Resolution {
-    pub const ALL: [Resolution; 4] = [
+    pub const ALL: [Resolution; 5] = [
         Resolution::DoneElsewhere,
         Resolution::Superseded,
         Resolution::Abandoned,
         Resolution::DuplicateCleanedUp,
+        Resolution::Withdrawn,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -166,6 +170,7 @@ impl Resolution {
             Resolution::Superseded => "superseded",
             Resolution::Abandoned => "abandoned",
             Resolution::DuplicateCleanedUp => "duplicate_cleaned_up",
+            Resolution::Withdrawn => "withdrawn",
         }
     }
 

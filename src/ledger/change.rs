@@ -203,7 +203,7 @@ pub(super) async fn decide(
     ledger.sign(&mut detail);
     let detail = detail.to_string();
     let tally = tally(&cmd, op, &t.op, &t.attempt);
-    let (action, restore) = person_action(&cmd, op, &t.op);
+    let (action, restore) = person_action(&cmd, op, &t.op, t.made.as_deref());
     let notice = !matches!(cmd, Command::Staff(_))
         && t.op.state.is_exception()
         && !op.state.is_exception()
@@ -251,12 +251,18 @@ fn unchanged(op: &Op) -> Decided {
 
 /// A person's action: an id of its own and what taking it back restores; none for anything
 /// else (manual: Taking an action back).
-fn person_action(cmd: &Command, before: &Op, after: &Op) -> (Option<String>, Option<String>) {
+fn person_action(
+    cmd: &Command,
+    before: &Op,
+    after: &Op,
+    made: Option<&Op>,
+) -> (Option<String>, Option<String>) {
     let Command::Staff(a) = cmd else {
         return (None, None);
     };
     let note = matches!(a, StaffAction::Note { .. });
-    let restore = crate::domain::Restore::of(before, after, note);
+    let mut restore = crate::domain::Restore::of(before, after, note);
+    restore.corrected_as = made.map(|m| (m.key.clone(), m.version));
     (Some(new_action_id()), serde_json::to_string(&restore).ok())
 }
 

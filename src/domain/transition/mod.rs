@@ -68,6 +68,9 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
     {
         return undo::undo(op, action, undid, restore, ctx).map(Some);
     }
+    if let Command::Withdraw { action, v } = cmd {
+        return undo::withdraw(op, action, *v, ctx).map(Some);
+    }
     if op.state.is_terminal() {
         return staff::on_terminal(op, cmd, ctx);
     }
@@ -97,7 +100,9 @@ pub fn apply(op: &Op, cmd: &Command, ctx: &Ctx) -> Result<Option<Transition>, Re
         Command::Lookup { answer } => Some(sweep::lookup(op, next, answer)?),
         Command::Resend => Some(attempts::resend(op, next, ctx)?),
         Command::Staff(action) => Some(staff::act(op, next, action, ctx)?),
-        Command::Undo { .. } => unreachable!("an undo is taken above"),
+        Command::Undo { .. } | Command::Withdraw { .. } => {
+            unreachable!("an undo is taken above")
+        }
     };
     let Some(mut made) = made else {
         return Ok(None);

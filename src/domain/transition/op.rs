@@ -154,6 +154,10 @@ pub struct Restore {
     /// A note: taking it back withdraws it, whatever happened to the item since.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub note: bool,
+    /// A correction: the key it made and that operation's version as made; taking it back
+    /// withdraws that operation, only while it is as made (never sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected_as: Option<(String, i64)>,
 }
 
 impl Restore {
@@ -174,6 +178,7 @@ impl Restore {
             ended_attempt: before.attempt_started_at.is_some()
                 && after.attempt_started_at.is_none(),
             note,
+            corrected_as: None,
         }
     }
 }

@@ -50,6 +50,9 @@ pub enum Command {
         undid: String,
         restore: Box<super::op::Restore>,
     },
+    /// A correction this person's action `action` made, withdrawn with it: closed `withdrawn`,
+    /// only while it is still at version `v`, as made.
+    Withdraw { action: String, v: i64 },
 }
 
 impl Command {

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::op::{Op, Restore};
 use super::terms::{AttemptEffect, Ctx, Refusal, Transition, refuse};
+use crate::domain::state::{Resolution, State};
 
 /// Takes back on `op` the action `action` (whose event was of kind `undid`) by restoring what
 /// `restore` kept: one new event (`undone`), nothing deleted.
@@ -51,6 +52,36 @@ pub fn undo(
     next.ambiguous = restore.ambiguous;
     next.group = crate::domain::group::group_of(&next);
     Ok(transition(next, detail))
+}
+
+/// The correction an action made (`op`, as made at version `v`), withdrawn with the action:
+/// closed `withdrawn`, only while nothing has touched it (so it was never sent).
+pub fn withdraw(op: &Op, action: &str, v: i64, ctx: &Ctx) -> Result<Transition, Refusal> {
+    if !ctx.role.acts() {
+        return refuse(format!(
+            "{} is a viewer: a viewer reads, and takes no action",
+            ctx.actor
+        ));
+    }
+    if op.version != v || op.attempts > 0 || op.state != State::Pending {
+        return refuse(format!(
+            "its correction {} is {} since: a correction once sent or worked is not taken back",
+            op.key, op.state
+        ));
+    }
+    let mut next = op.clone();
+    next.updated_at = ctx.now;
+    next.version = op.version + 1;
+    next.state = State::Closed;
+    next.resolution = Some(Resolution::Withdrawn);
+    next.next_attempt_at = None;
+    next.exception_since = None;
+    next.claim = None;
+    next.group = crate::domain::group::group_of(&next);
+    Ok(transition(
+        next,
+        json!({ "action": action, "undid": "recorded" }),
+    ))
 }
 
 fn transition(op: Op, mut detail: serde_json::Value) -> Transition {

@@ -93,14 +93,20 @@ impl Staff<'_> {
                 let key = item.event.key.clone();
                 let version = held.get(&key).map(|(_, op)| op.version);
                 if item.restore.note || version == Some(item.restore.v) {
-                    match item.restore.ended_attempt && !item.restore.note {
-                        true => report.refused.push((key.clone(), ended(&key))),
-                        false => report.taken_back.push(key),
+                    match self.unsent(&item.restore).await? {
+                        _ if item.restore.ended_attempt && !item.restore.note => {
+                            report.refused.push((key.clone(), ended(&key)))
+                        }
+                        Some(why) => report.refused.push((key, why)),
+                        None => report.taken_back.push(key),
                     }
                     continue;
                 }
                 match self.since(&item.event, &report.was, now).await? {
-                    Since::Notes => report.taken_back.push(key),
+                    Since::Notes => match self.unsent(&item.restore).await? {
+                        Some(why) => report.refused.push((key, why)),
+                        None => report.taken_back.push(key),
+                    },
                     Since::Changed(why) => report.refused.push((key, why)),
                 }
             }
@@ -253,39 +259,79 @@ impl Staff<'_> {
         actor: &str,
         note: Option<&str>,
     ) -> Result<Tried<Vec<std::result::Result<(), String>>>> {
-        let keys: Vec<&str> = chunk.iter().map(|i| i.event.key.as_str()).collect();
+        // a correction's new operation is held too: withdrawn with it
+        let mut keys: Vec<&str> = chunk.iter().map(|i| i.event.key.as_str()).collect();
+        keys.extend(
+            chunk
+                .iter()
+                .filter_map(|i| Some(i.restore.corrected_as.as_ref()?.0.as_str())),
+        );
         let mut batch = Batch::hold(tx, &keys).await?;
         let mut answers = Vec::with_capacity(chunk.len());
         for item in chunk {
-            let ask = Ask::Cmd(Command::Undo {
+            let undo = Ask::Cmd(Command::Undo {
                 action: action.to_string(),
                 undid: item.event.kind.clone(),
                 restore: Box::new(item.restore.clone()),
             });
-            match batch
-                .judge(self.0, tx, &item.event.key, actor, &ask, None)
-                .await
-            {
-                Ok(Decided::Change(mut c)) => {
-                    c.of_action(action);
-                    if let Some(n) = note
-                        && let Ok(mut d) = serde_json::from_str::<serde_json::Value>(&c.detail)
-                    {
-                        d["note"] = n.into();
-                        c.detail = d.to_string();
-                    }
-                    batch.take(c);
-                    answers.push(Ok(()));
-                }
-                Ok(Decided::Unchanged(_)) => answers.push(Ok(())),
-                Err(Error::Refused(why) | Error::NotFound(why)) => answers.push(Err(why)),
-                Err(e) => return Err(e),
+            let mut asks = vec![(item.event.key.as_str(), undo)];
+            if let Some((made, v)) = &item.restore.corrected_as {
+                let withdraw = Command::Withdraw {
+                    action: action.to_string(),
+                    v: *v,
+                };
+                asks.push((made.as_str(), Ask::Cmd(withdraw)));
             }
+            // the item and the correction it made are taken back together, or neither
+            let mut changes = Vec::new();
+            let mut refused = None;
+            for (key, ask) in &asks {
+                match batch.judge(self.0, tx, key, actor, ask, None).await {
+                    Ok(Decided::Change(c)) => changes.push(c),
+                    Ok(Decided::Unchanged(_)) => {}
+                    Err(Error::Refused(why) | Error::NotFound(why)) => {
+                        refused = Some(why);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if let Some(why) = refused {
+                answers.push(Err(why));
+                continue;
+            }
+            for mut c in changes {
+                c.of_action(action);
+                if let Some(n) = note
+                    && let Ok(mut d) = serde_json::from_str::<serde_json::Value>(&c.detail)
+                {
+                    d["note"] = n.into();
+                    c.detail = d.to_string();
+                }
+                batch.take(c);
+            }
+            answers.push(Ok(()));
         }
         if batch.write(self.0, tx, actor).await?.is_none() {
             return Ok(Tried::Raced);
         }
         Ok(Tried::Done(answers))
+    }
+
+    /// Why a correction the action made can no longer be withdrawn (it was sent or worked
+    /// since); none where it made none, or that one is as made.
+    async fn unsent(self, restore: &Restore) -> Result<Option<String>> {
+        let Some((made, v)) = &restore.corrected_as else {
+            return Ok(None);
+        };
+        Ok(match self.0.store.load_op(made).await? {
+            Some((_, op)) if op.version == *v && op.attempts == 0 => None,
+            Some((_, op)) => Some(format!(
+                "its correction {made} is {} since: a correction once sent or worked is not taken back",
+                op.state
+            )),
+            None => Some(format!("its correction {made} is gone (pruned)")),
+        })
     }
 
     /// What happened to an item of the action since it: only notes (taken back all the same),
