@@ -1442,7 +1442,7 @@ fn a_slip_taken_back(db: &TestDb) {
     assert_eq!(code, 0);
     t.keys("a", &["U"]);
     t.wait("a", "the preview of the undo", |s| {
-        s.contains("3 will be taken back") && s.contains("1 will be left as they are")
+        s.contains("3 will be taken back") && s.contains("1 will be left as it is")
     });
     let screen = t.screen("a");
     assert!(

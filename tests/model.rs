@@ -201,6 +201,9 @@ struct Taken {
     note: bool,
     /// It ended an attempt under way (never taken back).
     ended: bool,
+    /// A pause or a resume (alice's, a lead): the flag before it, and the flag's changes so
+    /// far, its own included.
+    pause: Option<(bool, u64)>,
     undone: bool,
 }
 
@@ -221,6 +224,8 @@ struct Model {
     now: DateTime<Utc>,
     /// Each person's newest action.
     last: [Option<Taken>; 2],
+    /// The pause flag's changes so far.
+    pause_changes: u64,
 }
 
 /// The pace a breaker closed by hand starts at, a second.
@@ -263,6 +268,7 @@ impl Model {
             pace: [None; 3],
             now,
             last: [None, None],
+            pause_changes: 0,
         }
     }
 
@@ -270,6 +276,7 @@ impl Model {
     /// notes, and each person's newest action.
     fn apply(&mut self, cmd: Cmd) -> Said {
         let before = self.ops.clone();
+        let was_paused = self.paused;
         let said = match cmd {
             Cmd::Undo { who } => self.undo(who),
             _ => self.apply_one(cmd),
@@ -278,9 +285,25 @@ impl Model {
             Cmd::Note { k, .. } => Some(k),
             _ => None,
         };
-        for k in 0..3 {
-            if self.ops[k].version != before[k].version && noted != Some(k) {
-                self.ops[k].touches += 1;
+        for (k, (op, was)) in self.ops.iter_mut().zip(&before).enumerate() {
+            if op.version != was.version && noted != Some(k) {
+                op.touches += 1;
+            }
+        }
+        if self.paused != was_paused {
+            self.pause_changes += 1;
+            // alice pauses and resumes (a lead): her newest action
+            if matches!(cmd, Cmd::Pause | Cmd::Resume) {
+                self.last[0] = Some(Taken {
+                    k: 0,
+                    before: Op::default(),
+                    touches: 0,
+                    at: self.now,
+                    note: false,
+                    ended: false,
+                    pause: Some((was_paused, self.pause_changes)),
+                    undone: false,
+                });
             }
         }
         if let (Said::Done, Some((k, who))) = (said, staff_of(cmd)) {
@@ -292,6 +315,7 @@ impl Model {
                 at: self.now,
                 note: noted.is_some(),
                 ended: was.started.is_some() && self.ops[k].started.is_none(),
+                pause: None,
                 undone: false,
             });
         }
@@ -308,6 +332,14 @@ impl Model {
         // a correction's new operation is never sent here: it is withdrawn with it
         if t.undone || now - t.at > TimeDelta::minutes(UNDO_WINDOW) {
             return Said::Refused;
+        }
+        if let Some((was, changes)) = t.pause {
+            if self.pause_changes != changes {
+                return Said::Refused;
+            }
+            t.undone = true;
+            self.paused = was;
+            return Said::Done;
         }
         let op = &mut self.ops[t.k];
         if t.note {
@@ -794,21 +826,24 @@ impl Real {
                 staff(k, who, close).await
             }
             Cmd::Correct { k, who } => {
-                // the chain's next key (a correction taken back keeps its key: then the next)
-                let chain = |n: usize| match n {
-                    0 => self.keys[k].clone(),
-                    n => format!("{}:c{}", self.keys[k], n + 1),
+                // as the command line asks it: under the chain's first free key (a correction
+                // taken back keeps its key: then the next)
+                let edits = vec![settle::domain::edit::Edit::set("fixed=true").unwrap()];
+                let correct = match l
+                    .staff()
+                    .correction(&self.keys[k], None, edits, "corrected")
+                    .await
+                {
+                    Ok(c) => c,
+                    Err(e) => return Err(format!("{cmd:?}: {e}")),
                 };
-                let mut n = 1;
-                while l.read().show(&chain(n), "alice").await.is_ok() {
-                    n += 1;
-                }
-                let key = chain(n);
-                let correct = StaffAction::Correct {
-                    corrected_as: format!("{}:c2", self.keys[k]),
-                    edits: vec![settle::domain::edit::Edit::set("fixed=true").unwrap()],
-                    note: "corrected".into(),
+                let StaffAction::Correct {
+                    corrected_as: key, ..
+                } = &correct
+                else {
+                    unreachable!("a correction")
                 };
+                let key = key.clone();
                 let done = staff(k, who, correct).await;
                 // made with it: the correction, due at once, naming what it corrects
                 if done.is_ok() {
@@ -921,9 +956,10 @@ async fn run(
 ) -> Option<(usize, String)> {
     real.keys = std::array::from_fn(|k| format!("{tag}-{}", DESTS[k].0));
     *real.clock.lock().unwrap() = start;
+    // by someone outside the sequence: not an action of alice's to take back
     real.ledger
         .staff()
-        .resume("onboarding", "alice")
+        .resume("onboarding", "setup")
         .await
         .unwrap();
     let mut model = Model::new(start);

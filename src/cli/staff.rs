@@ -171,16 +171,26 @@ pub(super) async fn pause(
     let (what, name) = args.what.get();
     let n = output::esc(name);
     let noun = what.noun();
+    let actor = required(operator)?;
     if ledger
         .staff()
-        .pause_one(what, name, &args.reason, required(operator)?)
+        .pause_one(what, name, &args.reason, actor)
         .await?
     {
-        say!("{noun} {n} paused: no attempt of it starts until it is resumed");
+        let id = action_named(ledger, actor).await?;
+        say!("{noun} {n} paused: no attempt of it starts until it is resumed{id}");
     } else {
         say!("{noun} {n} was already paused; nothing changed");
     }
     Ok(0)
+}
+
+/// ` (action a-...)`: the person's action just taken, to take it back by.
+async fn action_named(ledger: &Ledger, actor: &str) -> Result<String> {
+    let id = ledger.staff().newest_action(actor).await?;
+    Ok(id.map_or(String::new(), |id| {
+        format!(" (action {})", output::esc(&id))
+    }))
 }
 
 /// `settle resume`: a workflow, or a destination.
@@ -192,12 +202,10 @@ pub(super) async fn resume(
     let (what, name) = args.what.get();
     let n = output::esc(name);
     let noun = what.noun();
-    if ledger
-        .staff()
-        .resume_one(what, name, required(operator)?)
-        .await?
-    {
-        say!("{noun} {n} resumed");
+    let actor = required(operator)?;
+    if ledger.staff().resume_one(what, name, actor).await? {
+        let id = action_named(ledger, actor).await?;
+        say!("{noun} {n} resumed{id}");
     } else {
         say!("{noun} {n} was not paused; nothing changed");
     }

@@ -247,14 +247,15 @@ async fn pausing(
 ) -> Msg {
     let it = format!("{} {name}", what.noun());
     let staff = ledger.staff();
+    let back = app::undo::offer(ledger.config().undo_window);
     Msg::Acted(match reason {
         Some(reason) => match staff.pause_one(what, &name, &reason, operator).await {
-            Ok(true) => Ok(format!("{it} paused")),
+            Ok(true) => Ok(format!("{it} paused{back}")),
             Ok(false) => Ok(format!("{it} was already paused")),
             Err(e) => Err(format!("refused: {e}")),
         },
         None => match staff.resume_one(what, &name, operator).await {
-            Ok(true) => Ok(format!("{it} resumed")),
+            Ok(true) => Ok(format!("{it} resumed{back}")),
             Ok(false) => Ok(format!("{it} was not paused")),
             Err(e) => Err(format!("refused: {e}")),
         },

@@ -10,7 +10,9 @@ use crate::store::{self, NewEvent, Tried, Tx};
 
 impl Ledger {
     /// Sets the pause flag and writes its audit event (a destination's names it in the detail;
-    /// a workflow's in the event's workflow).
+    /// a workflow's in the event's workflow). `action`: a person's action's id, or the id of the
+    /// one an undo takes back; a person's pause or resume keeps what taking it back restores
+    /// (manual: Taking an action back).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn set_paused_in(
         &self,
@@ -21,12 +23,22 @@ impl Ledger {
         reason: Option<&str>,
         actor: &str,
         kind: &'static str,
+        action: Option<&str>,
     ) -> Result<Tried<bool>> {
         let now = self.now();
         let current = tx.pause_row(what, name).await?;
         if current.as_ref().is_some_and(|w| w.paused) == paused {
             return Ok(Tried::Done(false));
         }
+        let restore = (matches!(kind, "paused" | "resumed") && action.is_some()).then(|| {
+            json!({
+                "pausable": what.noun(), "name": name,
+                "paused": current.as_ref().is_some_and(|w| w.paused),
+                "reason": current.as_ref().and_then(|w| w.paused_reason.clone()),
+                "v": current.as_ref().map_or(1, |w| w.version + 1),
+            })
+            .to_string()
+        });
         if !tx
             .set_paused(
                 what,
@@ -55,8 +67,8 @@ impl Ledger {
             from_state: None,
             to_state: None,
             detail: &detail,
-            action: None,
-            restore: None,
+            action,
+            restore: restore.as_deref(),
         };
         tx.insert_events(&[event]).await?;
         let told = match what {
@@ -148,6 +160,7 @@ impl Ledger {
                     Some(&reason),
                     SYSTEM_ACTOR,
                     "auto_paused",
+                    None,
                 )
                 .await
             }

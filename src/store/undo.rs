@@ -7,11 +7,13 @@ use super::Db;
 use super::sql::{Cell, Stmt, get, time};
 use crate::error::Result;
 
-/// One event of a person's action (or of an undo of it), with its operation's key.
+/// One event of a person's action (or of an undo of it), with its operation's key; a pause's or
+/// a resume's names none.
 #[derive(Clone, Debug)]
 pub(crate) struct ActionEvent {
     pub event_id: i64,
-    pub op_id: i64,
+    pub op_id: Option<i64>,
+    /// The operation's key (empty for a pause or a resume).
     pub key: String,
     pub actor: String,
     pub kind: String,
@@ -31,8 +33,9 @@ pub(crate) struct ChangedBy {
 /// Every event carrying this action's id, in order: the action's own and any undo's.
 pub(crate) async fn action_events(db: Db<'_>, action: &str) -> Result<Vec<ActionEvent>> {
     let stmt = Stmt::new(
-        "SELECT e.id, e.operation_id, o.key, e.actor, e.kind, e.at, e.restore FROM events e \
-             JOIN operations o ON o.id = e.operation_id WHERE e.action = $1 ORDER BY e.id"
+        "SELECT e.id, e.operation_id, COALESCE(o.key, '') AS key, e.actor, e.kind, e.at, \
+         e.restore FROM events e LEFT JOIN operations o ON o.id = e.operation_id \
+         WHERE e.action = $1 ORDER BY e.id"
             .to_string(),
         vec![Cell::Text(Some(action))],
     );

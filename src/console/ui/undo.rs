@@ -52,7 +52,10 @@ pub(super) fn draw_undo(f: &mut Frame, app: &App, theme: &Theme, area: Rect) {
     let room = usize::from(area.height.saturating_sub(4)).saturating_sub(lines.len() + 2);
     if !r.refused.is_empty() {
         lines.push(Line::from(Span::styled(
-            format!("{} will be left as they are:", r.refused.len()),
+            match r.refused.len() {
+                1 => "1 will be left as it is:".to_string(),
+                n => format!("{n} will be left as they are:"),
+            },
             theme.style(Meaning::Warning),
         )));
         let shown = match r.refused.len() > room {

@@ -334,6 +334,7 @@ impl Rounds<'_> {
                     Some(reason),
                     SYSTEM_ACTOR,
                     "auto_paused",
+                    None,
                 )
                 .await?;
             if matches!(paused, Tried::Raced) {

@@ -36,9 +36,19 @@ impl Staff<'_> {
             return Err(Error::Invalid("pause needs --reason".into()));
         }
         let reason = crate::domain::redact::redact_text(reason);
+        let id = crate::ledger::change::new_action_id();
         store::in_tx!(self.0.store, |tx| self
             .0
-            .set_paused_in(tx, what, name, true, Some(&reason), actor, "paused")
+            .set_paused_in(
+                tx,
+                what,
+                name,
+                true,
+                Some(&reason),
+                actor,
+                "paused",
+                Some(&id)
+            )
             .await)
         .inspect(|_| crate::counters::inc(crate::counters::STAFF_ACTIONS, &["pause"]))
     }
@@ -48,9 +58,10 @@ impl Staff<'_> {
         check_name(what.noun(), name, false)?;
         self.0.check_acting(actor)?;
         self.0.require_lead("resuming")?;
+        let id = crate::ledger::change::new_action_id();
         store::in_tx!(self.0.store, |tx| self
             .0
-            .set_paused_in(tx, what, name, false, None, actor, "resumed")
+            .set_paused_in(tx, what, name, false, None, actor, "resumed", Some(&id))
             .await)
         .inspect(|_| crate::counters::inc(crate::counters::STAFF_ACTIONS, &["resume"]))
     }

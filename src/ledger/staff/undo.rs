@@ -5,9 +5,10 @@
 //! touched it.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use super::Staff;
+use super::undo_pauses::PauseRestore;
+use super::undo_report::UndoReport;
 use crate::domain::{Command, Restore, format_age};
 use crate::error::{Error, Result};
 use crate::ledger::change::{Ask, Decided};
@@ -29,51 +30,6 @@ pub enum UndoOf<'a> {
     Last,
 }
 
-/// What taking an action back did (or, previewed, would do).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct UndoReport {
-    /// The action's id.
-    pub action: String,
-    /// What it was (its events' kind: `closed`, `claimed`, ...).
-    pub was: String,
-    /// Who took it.
-    pub by: String,
-    pub at: DateTime<Utc>,
-    /// The keys taken back (previewed: to be taken back).
-    pub taken_back: Vec<String>,
-    /// The keys an earlier undo took back already.
-    pub already: Vec<String>,
-    /// The keys left as they are, each with why (who or what changed it since).
-    pub refused: Vec<(String, String)>,
-}
-
-impl UndoReport {
-    /// One line: what was taken back, of what.
-    pub fn summary(&self, done: bool) -> String {
-        let verb = if done {
-            "taken back"
-        } else {
-            "can be taken back"
-        };
-        let mut line = format!(
-            "{} ({} by {}, {} ago): {} of {} {verb}",
-            self.action,
-            self.was,
-            self.by,
-            format_age(Utc::now() - self.at),
-            self.taken_back.len(),
-            self.taken_back.len() + self.refused.len() + self.already.len(),
-        );
-        if !self.already.is_empty() {
-            line.push_str(&format!(", {} already", self.already.len()));
-        }
-        if !self.refused.is_empty() {
-            line.push_str(&format!(", {} left as they are", self.refused.len()));
-        }
-        line
-    }
-}
-
 /// An item of the action still to take back: its event and what it keeps.
 struct Item {
     event: ActionEvent,
@@ -84,7 +40,13 @@ impl Staff<'_> {
     /// What taking back `which` would do, changing nothing: the items it would restore now and
     /// those it would leave, each with why.
     pub async fn undo_preview(self, which: UndoOf<'_>, actor: &str) -> Result<UndoReport> {
-        let (mut report, items) = self.undo_items(which, actor).await?;
+        let (mut report, items, pauses) = self.undo_items(which, actor).await?;
+        for p in pauses {
+            match self.pause_undoable(&p).await? {
+                Ok(()) => report.taken_back.push(p.label()),
+                Err(why) => report.refused.push((p.label(), why)),
+            }
+        }
         let now = self.0.now();
         for chunk in items.chunks(PREVIEW_CHUNK) {
             let keys: Vec<&str> = chunk.iter().map(|i| i.event.key.as_str()).collect();
@@ -127,7 +89,13 @@ impl Staff<'_> {
         if let Some(n) = note {
             crate::ledger::checks::check_text("the note", Some(n))?;
         }
-        let (mut report, items) = self.undo_items(which, actor).await?;
+        let (mut report, items, pauses) = self.undo_items(which, actor).await?;
+        for p in pauses {
+            match self.undo_pause(&p, &report.action, actor).await? {
+                Ok(()) => report.taken_back.push(p.label()),
+                Err(why) => report.refused.push((p.label(), why)),
+            }
+        }
         let now = self.0.now();
         // an item only noted on since is taken back on a second pass, from where the notes left it
         let mut noted = Vec::new();
@@ -181,7 +149,11 @@ impl Staff<'_> {
     }
 
     /// The action's items still to take back, once the person may take it back at all.
-    async fn undo_items(self, which: UndoOf<'_>, actor: &str) -> Result<(UndoReport, Vec<Item>)> {
+    async fn undo_items(
+        self,
+        which: UndoOf<'_>,
+        actor: &str,
+    ) -> Result<(UndoReport, Vec<Item>, Vec<PauseRestore>)> {
         self.0.check_acting(actor)?;
         let id = match which {
             UndoOf::Id(id) => id.to_string(),
@@ -217,16 +189,26 @@ impl Staff<'_> {
             at: first.at,
             ..Default::default()
         };
-        let undone: std::collections::HashSet<i64> = events
+        let undone: std::collections::HashSet<Option<i64>> = events
             .iter()
             .filter(|e| e.kind == "undone")
             .map(|e| e.op_id)
             .collect();
-        let mut items = Vec::new();
+        let (mut items, mut pauses) = (Vec::new(), Vec::new());
         let mut seen = std::collections::HashSet::new();
         for event in events.into_iter().filter(|e| e.kind != "undone") {
+            // a pause or a resume names no operation: its own restore
+            let pause = match event.op_id {
+                None => event.restore.as_deref(),
+                Some(_) => None,
+            };
+            let pause = pause.and_then(|r| serde_json::from_str::<PauseRestore>(r).ok());
             if undone.contains(&event.op_id) {
-                report.already.push(event.key);
+                report.already.push(pause.map_or(event.key, |p| p.label()));
+                continue;
+            }
+            if let Some(p) = pause {
+                pauses.push(p);
                 continue;
             }
             // a key the action met twice (a file repeating it): taken back from its first
@@ -246,7 +228,7 @@ impl Staff<'_> {
                 )),
             }
         }
-        Ok((report, items))
+        Ok((report, items, pauses))
     }
 
     /// One chunk of an undo in one transaction: each item judged by the rules and written with
@@ -339,7 +321,8 @@ impl Staff<'_> {
     async fn since(self, event: &ActionEvent, was: &str, now: DateTime<Utc>) -> Result<Since> {
         let key = &event.key;
         let mut conn = self.0.store.conn().await?;
-        let changes = store::changes_after(conn.db(), event.op_id, event.event_id).await?;
+        let op_id = event.op_id.unwrap_or_default();
+        let changes = store::changes_after(conn.db(), op_id, event.event_id).await?;
         let Some(c) = changes.first() else {
             return Ok(Since::Changed(format!("{key} changed since")));
         };
