@@ -327,7 +327,60 @@ async fn a_pause_and_a_resume_taken_back(db: &TestDb) {
     );
 }
 
+/// An undo is a person's: items it makes exceptions again are not news to their owners (they
+/// were told when automation first left them there).
+async fn an_undo_tells_the_owners_nothing(db: &TestDb) {
+    let config = settle::Config::parse(
+        "[teams.payments]\nmembers = [\"alice\"]\nnotify = [\"chat\"]\n\
+         [channels.chat]\nkind = \"slack\"\nurl_env = \"SETTLE_SLACK_UNDO\"\n\
+         [workflows.onboarding]\nowner = \"payments\"\n",
+        "test",
+    )
+    .unwrap();
+    let ledger = settle::Ledger::open(&db.url, config).await.unwrap();
+    for key in ["told-1", "told-2"] {
+        let intent = settle::Intent {
+            key: key.into(),
+            workflow: "onboarding".into(),
+            step: "s".into(),
+            destination: "crm".into(),
+            action: "create".into(),
+            payload: serde_json::json!({"n": 1}),
+            run: None,
+        };
+        ledger.record(&intent, "bot").await.unwrap();
+        ledger.start_attempt(key, "bot").await.unwrap();
+        let report = settle::AttemptReport {
+            key: key.into(),
+            outcome: Some(settle::Outcome::Unknown),
+            ..Default::default()
+        };
+        ledger.report_attempt(&report, "bot").await.unwrap();
+    }
+    let mut raw = common::Raw::connect(&db.url).await;
+    let told = raw.int("SELECT COUNT(*) FROM notify_inbox").await;
+    assert_eq!(told, 2, "each exception told once");
+    let keys = vec!["told-1".to_string(), "told-2".to_string()];
+    let close = settle::StaffAction::Close {
+        resolution: settle::Resolution::Abandoned,
+        reference: None,
+        superseded_by: None,
+        note: "oops".into(),
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let staff = ledger.staff();
+    let done = staff.bulk_apply(&keys, &close, "alice", &stop, None, |_, _| {});
+    let batch = done.await.unwrap().batch;
+    let back = staff
+        .undo(settle::ledger::UndoOf::Id(&batch), "alice", None)
+        .await
+        .unwrap();
+    assert_eq!(back.taken_back.len(), 2);
+    assert_eq!(raw.int("SELECT COUNT(*) FROM notify_inbox").await, told);
+}
+
 both_backends!(
+    an_undo_tells_the_owners_nothing,
     a_pause_and_a_resume_taken_back,
     a_correction_not_yet_sent_is_withdrawn,
     a_bulk_close_taken_back_whole,

@@ -204,7 +204,7 @@ pub(super) async fn decide(
     let detail = detail.to_string();
     let tally = tally(&cmd, op, &t.op, &t.attempt);
     let (action, restore) = person_action(&cmd, op, &t.op, t.made.as_deref());
-    let notice = !matches!(cmd, Command::Staff(_))
+    let notice = !cmd.is_persons()
         && t.op.state.is_exception()
         && !op.state.is_exception()
         && ledger.config.told_of(&op.workflow).is_some();

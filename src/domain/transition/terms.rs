@@ -57,6 +57,14 @@ pub enum Command {
 
 impl Command {
     /// Commands made by automation (which a live claim keeps away) rather than by a person.
+    /// A person's: an action, or one taken back (never told to the owners as automation's).
+    pub fn is_persons(&self) -> bool {
+        matches!(
+            self,
+            Command::Staff(_) | Command::Undo { .. } | Command::Withdraw { .. }
+        )
+    }
+
     pub fn is_automatic(&self) -> bool {
         matches!(
             self,
