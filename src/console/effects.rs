@@ -201,7 +201,8 @@ async fn one_action(
             if let Some(w) = a.warning {
                 text.push_str(&format!(" (warning: {w})"));
             }
-            if a.action.is_some() {
+            if let Some(id) = &a.action {
+                text.push_str(&format!(" · {id}"));
                 text.push_str(&app::undo::offer(ledger.config().undo_window));
             }
             Ok(text)

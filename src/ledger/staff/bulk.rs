@@ -40,6 +40,8 @@ pub struct BulkPreview {
 pub struct BulkReport {
     /// The id every event of this action carries in its detail (`batch`).
     pub batch: String,
+    /// The action's id, to take it back by (manual: Taking an action back): the batch id.
+    pub action: String,
     pub done: Vec<String>,
     /// Eligible at the preview, refused at their turn: another writer changed them meanwhile.
     pub changed_meanwhile: BTreeMap<String, Vec<String>>,
@@ -227,12 +229,15 @@ impl Staff<'_> {
         let start = self.0.now();
         self.0.check_acting(actor)?;
         self.check_bulk_size(items.len())?;
+        // the id of the whole action, which an undo takes back by: unique however many act at once
+        let batch = format!(
+            "b-{}-{:08x}",
+            self.0.now().format("%Y%m%dT%H%M%S"),
+            rand::random::<u32>()
+        );
         let mut report = BulkReport {
-            batch: format!(
-                "b-{}-{:04x}",
-                self.0.now().format("%Y%m%dT%H%M%S"),
-                rand::random::<u16>()
-            ),
+            action: batch.clone(),
+            batch,
             ..Default::default()
         };
         let mut done = 0;
