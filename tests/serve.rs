@@ -460,7 +460,9 @@ fn a_viewer_acts_on_nothing(db: &TestDb) {
         t.keys("a", &[k]);
     }
     t.keys("a", &["?"]);
-    t.wait("a", "the help", |s| s.contains("You are a viewer"));
+    t.wait("a", "the help", |s| {
+        s.contains("a viewer reads, and acts on nothing")
+    });
     let help = t.screen("a");
     assert!(
         !help.contains("claim the item") && !help.contains("take over"),

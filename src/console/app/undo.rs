@@ -54,15 +54,14 @@ pub(super) fn on_previewed(app: &mut App, report: Result<UndoReport, String>) ->
         }
     };
     if r.taken_back.is_empty() {
-        let why = r
-            .refused
-            .first()
-            .map_or("taken back already".to_string(), |(_, why)| why.clone());
-        app.status.set(
-            format!("{} cannot be taken back: {why}", r.action),
-            true,
-            app.now,
-        );
+        let said = match r.refused.first() {
+            Some((_, why)) => format!("{} cannot be taken back: {why}", r.action),
+            None => format!(
+                "{} ({} by {}) was taken back already",
+                r.action, r.was, r.by
+            ),
+        };
+        app.status.set(said, true, app.now);
         return Vec::new();
     }
     if r.taken_back.len() == 1 && r.refused.is_empty() && r.already.is_empty() {
