@@ -5,8 +5,13 @@
 //! non-empty value, as `.ci/run` sets it), a missing server URL stops the build instead. The same
 //! for the tools other tests run: the OpenAPI validator and schemathesis (Python packages),
 //! PgBouncer, Prometheus' `promtool` and Alertmanager's `amtool`, and aiosmtpd (an SMTP server).
+//!
+//! And names the commit the binary is built from, for `settle --version`
+//! (manual: Upgrades and migrations): `git rev-parse` where the source is a checkout, else
+//! `SETTLE_COMMIT` as a packager gives it, else `unknown`.
 
 fn main() {
+    commit();
     println!("cargo::rustc-check-cfg=cfg(settle_pg)");
     println!("cargo::rustc-check-cfg=cfg(settle_oas)");
     println!("cargo::rustc-check-cfg=cfg(settle_pgbouncer)");
@@ -66,6 +71,39 @@ fn main() {
             println!("cargo::rustc-cfg={cfg}");
         } else if set("SETTLE_REQUIRE_POSTGRES") {
             panic!("SETTLE_REQUIRE_POSTGRES is set but {missing}");
+        }
+    }
+}
+
+/// `SETTLE_COMMIT` for the binary: the checkout's commit (12 hex digits), rebuilt when it moves.
+fn commit() {
+    println!("cargo::rerun-if-env-changed=SETTLE_COMMIT");
+    let given = std::env::var("SETTLE_COMMIT")
+        .ok()
+        .filter(|c| !c.is_empty());
+    let git = || {
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let text = String::from_utf8(out.stdout).ok()?;
+        Some(text.trim().to_string()).filter(|c| !c.is_empty())
+    };
+    let commit = given.or_else(git).unwrap_or_else(|| "unknown".into());
+    println!("cargo::rustc-env=SETTLE_COMMIT={commit}");
+    // a new commit moves the branch HEAD names (or HEAD itself, detached)
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD") {
+        println!("cargo::rerun-if-changed=.git/HEAD");
+        // only files that exist: a missing one would run this script, and build settle, every time
+        let branch = head
+            .trim()
+            .strip_prefix("ref: ")
+            .map(|b| format!(".git/{b}"));
+        for file in branch.into_iter().chain([".git/packed-refs".to_string()]) {
+            if std::path::Path::new(&file).exists() {
+                println!("cargo::rerun-if-changed={file}");
+            }
         }
     }
 }

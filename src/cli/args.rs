@@ -8,10 +8,13 @@ use clap::{Args, CommandFactory, Parser};
 
 pub use super::commands::{Cmd, Shell};
 
+/// `settle --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("SETTLE_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
 #[command(
     name = "settle",
-    version,
+    version = VERSION,
     about = "Operations ledger and exception queue for automations that may have done something twice, or not at all",
     long_about = "Operations ledger and exception queue for automations that may have done something twice, or \
 not at all.\n\nWithout a command, opens the console on the database. Exit codes: 0 done, 2 bad usage or a \
