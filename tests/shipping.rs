@@ -88,3 +88,39 @@ fn the_units_prometheus_the_alerts_and_the_runbook_agree() {
         }
     }
 }
+
+/// The package's services run as the user `settle`, one of settle's own names: as `$USER` it is
+/// nobody's name (no error), while `--as settle` is still refused.
+#[test]
+fn the_service_user_is_not_an_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("svc.db").display());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_settle"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env("USER", "settle")
+            .env_remove("SETTLE_OPERATOR")
+            .env("SETTLE_LOG_FILE", dir.path().join("log"))
+            .env("XDG_CONFIG_HOME", dir.path())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), said)
+    };
+    let (code, said) = run(&["init"]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = run(&["stats"]);
+    assert_eq!(code, Some(0), "{said}");
+    let (code, said) = run(&["claim", "k1"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("pass --as NAME or set SETTLE_OPERATOR"),
+        "{said}"
+    );
+    let (code, said) = run(&["--as", "settle", "claim", "k1"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("reserved"), "{said}");
+}

@@ -82,17 +82,19 @@ fn command_to_run(text: &str) -> String {
     }
 }
 
-/// The operator: `--as`, else `SETTLE_OPERATOR`, else `$USER`; checked before anything uses it
-/// (the log's first line names it). `None` when none is set.
+/// The operator: `--as`, else `SETTLE_OPERATOR`, else `$USER` (but settle's own names, which a
+/// service's user may have); checked before anything uses it (the log's first line names it).
+/// `None` when none is set.
 fn operator(cli: &Cli) -> Result<Option<String>> {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let (name, from) = match &cli.globals.operator {
         Some(n) => (n.clone(), "--as"),
         None => match env("SETTLE_OPERATOR") {
             Some(n) => (n, "SETTLE_OPERATOR"),
+            // a service's own user (the package's `settle`) is nobody's name: as if unset
             None => match env("USER") {
-                Some(n) => (n, "USER"),
-                None => return Ok(None),
+                Some(n) if !crate::domain::names::SYSTEM_NAMES.contains(&n.as_str()) => (n, "USER"),
+                _ => return Ok(None),
             },
         },
     };
