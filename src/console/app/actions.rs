@@ -15,12 +15,7 @@ impl App {
             self.status.set("select an item first", true, self.now);
             return Vec::new();
         };
-        if !self.online {
-            self.status.set(
-                "the database is unreachable: actions are off until it is back",
-                true,
-                self.now,
-            );
+        if offline(self) {
             return Vec::new();
         }
         // a key stands for actions the ledger may not offer on this item now: say so, and what
@@ -245,4 +240,16 @@ impl App {
             (_, None) => Vec::new(),
         }
     }
+}
+
+/// Whether the database is unreachable, said on the status line: no action until it is back.
+pub(super) fn offline(app: &mut App) -> bool {
+    if !app.online {
+        app.status.set(
+            "the database is unreachable: actions are off until it is back",
+            true,
+            app.now,
+        );
+    }
+    !app.online
 }

@@ -24,12 +24,7 @@ pub(super) fn begin(app: &mut App) -> Vec<Effect> {
             .set("a viewer reads, and takes no action", true, app.now);
         return Vec::new();
     }
-    if !app.online {
-        app.status.set(
-            "the database is unreachable: actions are off until it is back",
-            true,
-            app.now,
-        );
+    if super::actions::offline(app) {
         return Vec::new();
     }
     if app.bulk.is_some() {
